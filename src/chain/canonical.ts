@@ -1,0 +1,30 @@
+import type { Address, Hex } from 'viem';
+
+/**
+ * Addresses and hashes fixed by the public protocols. Each stands here once; everything else reads it from here
+ * (or from the network registry, which is filled from these on the devnet).
+ */
+
+/** Uniswap's Permit2, the same address on every chain. Official x402 clients hard-code it. */
+export const PERMIT2_ADDRESS: Address = '0x000000000022D473030F116dDEE9F6B43aC78BA3';
+
+/** The x402 exact-permit proxy (the Permit2 `spender` of x402's `exact` scheme). */
+export const EXACT_PERMIT2_PROXY_ADDRESS: Address = '0x402085c248EeA27D92E8b30b2C58ed07f9E20001';
+
+/** Init-code hash of the Uniswap V3 pool, which the periphery's PoolAddress library assumes. */
+export const UNISWAP_V3_POOL_INIT_CODE_HASH: Hex = '0xe34f199b19b2b4f47f68442619d555527d244f78a3297ea89325f843f87b8b54';
+
+/** The three settlement networks the service speaks, by CAIP-2 id. */
+export const CAIP2 = {
+  base: 'eip155:8453',
+  baseSepolia: 'eip155:84532',
+  stockChain: 'eip155:4663',
+} as const;
+export type Caip2 = (typeof CAIP2)[keyof typeof CAIP2];
+export const SUPPORTED_NETWORKS: readonly Caip2[] = [CAIP2.base, CAIP2.baseSepolia, CAIP2.stockChain];
+
+export function chainIdOf(caip2: string): number {
+  const m = /^eip155:(\d{1,12})$/.exec(caip2);
+  if (!m) throw new Error(`not an eip155 CAIP-2 id: ${caip2}`);
+  return Number(m[1]);
+}

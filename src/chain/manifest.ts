@@ -1,0 +1,123 @@
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Ajv } from 'ajv';
+import type { Address, Hex } from 'viem';
+
+export interface StablecoinInfo {
+  address: Address;
+  /** EIP-712 domain name, exactly as the token signs. */
+  name: string;
+  /** EIP-712 domain version. */
+  version: string;
+  decimals: number;
+  symbol: string;
+}
+
+export interface StockInfo {
+  symbol: string;
+  name: string;
+  address: Address;
+  decimals: number;
+  /** The stablecoin pool of this stock, derived from the factory (CREATE2), pinned here. */
+  pool: Address;
+  fee: number;
+  /** The price the pool was seeded at, USD per share, 6 fraction digits. */
+  seedPriceUsd: string;
+}
+
+export interface UniswapInfo {
+  factory: Address;
+  router: Address;
+  quoter: Address;
+  weth: Address;
+  poolInitCodeHash: Hex;
+}
+
+export interface NetworkEntry {
+  chainId: number;
+  rpcUrl: string;
+  stablecoin: StablecoinInfo;
+  permit2?: Address;
+  exactPermit2Proxy?: Address;
+  uniswap?: UniswapInfo;
+  stocks?: StockInfo[];
+}
+
+export interface ManifestAccount {
+  address: Address;
+  privateKey?: Hex;
+  gasless?: boolean;
+}
+
+export interface DevnetManifest {
+  version: 1;
+  createdAt: string;
+  /** The process that owns the chains (the `gate402 devnet` or `gate402 start` that launched them). */
+  pid: number;
+  networks: Record<string, NetworkEntry>;
+  accounts: {
+    relayers: ManifestAccount[];
+    buyers: ManifestAccount[];
+    merchants: ManifestAccount[];
+  };
+}
+
+const address = { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' } as const;
+const stablecoin = {
+  type: 'object',
+  required: ['address', 'name', 'version', 'decimals', 'symbol'],
+  properties: { address, name: { type: 'string' }, version: { type: 'string' }, decimals: { type: 'integer' }, symbol: { type: 'string' } },
+} as const;
+const account = { type: 'object', required: ['address'], properties: { address } } as const;
+const manifestSchema = {
+  type: 'object',
+  required: ['version', 'networks', 'accounts', 'pid'],
+  properties: {
+    version: { const: 1 },
+    pid: { type: 'integer' },
+    networks: {
+      type: 'object',
+      additionalProperties: {
+        type: 'object',
+        required: ['chainId', 'rpcUrl', 'stablecoin'],
+        properties: { chainId: { type: 'integer' }, rpcUrl: { type: 'string' }, stablecoin },
+      },
+    },
+    accounts: {
+      type: 'object',
+      required: ['relayers', 'buyers', 'merchants'],
+      properties: {
+        relayers: { type: 'array', items: account },
+        buyers: { type: 'array', items: account },
+        merchants: { type: 'array', items: account },
+      },
+    },
+  },
+} as const;
+const validateManifest = new Ajv({ allErrors: true }).compile(manifestSchema);
+
+export function parseManifest(text: string, source = 'manifest'): DevnetManifest {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${source} is not JSON: ${(err as Error).message}`);
+  }
+  if (!validateManifest(data)) {
+    const why = (validateManifest.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
+    throw new Error(`${source} is not a devnet manifest: ${why}`);
+  }
+  return data as unknown as DevnetManifest;
+}
+
+export function readManifest(path: string): DevnetManifest {
+  return parseManifest(readFileSync(path, 'utf8'), path);
+}
+
+/** Written to a temporary file and renamed, so a reader never sees half a manifest. */
+export function writeManifest(path: string, manifest: DevnetManifest): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(manifest, null, 2) + '\n');
+  renameSync(tmp, path);
+}

@@ -1,0 +1,97 @@
+import { readFileSync } from 'node:fs';
+import { getAddress, type Address } from 'viem';
+import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from './canonical.ts';
+import type { DevnetManifest, NetworkEntry, StablecoinInfo, StockInfo, UniswapInfo } from './manifest.ts';
+
+/** One settlement network as the service sees it. */
+export interface Network {
+  caip2: string;
+  chainId: number;
+  rpcUrl: string;
+  stablecoin: StablecoinInfo;
+  permit2?: Address;
+  exactPermit2Proxy?: Address;
+  uniswap?: UniswapInfo;
+  stocks?: StockInfo[];
+}
+
+/** The one registry of networks: every address the service uses on a chain is read from here. */
+export class NetworkRegistry {
+  readonly #byId: Map<string, Network>;
+
+  constructor(networks: Network[]) {
+    this.#byId = new Map(networks.map((n) => [n.caip2, n]));
+  }
+
+  all(): Network[] {
+    return [...this.#byId.values()];
+  }
+
+  has(caip2: string): boolean {
+    return this.#byId.has(caip2);
+  }
+
+  get(caip2: string): Network {
+    const n = this.#byId.get(caip2);
+    if (!n) throw new Error(`network ${caip2} is not configured`);
+    return n;
+  }
+
+  find(caip2: string): Network | undefined {
+    return this.#byId.get(caip2);
+  }
+
+  /** The network whose configured stablecoin is `asset`, or undefined: only configured assets are ever settled. */
+  stablecoinOn(caip2: string, asset: string): StablecoinInfo | undefined {
+    const n = this.#byId.get(caip2);
+    if (!n) return undefined;
+    return n.stablecoin.address.toLowerCase() === asset.toLowerCase() ? n.stablecoin : undefined;
+  }
+}
+
+function fromEntry(caip2: string, e: NetworkEntry): Network {
+  return {
+    caip2,
+    chainId: e.chainId,
+    rpcUrl: e.rpcUrl,
+    stablecoin: { ...e.stablecoin, address: getAddress(e.stablecoin.address) },
+    ...(e.permit2 ? { permit2: getAddress(e.permit2) } : {}),
+    ...(e.exactPermit2Proxy ? { exactPermit2Proxy: getAddress(e.exactPermit2Proxy) } : {}),
+    ...(e.uniswap ? { uniswap: e.uniswap } : {}),
+    ...(e.stocks ? { stocks: e.stocks } : {}),
+  };
+}
+
+export function networksFromManifest(manifest: DevnetManifest): NetworkRegistry {
+  return new NetworkRegistry(Object.entries(manifest.networks).map(([id, e]) => fromEntry(id, e)));
+}
+
+/**
+ * Production networks. Base and Base Sepolia carry Circle's USDC at its published addresses; the RPC URLs come
+ * from the environment. The stock chain has no public defaults: it is configured by a networks file
+ * (`GATE402_NETWORKS_FILE`, the same shape as the devnet manifest's `networks`), which may also override the rest.
+ */
+export function productionNetworks(env: NodeJS.ProcessEnv = process.env): NetworkRegistry {
+  const defaults: Record<string, NetworkEntry> = {};
+  if (env.GATE402_RPC_EIP155_8453) {
+    defaults[CAIP2.base] = {
+      chainId: 8453,
+      rpcUrl: env.GATE402_RPC_EIP155_8453,
+      stablecoin: { address: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', name: 'USD Coin', version: '2', decimals: 6, symbol: 'USDC' },
+    };
+  }
+  if (env.GATE402_RPC_EIP155_84532) {
+    defaults[CAIP2.baseSepolia] = {
+      chainId: 84532,
+      rpcUrl: env.GATE402_RPC_EIP155_84532,
+      stablecoin: { address: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', name: 'USDC', version: '2', decimals: 6, symbol: 'USDC' },
+    };
+  }
+  const fromFile: Record<string, NetworkEntry> = env.GATE402_NETWORKS_FILE
+    ? (JSON.parse(readFileSync(env.GATE402_NETWORKS_FILE, 'utf8')) as { networks: Record<string, NetworkEntry> }).networks
+    : {};
+  const merged = { ...defaults, ...fromFile };
+  const stock = merged[CAIP2.stockChain];
+  if (stock) merged[CAIP2.stockChain] = { permit2: PERMIT2_ADDRESS, exactPermit2Proxy: EXACT_PERMIT2_PROXY_ADDRESS, ...stock };
+  return new NetworkRegistry(Object.entries(merged).map(([id, e]) => fromEntry(id, e)));
+}
