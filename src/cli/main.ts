@@ -1,0 +1,60 @@
+import { parseArgs } from 'node:util';
+import { runDevnetCommand } from './devnet-command.ts';
+import { runStartCommand } from './start-command.ts';
+
+const USAGE = `gate402 <command> [options]
+
+Commands:
+  start     the whole service on its embedded default (local chains, contracts, and the service)
+  devnet    the three local chains and their contracts only, for tools and tests
+  help      this text
+
+Options of start and devnet:
+  --fresh              start new chains even if the manifest's chains are running
+  --manifest <path>    where the devnet manifest is written (env GATE402_MANIFEST, default var/devnet.json)
+  --ports <a,b,c>      RPC ports of eip155:8453, eip155:84532, eip155:4663 (env GATE402_DEVNET_PORTS, default 8545,8546,8547)
+  --host <ip>          interface the chains listen on (env GATE402_DEVNET_HOST, default 127.0.0.1)
+  --block-time <s>     seconds per block (default: a block per transaction)
+  --exit-after <s>     stop by itself after this many seconds (a guard for test runs)
+`;
+
+export function fail(message: string): never {
+  process.stderr.write(`gate402: ${message}\n`);
+  process.exit(2);
+}
+
+const [command, ...rest] = process.argv.slice(2);
+const { values } = (() => {
+  try {
+    return parseArgs({
+      args: rest,
+      options: {
+        fresh: { type: 'boolean', default: false },
+        manifest: { type: 'string' },
+        ports: { type: 'string' },
+        host: { type: 'string' },
+        'block-time': { type: 'string' },
+        'exit-after': { type: 'string' },
+      },
+      strict: true,
+    });
+  } catch (err) {
+    return fail(`${(err as Error).message}\n\n${USAGE}`);
+  }
+})();
+
+switch (command) {
+  case 'devnet':
+    await runDevnetCommand(values);
+    break;
+  case 'start':
+    await runStartCommand(values);
+    break;
+  case undefined:
+  case 'help':
+  case '--help':
+    process.stdout.write(USAGE);
+    break;
+  default:
+    fail(`unknown command '${command}'\n\n${USAGE}`);
+}

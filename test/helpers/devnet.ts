@@ -1,0 +1,59 @@
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+import { privateKeyToAccount, generatePrivateKey, type PrivateKeyAccount } from 'viem/accounts';
+import type { Account } from 'viem';
+import { DEVNET_ROLES, devnetAccount } from '../../src/chain/devnet/accounts.ts';
+import { readManifest, type DevnetManifest, type NetworkEntry } from '../../src/chain/manifest.ts';
+import { publicClientFor, walletClientFor } from '../../src/chain/clients.ts';
+
+/** The devnet one test run shares, started by test/setup/devnet-start.ts on free ports. */
+export const TEST_DEVNET_DIR = resolve('.tap/devnet');
+export const TEST_MANIFEST_PATH = resolve(TEST_DEVNET_DIR, 'manifest.json');
+
+export function testDevnet(): DevnetManifest {
+  return readManifest(TEST_MANIFEST_PATH);
+}
+
+export function network(manifest: DevnetManifest, caip2: string): NetworkEntry {
+  const n = manifest.networks[caip2];
+  if (!n) throw new Error(`the test devnet has no ${caip2}`);
+  return n;
+}
+
+/**
+ * Test files run in parallel against one devnet, so each sends from its own funded account (a "tester",
+ * minter of every devnet stablecoin) and nonces never collide. One slot per test file, listed here.
+ */
+export const TESTER_SLOTS = {
+  eip3009: 0,
+  permit2: 1,
+  interop: 2,
+  swaps: 3,
+} as const;
+
+export function tester(slot: keyof typeof TESTER_SLOTS): Account {
+  const index = DEVNET_ROLES.testers[TESTER_SLOTS[slot]];
+  if (index === undefined) throw new Error(`no tester slot ${slot}`);
+  return devnetAccount(index);
+}
+
+/** A brand-new key with nothing on any chain. */
+export function freshAccount(): PrivateKeyAccount {
+  return privateKeyToAccount(generatePrivateKey());
+}
+
+export function clientsFor(n: NetworkEntry, account: Account) {
+  return { pub: publicClientFor(n.chainId, n.rpcUrl, { pollingIntervalMs: 20 }), wallet: walletClientFor(n.chainId, n.rpcUrl, account, { pollingIntervalMs: 20 }) };
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => res(port));
+    });
+  });
+}

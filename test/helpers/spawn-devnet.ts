@@ -1,0 +1,38 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { readManifest, type DevnetManifest } from '../../src/chain/manifest.ts';
+import { freePort } from './devnet.ts';
+
+export const BIN = resolve('src/cli/bin.mjs');
+
+export interface SpawnedDevnet {
+  child: ChildProcess;
+  manifest: DevnetManifest;
+  manifestPath: string;
+  logPath: string;
+}
+
+/** Runs the real `gate402 devnet` command on free ports and waits until its manifest names it as owner. */
+export async function spawnDevnet(manifestPath: string, opts: { detached?: boolean; exitAfter?: number; timeoutMs?: number } = {}): Promise<SpawnedDevnet> {
+  mkdirSync(dirname(manifestPath), { recursive: true });
+  rmSync(manifestPath, { force: true });
+  const ports = [await freePort(), await freePort(), await freePort()];
+  const logPath = `${manifestPath}.log`;
+  const log = openSync(logPath, 'w');
+  const args = [BIN, 'devnet', '--fresh', '--manifest', manifestPath, '--ports', ports.join(','), '--exit-after', String(opts.exitAfter ?? 1800)];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', log, log], detached: opts.detached ?? false });
+  const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`gate402 devnet exited with ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
+    if (existsSync(manifestPath)) {
+      const manifest = readManifest(manifestPath);
+      if (manifest.pid === child.pid) return { child, manifest, manifestPath, logPath };
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`gate402 devnet did not write ${manifestPath} in time:\n${readFileSync(logPath, 'utf8')}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
