@@ -1,0 +1,35 @@
+import type { Database } from 'lmdb';
+
+/** A named set of records. `put` resolves only once the record is on disk, so it survives a crash that follows. */
+export class DurableCollection<T> {
+  readonly #db: Database;
+  readonly #flushed: () => Promise<void>;
+
+  constructor(db: Database, flushed: () => Promise<void>) {
+    this.#db = db;
+    this.#flushed = flushed;
+  }
+
+  async put(key: string, value: T): Promise<void> {
+    await this.#db.put(key, value);
+    await this.#flushed();
+  }
+
+  get(key: string): T | undefined {
+    return this.#db.get(key) as T | undefined;
+  }
+
+  async remove(key: string): Promise<void> {
+    await this.#db.remove(key);
+    await this.#flushed();
+  }
+
+  /** Records whose key starts with `prefix`, in key order. */
+  *entries(prefix = ''): Generator<[string, T]> {
+    for (const { key, value } of this.#db.getRange(prefix ? { start: prefix } : {})) {
+      const k = String(key);
+      if (prefix && !k.startsWith(prefix)) break;
+      yield [k, value as T];
+    }
+  }
+}

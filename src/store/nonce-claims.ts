@@ -1,0 +1,43 @@
+import type { Database } from 'lmdb';
+
+export type ClaimResult = { claimed: true } | { claimed: false; holder: string };
+
+/**
+ * Atomic, durable claims on payment nonces. The condition is evaluated inside LMDB's write transaction, so of any
+ * number of concurrent claims on one key exactly one wins, and the winner learns it only once the claim is on disk.
+ */
+export class NonceClaims {
+  readonly #db: Database;
+  readonly #flushed: () => Promise<void>;
+
+  constructor(db: Database, flushed: () => Promise<void>) {
+    this.#db = db;
+    this.#flushed = flushed;
+  }
+
+  async claim(key: string, holder: string): Promise<ClaimResult> {
+    const won = await this.#db.ifNoExists(key, () => {
+      void this.#db.put(key, holder);
+    });
+    if (won) {
+      await this.#flushed();
+      return { claimed: true };
+    }
+    const current = this.#db.get(key) as string | undefined;
+    return { claimed: false, holder: current ?? '' };
+  }
+
+  holder(key: string): string | undefined {
+    return this.#db.get(key) as string | undefined;
+  }
+}
+
+/** Claim key of an EIP-3009 payment: the token enforces one use per (from, nonce) on its own contract. */
+export function eip3009NonceKey(network: string, asset: string, from: string, nonce: string): string {
+  return `eip3009|${network}|${asset.toLowerCase()}|${from.toLowerCase()}|${nonce.toLowerCase()}`;
+}
+
+/** Claim key of a Permit2 payment: Permit2's unordered nonces are per owner across all tokens. */
+export function permit2NonceKey(network: string, from: string, nonce: bigint | string): string {
+  return `permit2|${network}|${from.toLowerCase()}|${BigInt(nonce).toString()}`;
+}
