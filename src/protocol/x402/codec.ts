@@ -1,0 +1,196 @@
+/**
+ * Shared plumbing for the pure protocol codecs (x402 and MPP): the result type, the error codes,
+ * size limits, strict base64/base64url, UTF-8 JSON parsing and the Ajv instance factory.
+ *
+ * Contract of every decoder in `src/protocol/x402` and `src/protocol/mpp`: it never throws; it returns
+ * `{ ok: true, value }` or `{ ok: false, error: { code, message } }` with `code` one of {@link CodecErrorCode}.
+ */
+import { Buffer } from 'node:buffer';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+
+/**
+ * The codes a decoder may return.
+ *
+ * | code | meaning |
+ * |---|---|
+ * | `too_large` | input longer than the limit; rejected before any decoding |
+ * | `not_base64` | not (standard or url-safe) base64, or empty |
+ * | `not_json` | bytes are not UTF-8, or the text is not JSON |
+ * | `invalid_shape` | JSON does not match the schema; the message starts with the failing field path (JSON pointer) |
+ * | `unsupported_version` | `x402Version` is a number other than 2 |
+ * | `unsupported_scheme` | x402 `scheme` other than `exact` |
+ * | `unsupported_network` | x402 `network` is not `eip155:<chainId>` |
+ * | `unsupported_method` | MPP `method`/`intent` other than `evm`/`charge` |
+ * | `invalid_syntax` | an HTTP auth header that does not follow the RFC 9110 challenge/credential grammar |
+ * | `missing_scheme` | the header holds no `Payment` challenge/credential |
+ * | `duplicate_parameter` | an auth-param appears twice in one challenge |
+ * | `missing_parameter` | a required auth-param is absent |
+ * | `invalid_parameter` | an auth-param is present but malformed (e.g. `expires` not RFC 3339) |
+ * | `invalid_value` | an encoder was given a value outside the schema (encoders that validate return this) |
+ * | `invalid_signature` | a signed receipt's signature does not verify |
+ * | `signer_mismatch` | a signed receipt names another signer than the expected one |
+ */
+export type CodecErrorCode =
+  | 'too_large'
+  | 'not_base64'
+  | 'not_json'
+  | 'invalid_shape'
+  | 'unsupported_version'
+  | 'unsupported_scheme'
+  | 'unsupported_network'
+  | 'unsupported_method'
+  | 'invalid_syntax'
+  | 'missing_scheme'
+  | 'duplicate_parameter'
+  | 'missing_parameter'
+  | 'invalid_parameter'
+  | 'invalid_value'
+  | 'invalid_signature'
+  | 'signer_mismatch';
+
+export interface CodecError {
+  code: CodecErrorCode;
+  message: string;
+}
+
+export type Result<T> = { ok: true; value: T } | { ok: false; error: CodecError };
+
+export function ok<T>(value: T): Result<T> {
+  return { ok: true, value };
+}
+
+export function fail<T = never>(code: CodecErrorCode, message: string): Result<T> {
+  return { ok: false, error: { code, message } };
+}
+
+/** Largest accepted header value, in characters (every header we read is ASCII: base64 or auth-params). */
+export const MAX_HEADER_BYTES = 16 * 1024;
+/** Default largest accepted facilitator request body, in bytes. */
+export const MAX_BODY_BYTES = 64 * 1024;
+/** Largest accepted signature hex (bytes); room for ERC-6492 / ERC-1271 wrapped signatures. */
+export const MAX_SIGNATURE_BYTES = 4096;
+
+// ---------------------------------------------------------------------------------------------
+// Base64
+
+const STANDARD_B64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const URL_B64 = /^[A-Za-z0-9_-]*={0,2}$/;
+
+/**
+ * Decodes base64 text into bytes, or undefined when it is not base64.
+ * Accepts the standard alphabet and the url-safe alphabet (not mixed), with or without `=` padding;
+ * padding, when present, must complete the last quantum. Rejects whitespace, empty input and a length of
+ * 4n+1 (which cannot be base64). Non-zero trailing bits are tolerated (the JSON is validated anyway).
+ */
+export function decodeBase64(text: string, alphabet: 'standard' | 'url' | 'either'): Uint8Array | undefined {
+  if (text.length === 0) return undefined;
+  const std = alphabet !== 'url' && STANDARD_B64.test(text);
+  const url = !std && alphabet !== 'standard' && URL_B64.test(text);
+  if (!std && !url) return undefined;
+  const body = text.replace(/=+$/, '');
+  const padding = text.length - body.length;
+  if (body.length % 4 === 1) return undefined;
+  if (padding > 0 && (body.length + padding) % 4 !== 0) return undefined;
+  return new Uint8Array(Buffer.from(body, std ? 'base64' : 'base64url'));
+}
+
+/** Standard base64 with `=` padding. */
+export function encodeBase64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+}
+
+/** base64url without padding (RFC 4648 section 5). */
+export function encodeBase64Url(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64url');
+}
+
+export function utf8(text: string): Uint8Array {
+  return new TextEncoder().encode(text);
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** Parses UTF-8 JSON bytes; never throws. */
+export function parseJsonBytes(bytes: Uint8Array): Result<unknown> {
+  let text: string;
+  try {
+    text = UTF8.decode(bytes);
+  } catch {
+    return fail('not_json', 'invalid UTF-8');
+  }
+  return parseJsonText(text);
+}
+
+/** Parses JSON text; never throws (a stack overflow on absurd nesting is reported as `not_json` too). */
+export function parseJsonText(text: string): Result<unknown> {
+  try {
+    return ok(JSON.parse(text) as unknown);
+  } catch (e) {
+    return fail('not_json', e instanceof SyntaxError ? e.message : 'unparseable JSON');
+  }
+}
+
+/** Decodes base64 (either alphabet) UTF-8 JSON, rejecting input over `maxChars` first. */
+export function decodeBase64Json(text: unknown, maxChars: number, alphabet: 'standard' | 'url' | 'either'): Result<unknown> {
+  if (typeof text !== 'string') return fail('not_base64', 'not a string');
+  if (text.length > maxChars) return fail('too_large', `longer than ${maxChars} characters`);
+  const bytes = decodeBase64(text, alphabet);
+  if (!bytes) return fail('not_base64', alphabet === 'url' ? 'not base64url' : 'not base64');
+  return parseJsonBytes(bytes);
+}
+
+/** Byte length of a body given as bytes or as a string (UTF-8), with a cheap early exit for big strings. */
+export function bodyTooLarge(body: Uint8Array | string, maxBytes: number): boolean {
+  if (typeof body !== 'string') return body.byteLength > maxBytes;
+  if (body.length > maxBytes) return true; // UTF-8 never has fewer bytes than UTF-16 code units
+  return Buffer.byteLength(body, 'utf8') > maxBytes;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ajv
+
+/** A strict Ajv instance with the `uint256` keyword (decimal string strictly below 2^256). */
+export function createAjv(): Ajv {
+  const ajv = new Ajv({ allErrors: false, strict: true, allowUnionTypes: false });
+  ajv.addKeyword({
+    keyword: 'uint256',
+    type: 'string',
+    schemaType: 'boolean',
+    errors: false,
+    validate: (enabled: boolean, data: string) => !enabled || isUint256Decimal(data),
+  });
+  return ajv;
+}
+
+const TWO_256 = 1n << 256n;
+const DECIMAL = /^(0|[1-9][0-9]{0,77})$/;
+
+/** A canonical decimal string (no sign, no leading zero) of a value in [0, 2^256). */
+export function isUint256Decimal(text: string): boolean {
+  return DECIMAL.test(text) && BigInt(text) < TWO_256;
+}
+
+/** The first Ajv error as a field path and a reason. */
+export function describeAjvError(errors: ErrorObject[] | null | undefined): { path: string; keyword: string; message: string } {
+  const e = errors?.[0];
+  if (!e) return { path: '/', keyword: 'unknown', message: '/: invalid' };
+  let path = e.instancePath;
+  const params = e.params as Record<string, unknown>;
+  if (e.keyword === 'required' && typeof params.missingProperty === 'string') path += `/${params.missingProperty}`;
+  if (e.keyword === 'additionalProperties' && typeof params.additionalProperty === 'string') path += `/${params.additionalProperty}`;
+  const reason =
+    e.keyword === 'required'
+      ? 'is required'
+      : e.keyword === 'additionalProperties'
+        ? 'is not allowed'
+        : e.keyword === 'uint256'
+          ? 'must be a decimal integer below 2^256'
+          : (e.message ?? 'is invalid');
+  return { path: path || '/', keyword: e.keyword, message: `${path || '/'}: ${reason}` };
+}
+
+/** Runs a compiled validator and turns its first error into an `invalid_shape` result. */
+export function validateWith<T>(validate: ValidateFunction<T>, value: unknown): Result<T> {
+  if (validate(value)) return ok(value);
+  return fail('invalid_shape', describeAjvError(validate.errors).message);
+}
