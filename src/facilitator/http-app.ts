@@ -1,0 +1,104 @@
+/**
+ * The facilitator's HTTP API (x402 v2): `GET /supported`, `POST /verify`, `POST /settle`, `GET /health`.
+ *
+ * Transport concerns only: the body limit (413), the JSON content type of verify/settle (415), the per-client-IP
+ * token bucket on verify/settle (429 with `Retry-After`), and turning {@link FacilitatorService} answers into
+ * JSON responses. Decoding and judging payments is the service's job.
+ */
+import { ipRateLimitKey } from '../http/ip.ts';
+import { TokenBucketLimiter } from '../http/rate-limit.ts';
+import { createHttpServer, json, type HttpRequest, type HttpResponse } from '../http/server.ts';
+import type { FacilitatorService, ServiceAnswer } from './service.ts';
+
+export interface FacilitatorHttpOptions {
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  /** Default 64 KiB. */
+  maxBodyBytes?: number;
+  /** Per client IP (IPv6: per /64), on `/verify` and `/settle` together. Default 50 burst, 20 per second. */
+  rateLimit?: { capacity: number; refillPerSecond: number; maxKeys?: number };
+  /** Take the client IP from the left-most `X-Forwarded-For` entry. Only behind a proxy that sets it. */
+  trustProxy?: boolean;
+  /** Clock for the rate limiter (ms). */
+  now?: () => number;
+  /** Where unexpected errors are logged; defaults to stderr. */
+  log?: (line: string) => void;
+}
+
+export interface FacilitatorHttp {
+  port: number;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
+export const DEFAULT_RATE_LIMIT = { capacity: 50, refillPerSecond: 20 } as const;
+
+const NO_STORE = { 'cache-control': 'no-store' };
+
+function isJsonContentType(value: string | undefined): boolean {
+  if (value === undefined) return false;
+  return value.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
+}
+
+function answer(a: ServiceAnswer): HttpResponse {
+  if (a === null || typeof a !== 'object' || !Number.isInteger(a.status)) throw new TypeError('service returned no {status, body}');
+  return json(a.status, a.body, NO_STORE);
+}
+
+export async function startFacilitatorHttp(service: FacilitatorService, opts: FacilitatorHttpOptions): Promise<FacilitatorHttp> {
+  const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const rate: { capacity: number; refillPerSecond: number; maxKeys?: number } = opts.rateLimit ?? DEFAULT_RATE_LIMIT;
+  const limiter = new TokenBucketLimiter({
+    capacity: rate.capacity,
+    refillPerSecond: rate.refillPerSecond,
+    ...(rate.maxKeys !== undefined ? { maxKeys: rate.maxKeys } : {}),
+    ...(opts.now !== undefined ? { now: opts.now } : {}),
+  });
+  const log = opts.log ?? ((line: string) => void process.stderr.write(`${line}\n`));
+  const server = createHttpServer({
+    host: opts.host,
+    port: opts.port,
+    maxBodyBytes,
+    trustProxy: opts.trustProxy === true,
+    log,
+  });
+
+  const paid =
+    (call: (body: Uint8Array) => Promise<ServiceAnswer>) =>
+    async (req: HttpRequest): Promise<HttpResponse> => {
+      // Refused before the body is used: a limited client costs one map lookup.
+      const taken = limiter.take(ipRateLimitKey(req.remoteIp));
+      if (!taken.allowed) {
+        return json(429, { error: 'rate limited' }, { ...NO_STORE, 'retry-after': String(taken.retryAfterSeconds) });
+      }
+      if (!isJsonContentType(req.headers['content-type'])) {
+        return json(415, { error: 'content-type must be application/json' }, NO_STORE);
+      }
+      return answer(await call(await req.body()));
+    };
+
+  server
+    .route('GET', '/supported', () => json(200, service.supported()))
+    .route('POST', '/verify', paid((body) => service.verify(body)))
+    .route('POST', '/settle', paid((body) => service.settle(body)))
+    .route('GET', '/health', async () => {
+      let h: { ok: boolean; details: Record<string, unknown> };
+      try {
+        h = await service.health();
+      } catch (err) {
+        log(`facilitator: health check failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        h = { ok: false, details: { error: 'health check failed' } };
+      }
+      return json(h.ok === true ? 200 : 503, { ok: h.ok === true, details: h.details }, NO_STORE);
+    });
+
+  let port: number;
+  try {
+    port = await server.listen();
+  } catch (err) {
+    await server.close(0);
+    throw err;
+  }
+  return { port, close: () => server.close() };
+}

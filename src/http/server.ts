@@ -1,0 +1,447 @@
+/**
+ * A thin, promise-based HTTP/1.1 server over uWebSockets.js (`uws-pack`), shared by the facilitator and
+ * the marketplace gateway.
+ *
+ * Handlers are `async (req) => ({ status, headers?, body? })`. The wrapper owns every uWS rule:
+ * - the uWS request object is only valid synchronously inside the route callback, so method, path, query,
+ *   headers and the peer address are copied there, before anything else;
+ * - `onAborted` and `onData` are attached in that same callback, before any asynchronous work;
+ * - every `onData` chunk is copied (uWS neuters the ArrayBuffer when the callback returns);
+ * - the response is written once, inside `res.cork(...)`, and never after the client went away;
+ * - the body is bounded by `maxBodyBytes`: a larger declared `content-length` is answered 413 before reading,
+ *   and a streamed (chunked) body is answered 413 as soon as it crosses the limit, without buffering more.
+ *   Both 413s close the connection so that the client cannot keep the server reading. The body is collected
+ *   from the start (bounded by the limit), so a handler may call `req.body()` late.
+ *
+ * Errors: a handler may throw {@link HttpError} for a deliberate status; any other exception is logged to
+ * stderr (with its stack) and answered `500 {"error":"internal error"}`. Unknown paths get 404, a known path
+ * with another method 405 with `Allow`. All error bodies are JSON `{error: string}`.
+ *
+ * uWS itself answers some malformed requests without reaching us (e.g. HTTP/1.0 and absolute-form request
+ * targets get 505, oversized header blocks 431).
+ */
+import { Buffer } from 'node:buffer';
+import { STATUS_CODES } from 'node:http';
+import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
+import type {
+  HttpRequest as UwsRequest,
+  HttpResponse as UwsResponse,
+  TemplatedApp,
+  us_listen_socket,
+  us_socket,
+} from 'uWebSockets.js';
+import { formatBinaryAddress, leftmostForwardedFor } from './ip.ts';
+import { Router } from './router.ts';
+
+export interface HttpRequest {
+  /** As sent (HTTP methods are case-sensitive), e.g. `GET`. */
+  readonly method: string;
+  /** Raw request path without the query string, still percent-encoded, e.g. `/m/weather/forecast`. */
+  readonly path: string;
+  /** Raw query string without the `?`; empty when absent. */
+  readonly query: string;
+  /** Lower-cased names; repeated header lines joined with `, ` (`cookie` with `; `). */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Canonical client IP (see `ip.ts`): the socket peer, or with `trustProxy` the left-most `X-Forwarded-For`. */
+  readonly remoteIp: string;
+  /** Path parameters of a pattern route (`:name`, `*`); empty for exact routes. */
+  readonly params: Readonly<Record<string, string>>;
+  /**
+   * The whole request body (empty when there is none). Rejects with {@link PayloadTooLargeError} over
+   * `maxBodyBytes` (the 413 has then already been sent) and with {@link RequestAbortedError} if the client
+   * disconnected. Calling it again returns the same promise.
+   */
+  body(): Promise<Uint8Array>;
+}
+
+export interface HttpResponse {
+  status: number;
+  /** Must not contain `content-length`, `transfer-encoding` or `connection` (the server writes those). */
+  headers?: Record<string, string>;
+  body?: string | Uint8Array;
+}
+
+export type HttpHandler = (req: HttpRequest) => Promise<HttpResponse> | HttpResponse;
+
+export interface HttpServerOptions {
+  host: string;
+  /** 0 picks a free port; `listen()` resolves to the actual one. */
+  port: number;
+  maxBodyBytes: number;
+  /** Take the client IP from the left-most `X-Forwarded-For` entry (only behind a proxy that sets it). */
+  trustProxy?: boolean;
+  /** Where handler failures are logged; defaults to stderr. */
+  log?: (line: string) => void;
+}
+
+export interface HttpServer {
+  /** Registers a handler (see `router.ts` for path patterns). Returns the server for chaining. */
+  route(method: string, path: string, handler: HttpHandler): HttpServer;
+  /** Starts listening; resolves to the bound port. */
+  listen(): Promise<number>;
+  /**
+   * Stops accepting connections, waits up to `graceMs` (default 5000) for running handlers, then closes every
+   * socket. Requests arriving meanwhile on open keep-alive connections get 503.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Throw from a handler to answer `status` with `{error: message}`. */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly headers: Record<string, string> | undefined;
+  constructor(status: number, message: string, headers?: Record<string, string>) {
+    super(message);
+    this.name = 'HttpError';
+    this.status = status;
+    this.headers = headers;
+  }
+}
+
+export class PayloadTooLargeError extends HttpError {
+  constructor(limit: number) {
+    super(413, `request body larger than ${limit} bytes`);
+    this.name = 'PayloadTooLargeError';
+  }
+}
+
+export class RequestAbortedError extends Error {
+  constructor() {
+    super('client disconnected');
+    this.name = 'RequestAbortedError';
+  }
+}
+
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** A JSON response: `content-type: application/json; charset=utf-8` plus `headers`. */
+export function json(status: number, value: unknown, headers?: Record<string, string>): HttpResponse {
+  return { status, headers: { 'content-type': JSON_CONTENT_TYPE, ...headers }, body: JSON.stringify(value) };
+}
+
+/** `"413 Payload Too Large"`: the status line uWS `writeStatus` expects. */
+export function statusLine(status: number): string {
+  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+}
+
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const RESERVED_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection']);
+const EMPTY = new Uint8Array(0);
+
+interface PreparedResponse {
+  status: number;
+  headers: [string, string][];
+  body: Uint8Array;
+}
+
+function prepare(r: HttpResponse): PreparedResponse {
+  if (r === null || typeof r !== 'object') throw new TypeError('handler returned no response object');
+  const { status } = r;
+  if (!Number.isInteger(status) || status < 200 || status > 599) throw new TypeError(`invalid response status ${String(status)}`);
+  const headers: [string, string][] = [];
+  for (const [name, value] of Object.entries(r.headers ?? {})) {
+    if (!HEADER_NAME.test(name)) throw new TypeError(`invalid response header name ${JSON.stringify(name)}`);
+    if (RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`response header ${name} is set by the server`);
+    if (typeof value !== 'string' || !HEADER_VALUE.test(value)) throw new TypeError(`invalid value for response header ${name}`);
+    headers.push([name, value]);
+  }
+  const body = r.body === undefined ? EMPTY : typeof r.body === 'string' ? Buffer.from(r.body, 'utf8') : r.body;
+  if (!(body instanceof Uint8Array)) throw new TypeError('response body must be a string or a Uint8Array');
+  if ((status === 204 || status === 304) && body.length > 0) throw new TypeError(`a ${status} response has no body`);
+  return { status, headers, body };
+}
+
+function errorBody(status: number, message: string, headers?: Record<string, string>): PreparedResponse {
+  return prepare(json(status, { error: message }, headers));
+}
+
+function readHeaders(req: UwsRequest): Record<string, string> {
+  const headers = Object.create(null) as Record<string, string>;
+  req.forEach((key, value) => {
+    const k = key.toLowerCase();
+    const prev = headers[k];
+    headers[k] = prev === undefined ? value : `${prev}${k === 'cookie' ? '; ' : ', '}${value}`;
+  });
+  return headers;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? (err.stack ?? `${err.name}: ${err.message}`) : String(err);
+}
+
+/**
+ * One request/response pair: body collection, abort tracking and the single write.
+ *
+ * A response decided before the request body has fully arrived (e.g. a 429 before reading) is held until
+ * the body ends, so the connection stays in sync for keep-alive; if the body then crosses `maxBodyBytes`
+ * the held response is sent with `Connection: close` instead of reading on.
+ */
+class Exchange {
+  aborted = false;
+  /** A response has been chosen (it may still be held, see above). */
+  decided = false;
+  private written = false;
+  private held: PreparedResponse | undefined;
+  private bodyComplete = true;
+  private overLimit = false;
+  private chunks: Uint8Array[] = [];
+  private received = 0;
+  private readonly bodyPromise: Promise<Uint8Array>;
+  private resolveBody!: (b: Uint8Array) => void;
+  private rejectBody!: (e: Error) => void;
+
+  constructor(
+    private readonly res: UwsResponse,
+    private readonly isHead: boolean,
+    private readonly maxBodyBytes: number,
+    private readonly log: (line: string) => void,
+    private readonly label: string,
+  ) {
+    this.bodyPromise = new Promise<Uint8Array>((resolve, reject) => {
+      this.resolveBody = resolve;
+      this.rejectBody = reject;
+    });
+    this.bodyPromise.catch(() => {}); // a handler that never reads the body must not cause an unhandled rejection
+  }
+
+  body(): Promise<Uint8Array> {
+    return this.bodyPromise;
+  }
+
+  /** uWS onAborted: the response object must not be touched any more. */
+  abort(): void {
+    this.aborted = true;
+    this.held = undefined;
+    this.chunks = [];
+    this.rejectBody(new RequestAbortedError());
+  }
+
+  /** Synchronously, in the route callback. Returns false when a 413 was sent up front. */
+  startBody(headers: Record<string, string>): boolean {
+    const declared = headers['content-length'];
+    const length = declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : undefined;
+    if (length !== undefined && length > this.maxBodyBytes) {
+      this.overLimit = true;
+      this.rejectBody(new PayloadTooLargeError(this.maxBodyBytes));
+      this.decided = true;
+      this.write(errorBody(413, `request body larger than ${this.maxBodyBytes} bytes`), true);
+      return false;
+    }
+    this.bodyComplete = !(headers['transfer-encoding'] !== undefined || (length !== undefined && length > 0));
+    if (this.bodyComplete) this.resolveBody(EMPTY); // uWS still calls onData(empty, true); that is then a no-op
+    this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
+    return true;
+  }
+
+  private onData(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.aborted || this.overLimit || this.written) return;
+    this.received += chunk.byteLength;
+    if (this.received > this.maxBodyBytes) {
+      this.overLimit = true;
+      this.chunks = [];
+      this.rejectBody(new PayloadTooLargeError(this.maxBodyBytes));
+      const held = this.held;
+      this.held = undefined;
+      this.decided = true;
+      this.write(held ?? errorBody(413, `request body larger than ${this.maxBodyBytes} bytes`), true);
+      return;
+    }
+    if (!this.decided && chunk.byteLength > 0) this.chunks.push(new Uint8Array(chunk.slice(0))); // copy: uWS neuters `chunk`
+    if (isLast) {
+      this.bodyComplete = true;
+      const body = this.chunks.length === 1 ? this.chunks[0]! : new Uint8Array(Buffer.concat(this.chunks));
+      this.chunks = [];
+      this.resolveBody(body);
+      const held = this.held;
+      this.held = undefined;
+      if (held !== undefined) this.write(held, false);
+    }
+  }
+
+  /** Sends a handler's response (an invalid one becomes a logged 500). */
+  send(r: HttpResponse): void {
+    if (this.decided || this.aborted) return;
+    let prepared: PreparedResponse;
+    try {
+      prepared = prepare(r);
+    } catch (err) {
+      this.log(`http: ${this.label}: invalid response: ${describe(err)}`);
+      prepared = errorBody(500, 'internal error');
+    }
+    this.respond(prepared);
+  }
+
+  /** Maps a handler's exception to a response. */
+  fail(err: unknown): void {
+    if (err instanceof RequestAbortedError) return; // body() after the client left: nothing to answer
+    if (err instanceof HttpError) {
+      if (this.decided || this.aborted) return;
+      let prepared: PreparedResponse;
+      try {
+        prepared = errorBody(err.status, err.message, err.headers);
+      } catch (e) {
+        this.log(`http: ${this.label}: invalid HttpError: ${describe(e)}`);
+        prepared = errorBody(500, 'internal error');
+      }
+      this.respond(prepared);
+      return;
+    }
+    this.log(`http: ${this.label} failed: ${describe(err)}`);
+    if (!this.decided) this.respond(errorBody(500, 'internal error'));
+  }
+
+  /** Chooses the response; writes it now, or once the request body has been received. */
+  respond(r: PreparedResponse, closeConnection = false): void {
+    if (this.decided || this.aborted) return;
+    this.decided = true;
+    if (this.bodyComplete || closeConnection) this.write(r, closeConnection);
+    else this.held = r;
+  }
+
+  private write(r: PreparedResponse, closeConnection: boolean): void {
+    if (this.written || this.aborted) return;
+    this.written = true;
+    this.chunks = [];
+    const res = this.res;
+    res.cork(() => {
+      res.writeStatus(statusLine(r.status));
+      for (const [name, value] of r.headers) res.writeHeader(name, value);
+      // endWithoutBody() without arguments writes no Content-Length (an explicit `undefined` length is
+      // written as 9223372036854775808); with closeConnection a length must be given, 0 is tolerated.
+      if (r.status === 204 || r.status === 304) {
+        if (closeConnection) res.endWithoutBody(0, true);
+        else res.endWithoutBody();
+      }
+      else if (this.isHead) res.endWithoutBody(r.body.length, closeConnection);
+      else res.end(r.body, closeConnection);
+    });
+  }
+}
+
+export function createHttpServer(options: HttpServerOptions): HttpServer {
+  const { host, port, maxBodyBytes } = options;
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) throw new RangeError(`maxBodyBytes must be a non-negative integer, got ${maxBodyBytes}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`port must be 0..65535, got ${port}`);
+  const trustProxy = options.trustProxy === true;
+  const log = options.log ?? ((line: string) => void process.stderr.write(`${line}\n`));
+  const router = new Router<HttpHandler>();
+  const app: TemplatedApp = App();
+  let listenSocket: us_listen_socket | undefined;
+  let closing = false;
+  let closed: Promise<void> | undefined;
+  let inflight = 0;
+  let drained: (() => void) | undefined;
+
+  function onRequest(res: UwsResponse, req: UwsRequest): void {
+    // Everything from `req` is read here: it is stack-allocated and invalid after this callback returns.
+    const method = req.getCaseSensitiveMethod();
+    const path = req.getUrl();
+    const query = req.getQuery() ?? ''; // typed as string, but undefined when the URL has no `?`
+    const headers = readHeaders(req);
+    const label = `${method} ${path}`;
+    const ex = new Exchange(res, method === 'HEAD', maxBodyBytes, log, label);
+    res.onAborted(() => ex.abort());
+    try {
+      const peer = formatBinaryAddress(res.getRemoteAddress(), res.getRemoteAddressAsText());
+      if (!ex.startBody(headers)) return;
+      if (closing) {
+        ex.respond(errorBody(503, 'shutting down'), true);
+        return;
+      }
+      const match = router.match(method, path);
+      switch (match.kind) {
+        case 'not_found':
+          ex.respond(errorBody(404, 'not found'));
+          return;
+        case 'bad_path':
+          ex.respond(errorBody(400, 'malformed path'));
+          return;
+        case 'method_not_allowed':
+          ex.respond(errorBody(405, 'method not allowed', { allow: match.allow.join(', ') }));
+          return;
+        case 'found':
+          break;
+      }
+      const request: HttpRequest = {
+        method,
+        path,
+        query,
+        headers,
+        remoteIp: (trustProxy ? leftmostForwardedFor(headers['x-forwarded-for']) : undefined) ?? peer,
+        params: match.params,
+        body: () => ex.body(),
+      };
+      let pending: Promise<HttpResponse>;
+      try {
+        pending = Promise.resolve(match.handler(request));
+      } catch (err) {
+        pending = Promise.reject(err);
+      }
+      inflight++;
+      pending
+        .then(
+          (r) => ex.send(r),
+          (err: unknown) => ex.fail(err),
+        )
+        .catch((err: unknown) => log(`http: ${label}: writing the response failed: ${describe(err)}`))
+        .finally(() => {
+          inflight--;
+          if (inflight === 0) drained?.();
+        });
+    } catch (err) {
+      ex.fail(err);
+    }
+  }
+
+  app.any('/*', (res, req) => {
+    try {
+      onRequest(res, req);
+    } catch (err) {
+      // Only reachable if uWS itself threw (e.g. a discarded response); never let it escape into uWS.
+      log(`http: request callback failed: ${describe(err)}`);
+    }
+  });
+
+  const server: HttpServer = {
+    route(method, path, handler) {
+      router.add(method, path, handler);
+      return server;
+    },
+    listen() {
+      if (closing) return Promise.reject(new Error('server is closed'));
+      if (listenSocket !== undefined) return Promise.reject(new Error('server is already listening'));
+      return new Promise<number>((resolve, reject) => {
+        app.listen(host, port, (socket) => {
+          if (socket === false) {
+            reject(new Error(`cannot listen on ${host}:${port}`));
+            return;
+          }
+          listenSocket = socket;
+          // The listen socket works with us_socket_local_port although it is typed for us_socket.
+          resolve(us_socket_local_port(socket as unknown as us_socket));
+        });
+      });
+    },
+    close(graceMs = 5000) {
+      if (closed !== undefined) return closed;
+      closing = true;
+      if (listenSocket !== undefined) us_listen_socket_close(listenSocket);
+      listenSocket = undefined;
+      closed = (async () => {
+        if (inflight > 0) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, graceMs);
+            drained = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
+        app.close(); // force-closes the remaining (idle keep-alive) connections
+      })();
+      return closed;
+    },
+  };
+  return server;
+}
