@@ -1,4 +1,5 @@
 import t from 'tap';
+import { USDC_BASE_SEPOLIA_ADDRESS } from '../src/chain/canonical.ts';
 import { Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx';
 import { challengeHash } from 'mppx/evm';
 import { charge as mppxEvmCharge } from 'mppx/evm/client';
@@ -24,7 +25,7 @@ import type { AuthorizationPayload, PaymentChallenge, PaymentCredential, Payment
 
 const SECRET = 'gate402-test-secret';
 const KEY = utf8(SECRET);
-const USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
+const USDC = USDC_BASE_SEPOLIA_ADDRESS;
 const RECIPIENT = '0x209693Bc6afc0C5328bA36FaF03C514EF312287C';
 const REALM = 'api.example.com';
 const request = chargeRequest({ amount: 10_000n, currency: USDC, recipient: RECIPIENT, chainId: 84532 });

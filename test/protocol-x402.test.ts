@@ -1,4 +1,5 @@
 import t from 'tap';
+import { EXACT_PERMIT2_PROXY_ADDRESS, USDC_BASE_SEPOLIA_ADDRESS } from '../src/chain/canonical.ts';
 import * as official from '@x402/core/http';
 import { x402Client } from '@x402/core/client';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
@@ -38,10 +39,10 @@ const CODES: ReadonlySet<CodecErrorCode> = new Set<CodecErrorCode>([
   'unsupported_network',
 ]);
 
-const USDC_BASE_SEPOLIA = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
+const USDC_BASE_SEPOLIA = USDC_BASE_SEPOLIA_ADDRESS;
 const PAY_TO = '0x209693Bc6afc0C5328bA36FaF03C514EF312287C';
 const TOKEN_B = '0x1111111111111111111111111111111111111111';
-const PERMIT2_PROXY = '0x402085c248EeA27D92E8b30b2C58ed07f9E20001';
+const PERMIT2_PROXY = EXACT_PERMIT2_PROXY_ADDRESS;
 
 const eip3009Offer: PaymentRequirements = {
   scheme: 'exact',

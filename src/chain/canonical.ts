@@ -28,3 +28,7 @@ export function chainIdOf(caip2: string): number {
   if (!m) throw new Error(`not an eip155 CAIP-2 id: ${caip2}`);
   return Number(m[1]);
 }
+
+/** Circle's USDC, at its published addresses: the production stablecoin A of Base and Base Sepolia. */
+export const USDC_BASE_ADDRESS: Address = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+export const USDC_BASE_SEPOLIA_ADDRESS: Address = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';

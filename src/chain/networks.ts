@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { getAddress, type Address } from 'viem';
-import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from './canonical.ts';
+import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, USDC_BASE_ADDRESS, USDC_BASE_SEPOLIA_ADDRESS } from './canonical.ts';
 import type { DevnetManifest, NetworkEntry, StablecoinInfo, StockInfo, UniswapInfo } from './manifest.ts';
 
 /** One settlement network as the service sees it. */
@@ -77,14 +77,14 @@ export function productionNetworks(env: NodeJS.ProcessEnv = process.env): Networ
     defaults[CAIP2.base] = {
       chainId: 8453,
       rpcUrl: env.GATE402_RPC_EIP155_8453,
-      stablecoin: { address: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', name: 'USD Coin', version: '2', decimals: 6, symbol: 'USDC' },
+      stablecoin: { address: USDC_BASE_ADDRESS, name: 'USD Coin', version: '2', decimals: 6, symbol: 'USDC' },
     };
   }
   if (env.GATE402_RPC_EIP155_84532) {
     defaults[CAIP2.baseSepolia] = {
       chainId: 84532,
       rpcUrl: env.GATE402_RPC_EIP155_84532,
-      stablecoin: { address: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', name: 'USDC', version: '2', decimals: 6, symbol: 'USDC' },
+      stablecoin: { address: USDC_BASE_SEPOLIA_ADDRESS, name: 'USDC', version: '2', decimals: 6, symbol: 'USDC' },
     };
   }
   const fromFile: Record<string, NetworkEntry> = env.GATE402_NETWORKS_FILE
