@@ -1,0 +1,435 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import { EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import {
+  bytesToHex,
+  getAddress,
+  hashTypedData,
+  keccak256,
+  parseSignature,
+  recoverAddress,
+  serializeCompactSignature,
+  signatureToCompactSignature,
+  type Address,
+  type Hex,
+  type LocalAccount,
+} from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { eip3009Digest, permit2WitnessDigest, typeHashes, type Eip3009Domain } from '../src/verify/signature/digest.ts';
+import { keccak256Bytes } from '../src/verify/signature/keccak.ts';
+import { matchesSigner, recoverSigner, secp256k1Backend } from '../src/verify/signature/recover.ts';
+import { recoverJobSync, type Eip3009Job, type Permit2Job, type VerifyJob } from '../src/verify/signature/jobs.ts';
+import { SignatureVerifier } from '../src/verify/signature/pool.ts';
+
+// ---- independent statements of the typed data (protocols.md sections 2 and 3) ---------------------------------
+
+const PERMIT2: Address = PERMIT2_ADDRESS;
+const PROXY: Address = EXACT_PERMIT2_PROXY_ADDRESS;
+const N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+
+const eip3009Types = {
+  TransferWithAuthorization: [
+    { name: 'from', type: 'address' },
+    { name: 'to', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'validAfter', type: 'uint256' },
+    { name: 'validBefore', type: 'uint256' },
+    { name: 'nonce', type: 'bytes32' },
+  ],
+} as const;
+
+const permit2Types = {
+  PermitWitnessTransferFrom: [
+    { name: 'permitted', type: 'TokenPermissions' },
+    { name: 'spender', type: 'address' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+    { name: 'witness', type: 'Witness' },
+  ],
+  TokenPermissions: [
+    { name: 'token', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+  ],
+  Witness: [
+    { name: 'to', type: 'address' },
+    { name: 'validAfter', type: 'uint256' },
+  ],
+} as const;
+
+// ---- random inputs -----------------------------------------------------------------------------------------------
+
+/** A random address, checksummed or lower-case at random (the digests must not depend on letter case). */
+function randomAddress(): Address {
+  const a = getAddress(bytesToHex(randomBytes(20)));
+  return randomInt(2) === 0 ? a : (a.toLowerCase() as Address);
+}
+/** A uint256 of random byte length (so 0, small and full-width values all occur). */
+function randomUint256(): bigint {
+  const len = randomInt(33);
+  return len === 0 ? 0n : BigInt(bytesToHex(randomBytes(len)));
+}
+const bytes32 = (): Hex => bytesToHex(randomBytes(32));
+function randomName(): string {
+  const alphabet = ['USD Coin', 'USDC', ':', 'é', '€', '💵', ' ', 'x', '2', ''];
+  let s = '';
+  for (let i = randomInt(6); i > 0; i--) s += alphabet[randomInt(alphabet.length)];
+  return s;
+}
+function randomEip3009Domain(): Eip3009Domain & { chainId: number } {
+  return { name: randomName(), version: randomName(), chainId: randomInt(1, 2 ** 40), verifyingContract: randomAddress() };
+}
+function randomAuthorization(from: Address = randomAddress()) {
+  return { from, to: randomAddress(), value: randomUint256(), validAfter: randomUint256(), validBefore: randomUint256(), nonce: bytes32() };
+}
+function randomPermit(): Permit2Job['permit'] & { permitted: { amount: bigint }; nonce: bigint; deadline: bigint; witness: { validAfter: bigint } } {
+  return {
+    permitted: { token: randomAddress(), amount: randomUint256() },
+    spender: randomAddress(),
+    nonce: randomUint256(),
+    deadline: randomUint256(),
+    witness: { to: randomAddress(), validAfter: randomUint256() },
+  };
+}
+const flat = (p: ReturnType<typeof randomPermit>) => ({
+  token: p.permitted.token,
+  amount: p.permitted.amount,
+  spender: p.spender,
+  nonce: p.nonce,
+  deadline: p.deadline,
+  witnessTo: p.witness.to,
+  witnessValidAfter: p.witness.validAfter,
+});
+const bigintReplacer = (_k: string, v: unknown): unknown => (typeof v === 'bigint' ? v.toString() : v);
+/** The same uint256 fields as decimal strings (the x402 wire form). */
+function asStrings<T extends object>(o: T): T {
+  return JSON.parse(JSON.stringify(o, bigintReplacer)) as T;
+}
+
+async function signEip3009(account: LocalAccount, domain: Eip3009Domain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: randomAddress() }): Promise<Eip3009Job> {
+  const authorization = randomAuthorization(account.address);
+  const signature = await account.signTypedData({ domain: { ...domain, chainId: Number(domain.chainId) }, types: eip3009Types, primaryType: 'TransferWithAuthorization', message: authorization });
+  return { kind: 'eip3009', domain, authorization, signature };
+}
+async function signPermit2(account: LocalAccount, chainId = 4663): Promise<Permit2Job> {
+  const p = randomPermit();
+  p.spender = PROXY;
+  const signature = await account.signTypedData({ domain: { name: 'Permit2', chainId, verifyingContract: PERMIT2 }, types: permit2Types, primaryType: 'PermitWitnessTransferFrom', message: p });
+  return { kind: 'permit2', domain: { chainId }, permit: { from: account.address, ...p }, signature };
+}
+
+// ---- tests -----------------------------------------------------------------------------------------------------
+
+t.test('keccak-256 and the type hashes', async (t) => {
+  for (let len = 0; len <= 300; len++) {
+    const data = new Uint8Array(randomBytes(len));
+    if (bytesToHex(keccak256Bytes(data)) !== keccak256(data)) t.fail(`keccak of ${len} bytes`);
+  }
+  t.pass('keccak256Bytes equals viem keccak256 for lengths 0..300 (across the 136-byte block boundaries)');
+  const h = typeHashes();
+  t.equal(bytesToHex(h.permitWitnessTransferFrom), '0xebc156cd23678a74c94df13d772ef5478420637f0c94bd10d509e1dc98f521c7');
+  t.equal(bytesToHex(h.witness), '0xd97b3239a7f32295517bd14cb074edfdd188dfe5eb42f802bb26d4fd1eb12c37');
+  t.equal(bytesToHex(h.eip712Domain), '0x8b73c3c69bb8fe3d512ecc4cf759cc79239f7b179b0ffacaa9a75d522b39400f');
+  t.equal(secp256k1Backend, 'native', 'libsecp256k1 native binding is loaded');
+});
+
+t.test('EIP-3009 digests equal viem hashTypedData on random inputs', async (t) => {
+  for (let i = 0; i < 300; i++) {
+    const domain = randomEip3009Domain();
+    const a = randomAuthorization();
+    const expected = hashTypedData({ domain, types: eip3009Types, primaryType: 'TransferWithAuthorization', message: a });
+    const got = bytesToHex(eip3009Digest(domain, a));
+    if (got !== expected) t.fail(`digest mismatch for ${JSON.stringify(asStrings({ domain, a }))}`);
+    if (bytesToHex(eip3009Digest(asStrings(domain), asStrings(a))) !== expected) t.fail('decimal-string form differs');
+  }
+  t.pass('300 random domains and authorizations (bigint and decimal-string forms)');
+  // Same domain again comes from the cache and still matches.
+  const domain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: randomAddress() };
+  for (let i = 0; i < 3; i++) {
+    const a = randomAuthorization();
+    t.equal(bytesToHex(eip3009Digest(domain, a)), hashTypedData({ domain, types: eip3009Types, primaryType: 'TransferWithAuthorization', message: a }));
+  }
+  // A ':' in the name cannot alias another domain in the separator cache.
+  const a = randomAuthorization();
+  const d1 = { name: 'a:b', version: 'c', chainId: 1, verifyingContract: domain.verifyingContract };
+  const d2 = { name: 'a', version: 'b:c', chainId: 1, verifyingContract: domain.verifyingContract };
+  t.not(bytesToHex(eip3009Digest(d1, a)), bytesToHex(eip3009Digest(d2, a)));
+  t.equal(bytesToHex(eip3009Digest(d2, a)), hashTypedData({ domain: d2, types: eip3009Types, primaryType: 'TransferWithAuthorization', message: a }));
+});
+
+t.test('Permit2 witness digests equal viem hashTypedData on random inputs', async (t) => {
+  for (let i = 0; i < 300; i++) {
+    const chainId = randomInt(1, 2 ** 40);
+    const verifyingContract = i % 2 === 0 ? PERMIT2 : randomAddress();
+    const p = randomPermit();
+    const expected = hashTypedData({ domain: { name: 'Permit2', chainId, verifyingContract }, types: permit2Types, primaryType: 'PermitWitnessTransferFrom', message: p });
+    if (bytesToHex(permit2WitnessDigest({ chainId, verifyingContract }, flat(p))) !== expected) t.fail(`digest mismatch for ${JSON.stringify(asStrings(p))}`);
+    if (bytesToHex(permit2WitnessDigest({ chainId: String(chainId), verifyingContract }, asStrings(flat(p)))) !== expected) t.fail('decimal-string form differs');
+  }
+  t.pass('300 random permits');
+});
+
+t.test('malformed digest inputs throw a TypeError (the try* and job paths return undefined instead)', async (t) => {
+  const domain = randomEip3009Domain();
+  const good = randomAuthorization();
+  const bad: Record<string, unknown>[] = [
+    { value: -1n },
+    { value: 1n << 256n },
+    { value: '0x10' },
+    { value: '1e3' },
+    { value: '' },
+    { value: 1.5 },
+    { nonce: '0x1234' },
+    { nonce: `0x${'zz'.repeat(32)}` },
+    { from: '0x1234' },
+    { to: `${'0'.repeat(42)}` },
+    { to: undefined },
+  ];
+  for (const patch of bad) t.throws(() => eip3009Digest(domain, { ...good, ...patch } as never), TypeError, JSON.stringify(asStrings(patch)));
+  t.throws(() => eip3009Digest({ ...domain, chainId: -1 }, good), TypeError);
+  t.throws(() => permit2WitnessDigest({ chainId: 1, verifyingContract: '0x00' }, flat(randomPermit())), TypeError);
+});
+
+t.test('recovery returns the signing account, in every accepted signature form', async (t) => {
+  for (let i = 0; i < 12; i++) {
+    const account = privateKeyToAccount(generatePrivateKey());
+    const jobs: VerifyJob[] = [await signEip3009(account, randomEip3009Domain()), await signPermit2(account, randomInt(1, 100000))];
+    for (const job of jobs) {
+      t.equal(recoverJobSync(job), account.address, `${job.kind}: 65-byte signature, v in {27, 28}`);
+      t.equal(recoverJobSync(asStrings(job)), account.address, `${job.kind}: wire form with decimal strings`);
+      const { r, s, yParity } = parseSignature(job.signature);
+      const v01 = `${job.signature.slice(0, 130)}${yParity === 0 ? '00' : '01'}` as Hex;
+      t.equal(recoverJobSync({ ...job, signature: v01 }), account.address, `${job.kind}: v in {0, 1}`);
+      const compact = serializeCompactSignature(signatureToCompactSignature({ r, s, yParity }));
+      t.equal(compact.length, 130);
+      t.equal(recoverJobSync({ ...job, signature: compact }), account.address, `${job.kind}: 64-byte EIP-2098 compact`);
+      t.equal(recoverJobSync({ ...job, signature: job.signature.toUpperCase().replace('0X', '0x') as Hex }), account.address, 'upper-case hex');
+      t.ok(matchesSigner(recoverJobSync(job), account.address.toLowerCase()), 'matchesSigner is case-insensitive');
+    }
+  }
+});
+
+t.test('wrong key, tampered fields, high s, bad v, bad length and garbage: undefined or another address, never a throw', async (t) => {
+  const signer = privateKeyToAccount(generatePrivateKey());
+  const other = privateKeyToAccount(generatePrivateKey());
+  const e = await signEip3009(signer);
+  const p = await signPermit2(signer);
+
+  // Signed by another key while claiming `signer`.
+  const forged = await signEip3009(other, e.domain);
+  forged.authorization = { ...forged.authorization, from: signer.address };
+  const forgedRecovered = recoverJobSync(forged);
+  t.not(forgedRecovered, signer.address);
+  t.notOk(matchesSigner(forgedRecovered, signer.address), 'another key does not match the claimed signer');
+
+  // Any field changed after signing recovers some other address (or nothing).
+  const ea = e.authorization;
+  const eTampered: Eip3009Job[] = [
+    { ...e, authorization: { ...ea, value: BigInt(ea.value) + 1n } },
+    { ...e, authorization: { ...ea, to: randomAddress() } },
+    { ...e, authorization: { ...ea, validBefore: BigInt(ea.validBefore) + 1n } },
+    { ...e, authorization: { ...ea, validAfter: BigInt(ea.validAfter) ^ 1n } },
+    { ...e, authorization: { ...ea, nonce: bytes32() } },
+    { ...e, authorization: { ...ea, from: other.address } }, // `from` is part of the message too
+    { ...e, domain: { ...e.domain, chainId: 84532 } },
+    { ...e, domain: { ...e.domain, name: 'USDC' } },
+    { ...e, domain: { ...e.domain, version: '1' } },
+    { ...e, domain: { ...e.domain, verifyingContract: randomAddress() } },
+  ];
+  const pp = p.permit;
+  const pTampered: Permit2Job[] = [
+    { ...p, permit: { ...pp, permitted: { ...pp.permitted, amount: BigInt(pp.permitted.amount) + 1n } } },
+    { ...p, permit: { ...pp, permitted: { ...pp.permitted, token: randomAddress() } } },
+    { ...p, permit: { ...pp, spender: randomAddress() } },
+    { ...p, permit: { ...pp, nonce: BigInt(pp.nonce) ^ 1n } },
+    { ...p, permit: { ...pp, deadline: BigInt(pp.deadline) + 1n } },
+    { ...p, permit: { ...pp, witness: { ...pp.witness, to: randomAddress() } } },
+    { ...p, permit: { ...pp, witness: { ...pp.witness, validAfter: BigInt(pp.witness.validAfter) + 1n } } },
+    { ...p, domain: { chainId: 1 } },
+    { ...p, domain: { chainId: p.domain.chainId, verifyingContract: randomAddress() } },
+  ];
+  for (const job of [...eTampered, ...pTampered]) t.not(recoverJobSync(job), signer.address, `tampered ${job.kind}`);
+  // `from` of a Permit2 authorization is not signed: changing it changes nothing (the caller compares it).
+  t.equal(recoverJobSync({ ...p, permit: { ...pp, from: other.address } }), signer.address);
+
+  // High s: (r, n - s) with the other parity is the same key's valid signature in secp256k1, but contracts refuse it.
+  for (const job of [e, p] as VerifyJob[]) {
+    const { r, s, yParity } = parseSignature(job.signature);
+    const highS = (N - BigInt(s)).toString(16).padStart(64, '0');
+    const malleated = `${r}${highS}${yParity === 0 ? '1c' : '1b'}` as Hex;
+    const digest =
+      job.kind === 'eip3009'
+        ? hashTypedData({ domain: { ...job.domain, chainId: Number(job.domain.chainId) }, types: eip3009Types, primaryType: 'TransferWithAuthorization', message: job.authorization as never })
+        : hashTypedData({ domain: { name: 'Permit2', chainId: 4663, verifyingContract: PERMIT2 }, types: permit2Types, primaryType: 'PermitWitnessTransferFrom', message: job.permit as never });
+    t.equal(await recoverAddress({ hash: digest, signature: malleated }), signer.address, 'the malleated signature is otherwise valid');
+    t.equal(recoverJobSync({ ...job, signature: malleated }), undefined, `${job.kind}: high s refused`);
+  }
+
+  const sig = e.signature;
+  const badSignatures: unknown[] = [
+    `${sig.slice(0, 130)}1d`, // v = 29
+    `${sig.slice(0, 130)}1a`, // v = 26
+    `${sig.slice(0, 130)}02`, // v = 2
+    `${sig.slice(0, 130)}ff`,
+    sig.slice(0, 131), // odd length
+    sig.slice(0, 128), // 63 bytes
+    `${sig}00`, // 66 bytes
+    sig.slice(2), // no 0x
+    `0y${sig.slice(2)}`,
+    `0x${'g'.repeat(130)}`,
+    `0x${'00'.repeat(65)}`, // r = s = 0
+    `0x${'ff'.repeat(32)}${sig.slice(66)}`, // r >= n
+    `0x${'00'.repeat(32)}${sig.slice(66)}`, // r = 0
+    `${sig.slice(0, 66)}${'00'.repeat(32)}1b`, // s = 0
+    `0x${'00'.repeat(64)}`, // compact all zero
+    '0x',
+    '',
+    `0x${'１'.repeat(130)}`, // non-ASCII digits
+    null,
+    undefined,
+    1234,
+    {},
+    [],
+    Symbol('x'),
+  ];
+  for (const bad of badSignatures) {
+    const label = typeof bad === 'symbol' ? 'symbol' : JSON.stringify(bad) ?? String(bad);
+    t.equal(recoverJobSync({ ...e, signature: bad as Hex }), undefined, `signature ${label.slice(0, 40)}`);
+  }
+  // A point that does not exist: r with no matching curve point for that x.
+  t.equal(recoverSigner(new Uint8Array(32), `0x${'00'.repeat(31)}05${'00'.repeat(31)}011b`), undefined, 'r = 5 (x not on curve)');
+  t.equal(recoverSigner(new Uint8Array(31), sig), undefined, 'digest of 31 bytes');
+  t.equal(recoverSigner('0x00' as never, sig), undefined, 'digest not bytes');
+
+  const garbageJobs: unknown[] = [
+    null,
+    undefined,
+    42,
+    'eip3009',
+    {},
+    { kind: 'other', signature: sig },
+    { kind: 'eip3009' },
+    { kind: 'eip3009', domain: null, authorization: ea, signature: sig },
+    { kind: 'eip3009', domain: e.domain, authorization: null, signature: sig },
+    { kind: 'eip3009', domain: { ...e.domain, chainId: 'x' }, authorization: ea, signature: sig },
+    { kind: 'eip3009', domain: { ...e.domain, name: 5 }, authorization: ea, signature: sig },
+    { kind: 'eip3009', domain: e.domain, authorization: { ...ea, value: '-5' }, signature: sig },
+    { kind: 'eip3009', domain: e.domain, authorization: { ...ea, value: {} }, signature: sig },
+    { kind: 'permit2', domain: p.domain, permit: null, signature: p.signature },
+    { kind: 'permit2', domain: null, permit: pp, signature: p.signature },
+    { kind: 'permit2', domain: p.domain, permit: { ...pp, permitted: null }, signature: p.signature },
+    { kind: 'permit2', domain: p.domain, permit: { ...pp, witness: 'x' }, signature: p.signature },
+    {
+      kind: 'eip3009',
+      domain: e.domain,
+      get authorization(): never {
+        throw new Error('hostile getter');
+      },
+      signature: sig,
+    },
+  ];
+  garbageJobs.forEach((job, i) => t.equal(recoverJobSync(job as VerifyJob), undefined, `garbage job #${i}`));
+  t.notOk(matchesSigner(undefined, signer.address));
+  t.notOk(matchesSigner(signer.address, undefined));
+});
+
+t.test('the pool answers 2,000 concurrent mixed jobs correctly and in order, then close() ends the workers', async (t) => {
+  const accounts = Array.from({ length: 8 }, () => privateKeyToAccount(generatePrivateKey()));
+  const signed: VerifyJob[] = [];
+  for (const account of accounts) signed.push(await signEip3009(account), await signEip3009(account, randomEip3009Domain()), await signPermit2(account));
+  const signerOf = (job: VerifyJob): Address => (job.kind === 'eip3009' ? job.authorization.from : (job.permit.from as Address));
+
+  const jobs: VerifyJob[] = [];
+  const expected: (Address | 'other' | undefined)[] = [];
+  for (let i = 0; i < 2000; i++) {
+    const base = signed[i % signed.length] as VerifyJob;
+    switch (i % 7) {
+      case 3: // tampered: recovers someone else
+        jobs.push(base.kind === 'eip3009' ? { ...base, authorization: { ...base.authorization, value: BigInt(base.authorization.value) + 1n } } : { ...base, permit: { ...base.permit, nonce: BigInt(base.permit.nonce) + 1n } });
+        expected.push('other');
+        break;
+      case 5: // malformed signature
+        jobs.push({ ...base, signature: `${base.signature.slice(0, 130)}1f` as Hex });
+        expected.push(undefined);
+        break;
+      case 6: // wire form
+        jobs.push(asStrings(base));
+        expected.push(signerOf(base));
+        break;
+      default:
+        jobs.push(base);
+        expected.push(signerOf(base));
+    }
+  }
+  jobs.push({ kind: 'eip3009' } as VerifyJob);
+  expected.push(undefined);
+
+  const verifier = new SignatureVerifier({ threads: 2, maxBatch: 64, maxDelayMicros: 200 });
+  t.equal(verifier.stats.liveThreads, 2);
+  const results = await Promise.all(jobs.map((job) => verifier.verify(job)));
+  let wrong = 0;
+  for (let i = 0; i < jobs.length; i++) {
+    const want = expected[i];
+    const got = results[i];
+    const ok = want === 'other' ? got !== undefined && got !== signerOf(jobs[i] as VerifyJob) && got === recoverJobSync(jobs[i] as VerifyJob) : got === want;
+    if (!ok) wrong++;
+  }
+  t.equal(wrong, 0, `all ${jobs.length} results correct and in order`);
+  const stats = verifier.stats;
+  t.equal(stats.jobs, jobs.length);
+  t.equal(stats.workerFailures, 0);
+  t.ok(stats.batches >= Math.ceil(jobs.length / 64) && stats.batches < jobs.length / 4, `batched: ${stats.batches} tasks`);
+
+  // A job that cannot be structured-cloned fails its worker task; that batch is verified in-process instead.
+  const mixed = await Promise.all([verifier.verify(signed[1] as VerifyJob), verifier.verify({ ...(signed[2] as VerifyJob), hook: () => 1 } as unknown as VerifyJob)]);
+  t.same(mixed, [signerOf(signed[1] as VerifyJob), signerOf(signed[2] as VerifyJob)], 'a batch with an uncloneable job is still answered');
+  t.equal(verifier.stats.workerFailures, 1);
+  t.match(String(verifier.stats.lastWorkerError), /could not be cloned/);
+
+  // Jobs accepted before close() are still answered; afterwards verify() rejects and no worker is left.
+  const late = verifier.verify(signed[0] as VerifyJob);
+  await verifier.close();
+  t.equal(await late, signerOf(signed[0] as VerifyJob));
+  t.equal(verifier.stats.liveThreads, 0, 'worker threads ended');
+  await t.rejects(verifier.verify(signed[0] as VerifyJob), /closed/);
+  await verifier.close(); // idempotent
+});
+
+t.test('threads: 0 verifies in-process, batched the same way', async (t) => {
+  const account = privateKeyToAccount(generatePrivateKey());
+  const job = await signPermit2(account);
+  const verifier = new SignatureVerifier({ threads: 0, maxBatch: 8 });
+  const results = await Promise.all(Array.from({ length: 20 }, (_, i) => verifier.verify(i % 2 === 0 ? job : { ...job, signature: '0x' })));
+  t.same(results, Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? account.address : undefined)));
+  t.equal(verifier.stats.batches, 3);
+  await verifier.close();
+  t.throws(() => new SignatureVerifier({ threads: -1 }), RangeError);
+  t.throws(() => new SignatureVerifier({ maxBatch: 0 }), RangeError);
+});
+
+t.test('workers load TypeScript when the parent registered tsx programmatically (as src/cli/bin.mjs does)', async (t) => {
+  // A child process without `--import tsx`: it registers tsx through its API, then starts a one-thread pool.
+  const dir = mkdtempSync(join(tmpdir(), 'gate402-verify-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const script = join(dir, 'child.mjs');
+  writeFileSync(
+    script,
+    `import { register } from ${JSON.stringify(import.meta.resolve('tsx/esm/api'))};
+    register();
+    const { SignatureVerifier } = await import(${JSON.stringify(new URL('../src/verify/signature/pool.ts', import.meta.url).href)});
+    const job = JSON.parse(process.argv[2]);
+    const v = new SignatureVerifier({ threads: 1 });
+    const r = await Promise.all([v.verify(job), v.verify({ kind: 'eip3009' })]);
+    await v.close();
+    console.log(JSON.stringify({ r, execArgv: process.execArgv }));
+    `,
+  );
+  const account = privateKeyToAccount(generatePrivateKey());
+  const job = asStrings(await signEip3009(account));
+  const child = spawnSync(process.execPath, [script, JSON.stringify(job)], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  t.equal(child.status, 0, child.stderr);
+  t.same(JSON.parse(child.stdout), { r: [account.address, null], execArgv: [] }, 'the worker verified without inheriting --import tsx');
+});
