@@ -27,6 +27,28 @@ export class NonceClaims {
     return { claimed: false, holder: current ?? '' };
   }
 
+  /** Gives a claim up (the payment failed without settling), if `holder` still holds it. */
+  async release(key: string, holder: string): Promise<boolean> {
+    const done = await this.#db.transaction(() => {
+      if (this.#db.get(key) !== holder) return false;
+      void this.#db.remove(key);
+      return true;
+    });
+    await this.#flushed();
+    return done === true;
+  }
+
+  /** Moves a stale claim (its payment failed, or died before writing a record) from `from` to `to`, atomically. */
+  async takeover(key: string, from: string, to: string): Promise<boolean> {
+    const done = await this.#db.transaction(() => {
+      if (this.#db.get(key) !== from) return false;
+      void this.#db.put(key, to);
+      return true;
+    });
+    await this.#flushed();
+    return done === true;
+  }
+
   holder(key: string): string | undefined {
     return this.#db.get(key) as string | undefined;
   }

@@ -1,0 +1,99 @@
+import { erc20Abi, parseEventLogs, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
+import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
+import { permit2Artifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
+import type { Eip3009Payload, Permit2Payload } from '../protocol/x402/types.ts';
+import { Eip3009Reason, Permit2Reason, type InvalidReason } from '../verify/reasons.ts';
+import type { SettlementCall } from './settlement-call.ts';
+
+const ERC1271_MAGIC = '0x1626ba7e';
+const erc1271Abi = [
+  { type: 'function', name: 'isValidSignature', stateMutability: 'view', inputs: [{ name: 'hash', type: 'bytes32' }, { name: 'signature', type: 'bytes' }], outputs: [{ name: '', type: 'bytes4' }] },
+] as const;
+
+export type Simulation = { ok: true; gas: bigint } | { ok: false; error: string };
+
+/** Everything the engine asks of one chain, through the viem client it is given. */
+export class ChainInspector {
+  readonly #client: PublicClient<Transport, Chain>;
+  readonly #deployed = new Set<string>();
+
+  constructor(client: PublicClient<Transport, Chain>) {
+    this.#client = client;
+  }
+
+  get client(): PublicClient<Transport, Chain> {
+    return this.#client;
+  }
+
+  /** Whether an address has code. Positive answers for contracts are cached: code does not vanish in practice. */
+  async hasCode(address: Address): Promise<boolean> {
+    const key = address.toLowerCase();
+    if (this.#deployed.has(key)) return true;
+    const code = await this.#client.getCode({ address });
+    const has = code !== undefined && code !== '0x';
+    if (has) this.#deployed.add(key);
+    return has;
+  }
+
+  /** ERC-1271: a contract wallet vouches for a signature over `digest`. */
+  async erc1271Valid(owner: Address, digest: Hex, signature: Hex): Promise<boolean> {
+    try {
+      const magic = await this.#client.readContract({ address: owner, abi: erc1271Abi, functionName: 'isValidSignature', args: [digest, signature] });
+      return magic.toLowerCase() === ERC1271_MAGIC;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Runs exactly the settlement call from `from` without sending it; a revert comes back as an error text. */
+  async simulate(call: SettlementCall, from: Address): Promise<Simulation> {
+    try {
+      const gas = await this.#client.estimateGas({ account: from, to: call.to, data: call.data });
+      return { ok: true, gas };
+    } catch (err) {
+      return { ok: false, error: String((err as { shortMessage?: string }).shortMessage ?? (err as Error).message) };
+    }
+  }
+
+  /** Why an EIP-3009 simulation reverted, in the reference's terms. */
+  async diagnoseEip3009(asset: Address, payload: Eip3009Payload): Promise<InvalidReason> {
+    const a = payload.authorization;
+    const [used, balance] = await Promise.all([
+      this.#client.readContract({ address: asset, abi: stablecoinArtifact.abi, functionName: 'authorizationState', args: [a.from, a.nonce] }).catch(() => undefined),
+      this.#client.readContract({ address: asset, abi: erc20Abi, functionName: 'balanceOf', args: [a.from] }).catch(() => undefined),
+    ]);
+    if (used === undefined) return Eip3009Reason.eip3009NotSupported;
+    if (used) return Eip3009Reason.nonceUsed;
+    if (balance !== undefined && balance < BigInt(a.value)) return Eip3009Reason.insufficientBalance;
+    return Eip3009Reason.simulationFailed;
+  }
+
+  /** Why a Permit2 simulation reverted, in the reference's terms. */
+  async diagnosePermit2(proxy: Address, payload: Permit2Payload): Promise<InvalidReason> {
+    const p = payload.permit2Authorization;
+    const amount = BigInt(p.permitted.amount);
+    const nonce = BigInt(p.nonce);
+    if (!(await this.hasCode(proxy)) || !(await this.hasCode(PERMIT2_ADDRESS))) return Permit2Reason.proxyNotDeployed;
+    const [balance, allowance, word] = await Promise.all([
+      this.#client.readContract({ address: p.permitted.token, abi: erc20Abi, functionName: 'balanceOf', args: [p.from] }).catch(() => undefined),
+      this.#client.readContract({ address: p.permitted.token, abi: erc20Abi, functionName: 'allowance', args: [p.from, PERMIT2_ADDRESS] }).catch(() => undefined),
+      this.#client.readContract({ address: PERMIT2_ADDRESS, abi: permit2Artifact.abi, functionName: 'nonceBitmap', args: [p.from, nonce >> 8n] }).catch(() => undefined),
+    ]);
+    if (balance !== undefined && balance < amount) return Permit2Reason.insufficientBalance;
+    if (allowance !== undefined && allowance < amount) return Permit2Reason.allowanceRequired;
+    if (word !== undefined && ((word >> (nonce & 0xffn)) & 1n) === 1n) return Permit2Reason.nonceUsed;
+    return Permit2Reason.simulationFailed;
+  }
+
+  /** A settlement counts only if its receipt logs the expected Transfer from the asset itself. */
+  static transferMatches(receipt: TransactionReceipt, expect: SettlementCall['expect']): boolean {
+    const logs = parseEventLogs({ abi: erc20Abi, eventName: 'Transfer', logs: receipt.logs, strict: true });
+    return logs.some(
+      (l) =>
+        l.address.toLowerCase() === expect.token.toLowerCase() &&
+        l.args.from.toLowerCase() === expect.from.toLowerCase() &&
+        l.args.to.toLowerCase() === expect.to.toLowerCase() &&
+        l.args.value === expect.value,
+    );
+  }
+}

@@ -1,0 +1,94 @@
+import { resolve } from 'node:path';
+import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
+import { publicClientFor } from '../chain/clients.ts';
+import { DEVNET_ROLES, devnetAccount } from '../chain/devnet/accounts.ts';
+import type { NetworkRegistry } from '../chain/networks.ts';
+import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
+import type { Logger } from '../log/logger.ts';
+import { openStore, type Store } from '../store/open-store.ts';
+import { SignatureVerifier } from '../verify/signature/pool.ts';
+import { ChainInspector } from './chain-inspector.ts';
+import { RelayerPool } from './relayer-pool.ts';
+import { SettlementEngine } from './settlement-engine.ts';
+
+export interface EngineConfig {
+  dataDir: string;
+  confirmDeadlineMs: number;
+  pollMs: number;
+  rpcTimeoutMs: number;
+  simulateOnVerify: boolean;
+  signatureThreads: number;
+  /** Relayer keys; on the devnet, the manifest's relayers when none are given. */
+  relayerKeys: `0x${string}`[];
+}
+
+export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): EngineConfig {
+  const keys = envString(env, 'GATE402_RELAYER_KEYS', '')
+    .split(',')
+    .map((k) => k.trim())
+    .filter(Boolean);
+  for (const k of keys) if (!/^0x[0-9a-fA-F]{64}$/.test(k)) throw new ConfigError('GATE402_RELAYER_KEYS must be 0x-prefixed 32-byte hex keys separated by commas');
+  return {
+    dataDir: resolve(envString(env, 'GATE402_DATA_DIR', 'var/data')),
+    confirmDeadlineMs: envInt(env, 'GATE402_CONFIRM_DEADLINE_MS', 20_000, { min: 100, max: 600_000 }),
+    pollMs: envInt(env, 'GATE402_RECEIPT_POLL_MS', 200, { min: 10, max: 60_000 }),
+    rpcTimeoutMs: envInt(env, 'GATE402_RPC_TIMEOUT_MS', 10_000, { min: 100, max: 120_000 }),
+    simulateOnVerify: envBool(env, 'GATE402_SIMULATE_ON_VERIFY', true),
+    signatureThreads: envInt(env, 'GATE402_SIGNATURE_THREADS', 2, { min: 0, max: 64 }),
+    relayerKeys: keys as `0x${string}`[],
+  };
+}
+
+export interface RunningEngine {
+  engine: SettlementEngine;
+  store: Store;
+  signatures: SignatureVerifier;
+  relayers: Map<string, RelayerPool>;
+  close(): Promise<void>;
+}
+
+/** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
+export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger): Promise<RunningEngine> {
+  const accounts: LocalAccount[] = config.relayerKeys.length
+    ? config.relayerKeys.map((k) => privateKeyToAccount(k))
+    : DEVNET_ROLES.relayers.map((i) => devnetAccount(i));
+  const store = openStore(config.dataDir);
+  const signatures = new SignatureVerifier({ threads: config.signatureThreads });
+  const inspectors = new Map<string, ChainInspector>();
+  const relayers = new Map<string, RelayerPool>();
+  for (const n of networks.all()) {
+    const client = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs });
+    inspectors.set(n.caip2, new ChainInspector(client));
+    relayers.set(n.caip2, new RelayerPool({ chainId: n.chainId, client, accounts }));
+  }
+  const pick = <T>(map: Map<string, T>, caip2: string): T => {
+    const v = map.get(caip2);
+    if (!v) throw new Error(`network ${caip2} is not configured`);
+    return v;
+  };
+  const engine = new SettlementEngine({
+    networks,
+    store,
+    signatures,
+    inspector: (caip2) => pick(inspectors, caip2),
+    relayers: (caip2) => pick(relayers, caip2),
+    simulateFrom: (caip2) => pick(relayers, caip2).addresses[0] as `0x${string}`,
+    now: () => BigInt(Math.floor(Date.now() / 1000)),
+    confirmDeadlineMs: config.confirmDeadlineMs,
+    pollMs: config.pollMs,
+    simulateOnVerify: config.simulateOnVerify,
+    log,
+  });
+  await engine.start();
+  return {
+    engine,
+    store,
+    signatures,
+    relayers,
+    async close() {
+      await engine.stop();
+      await signatures.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,156 @@
+import { assign, fromPromise, setup } from 'xstate';
+import type { SettleResponse } from '../protocol/x402/types.ts';
+import type { PaymentRecord } from './payment-record.ts';
+import type { SignedTx } from './relayer-pool.ts';
+
+/** What a step returns: the record as the step left it, or why the payment failed. */
+export type StepResult = { ok: true; record: PaymentRecord } | { ok: false; reason: string; message: string };
+/** The claim step may find the payment already settled: the recorded answer is the answer. */
+export type ClaimResult = StepResult | { ok: 'settled-before'; result: SettleResponse };
+
+export interface PaymentInput {
+  record: PaymentRecord;
+  confirmDeadlineMs: number;
+}
+
+export interface PaymentContext {
+  record: PaymentRecord;
+  confirmDeadlineMs: number;
+  recorded?: SettleResponse;
+}
+
+const notProvided = (step: string) =>
+  fromPromise<StepResult, { record: PaymentRecord }>(async () => {
+    throw new Error(`payment step '${step}' has no implementation`);
+  });
+
+/**
+ * The lifecycle of one settlement. Each step's I/O is provided by the engine (`machine.provide`), so this
+ * definition is pure and is what `npm run statecharts` exports.
+ *
+ * verifying -> claiming -> simulating -> broadcasting -> inFlight(confirming -> pending) -> settled | failed
+ * A restored record enters at `inFlight` when a transaction was signed, else at `verifying`.
+ */
+export const paymentMachine = setup({
+  types: {
+    input: {} as PaymentInput,
+    context: {} as PaymentContext,
+  },
+  actors: {
+    verify: notProvided('verify'),
+    claim: fromPromise<ClaimResult, { record: PaymentRecord }>(async () => {
+      throw new Error("payment step 'claim' has no implementation");
+    }),
+    simulate: notProvided('simulate'),
+    broadcast: notProvided('broadcast'),
+    confirm: notProvided('confirm'),
+    release: notProvided('release'),
+  },
+  guards: {
+    resumesInFlight: ({ context }) => context.record.txs.length > 0 && context.record.state !== 'settled' && context.record.state !== 'failed',
+    wasSettled: ({ context }) => context.record.state === 'settled',
+    wasFailed: ({ context }) => context.record.state === 'failed',
+  },
+  delays: {
+    confirmDeadline: ({ context }) => context.confirmDeadlineMs,
+  },
+}).createMachine({
+  id: 'payment',
+  context: ({ input }) => ({ record: input.record, confirmDeadlineMs: input.confirmDeadlineMs }),
+  initial: 'routing',
+  states: {
+    routing: {
+      always: [
+        { guard: 'wasSettled', target: 'settled' },
+        { guard: 'wasFailed', target: 'failed' },
+        { guard: 'resumesInFlight', target: 'inFlight' },
+        { target: 'verifying' },
+      ],
+    },
+    verifying: {
+      invoke: {
+        src: 'verify',
+        input: ({ context }) => ({ record: context.record }),
+        onDone: [
+          { guard: ({ event }) => event.output.ok, target: 'claiming', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
+        ],
+        onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'unexpected_verify_error', message: String(event.error) }) }) },
+      },
+    },
+    claiming: {
+      invoke: {
+        src: 'claim',
+        input: ({ context }) => ({ record: context.record }),
+        onDone: [
+          { guard: ({ event }) => event.output.ok === 'settled-before', target: 'duplicate', actions: assign({ recorded: ({ event }) => (event.output as { result: SettleResponse }).result }) },
+          { guard: ({ event }) => event.output.ok === true, target: 'simulating', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output as StepResult) }) },
+        ],
+        onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'payment_in_progress', message: String(event.error) }) }) },
+      },
+    },
+    simulating: {
+      invoke: {
+        src: 'simulate',
+        input: ({ context }) => ({ record: context.record }),
+        onDone: [
+          { guard: ({ event }) => event.output.ok, target: 'broadcasting', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
+        ],
+        onError: { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'simulation_error', message: String(event.error) }) }) },
+      },
+    },
+    broadcasting: {
+      invoke: {
+        src: 'broadcast',
+        input: ({ context }) => ({ record: context.record }),
+        onDone: [
+          { guard: ({ event }) => event.output.ok, target: 'inFlight', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
+        ],
+        onError: { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'broadcast_error', message: String(event.error) }) }) },
+      },
+    },
+    inFlight: {
+      invoke: {
+        src: 'confirm',
+        input: ({ context }) => ({ record: context.record }),
+        onDone: [
+          { guard: ({ event }) => event.output.ok, target: 'settled', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
+        ],
+        // The confirm step retries its own RPC failures; reaching here means it gave up, and the transaction may
+        // still mine: the record stays in flight and the engine's restore picks it up again.
+        onError: { target: 'stalled' },
+      },
+      initial: 'confirming',
+      states: {
+        confirming: { after: { confirmDeadline: 'pending' } },
+        pending: {},
+      },
+    },
+    releasing: {
+      invoke: {
+        src: 'release',
+        input: ({ context }) => ({ record: context.record }),
+        onDone: { target: 'failed' },
+        onError: { target: 'failed' },
+      },
+    },
+    settled: { type: 'final' },
+    failed: { type: 'final' },
+    /** Refused before the nonce was claimed: nothing was written, nothing to release. */
+    rejected: { type: 'final' },
+    /** The same payment had settled already: its recorded answer stands. */
+    duplicate: { type: 'final' },
+    stalled: { type: 'final' },
+  },
+});
+
+function withFailure(record: PaymentRecord, output: StepResult | ClaimResult): PaymentRecord {
+  if (output.ok !== false) return record;
+  return { ...record, failure: { reason: output.reason, message: output.message } };
+}
+
+export type { SignedTx };

@@ -1,0 +1,47 @@
+import { createHash } from 'node:crypto';
+import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
+import { isPermit2Payload } from '../protocol/x402/types.ts';
+import { eip3009NonceKey, permit2NonceKey } from '../store/nonce-claims.ts';
+import type { SignedTx } from './relayer-pool.ts';
+
+/** The durable record of one settlement, written at each step of its actor and before anything is broadcast. */
+export interface PaymentRecord {
+  /** The on-chain nonce key: one settlement per key, ever. */
+  id: string;
+  /** This attempt's claim on the key. */
+  attempt: string;
+  network: string;
+  payer: string;
+  /** Fingerprint of the signed payload: a repeat of the same payload gets the recorded answer. */
+  fingerprint: string;
+  request: VerifyRequest;
+  /** The machine state at the last write. */
+  state: string;
+  /** Every signed version of the settlement transaction (replacements add one); the last is current. */
+  txs: SignedTx[];
+  gas?: string;
+  result?: SettleResponse;
+  failure?: { reason: string; message: string };
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** The settlement is over: nothing more will be sent for this record. */
+export function isFinished(record: PaymentRecord): boolean {
+  return record.state === 'settled' || record.state === 'failed';
+}
+
+/** The key that the chain itself makes unique: (network, asset, from, nonce) for EIP-3009, (network, from, nonce) for Permit2. */
+export function nonceKeyOf(request: VerifyRequest): string {
+  const network = request.paymentRequirements.network;
+  const payload = request.paymentPayload.payload;
+  if (isPermit2Payload(payload)) return permit2NonceKey(network, payload.permit2Authorization.from, payload.permit2Authorization.nonce);
+  return eip3009NonceKey(network, request.paymentRequirements.asset, payload.authorization.from, payload.authorization.nonce);
+}
+
+/** Same signature over the same terms for the same requirements: the same payment. */
+export function fingerprintOf(request: VerifyRequest): string {
+  const r = request.paymentRequirements;
+  const material = JSON.stringify([r.network, r.asset.toLowerCase(), r.payTo.toLowerCase(), r.amount, request.paymentPayload.payload]);
+  return createHash('sha256').update(material).digest('hex');
+}

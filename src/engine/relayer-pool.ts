@@ -1,0 +1,199 @@
+import { keccak256, type Address, type Chain, type Hex, type LocalAccount, type PublicClient, type Transport } from 'viem';
+
+/** A settlement transaction, signed before it is sent so that its hash can be stored first. */
+export interface SignedTx {
+  hash: Hex;
+  raw: Hex;
+  chainId: number;
+  relayer: Address;
+  nonce: number;
+  to: Address;
+  data: Hex;
+  gas: string;
+  maxFeePerGas: string;
+  maxPriorityFeePerGas: string;
+}
+
+export type BroadcastOutcome = 'sent' | 'known' | 'nonce_too_low' | 'underpriced' | 'rejected';
+
+interface Relayer {
+  account: LocalAccount;
+  next: number;
+  /** Nonces handed out whose transaction never reached the node: reused first, so no gap stalls the queue. */
+  free: number[];
+  inFlight: number;
+  balance: bigint;
+}
+
+export interface RelayerPoolOptions {
+  chainId: number;
+  client: PublicClient<Transport, Chain>;
+  accounts: LocalAccount[];
+  /** Below this native balance a relayer takes no new work. */
+  minBalanceWei?: bigint;
+  feeTtlMs?: number;
+  now?: () => number;
+}
+
+/**
+ * The relayers of one chain. Each has a local nonce counter, so many settlements are in flight at once without
+ * "nonce too low" races; work goes to the least busy relayer that can pay for gas.
+ */
+export class RelayerPool {
+  readonly chainId: number;
+  readonly #client: PublicClient<Transport, Chain>;
+  readonly #relayers: Relayer[];
+  readonly #minBalance: bigint;
+  readonly #feeTtlMs: number;
+  readonly #now: () => number;
+  #fees: { at: number; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | undefined;
+
+  constructor(opts: RelayerPoolOptions) {
+    if (opts.accounts.length === 0) throw new Error(`no relayer accounts for chain ${opts.chainId}`);
+    this.chainId = opts.chainId;
+    this.#client = opts.client;
+    this.#relayers = opts.accounts.map((account) => ({ account, next: 0, free: [], inFlight: 0, balance: 0n }));
+    this.#minBalance = opts.minBalanceWei ?? 10n ** 15n;
+    this.#feeTtlMs = opts.feeTtlMs ?? 2000;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  get addresses(): Address[] {
+    return this.#relayers.map((r) => r.account.address);
+  }
+
+  /** Reads every relayer's pending nonce and balance from the chain. Call after re-broadcasting restored transactions. */
+  async init(): Promise<void> {
+    await Promise.all(
+      this.#relayers.map(async (r) => {
+        r.next = await this.#client.getTransactionCount({ address: r.account.address, blockTag: 'pending' });
+        r.free = [];
+      }),
+    );
+    await this.refreshBalances();
+  }
+
+  async refreshBalances(): Promise<Array<{ address: Address; balance: bigint; inFlight: number }>> {
+    await Promise.all(this.#relayers.map(async (r) => (r.balance = await this.#client.getBalance({ address: r.account.address }))));
+    return this.#relayers.map((r) => ({ address: r.account.address, balance: r.balance, inFlight: r.inFlight }));
+  }
+
+  async #currentFees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
+    if (!this.#fees || this.#now() - this.#fees.at > this.#feeTtlMs) {
+      const block = await this.#client.getBlock({ blockTag: 'latest' });
+      const base = block.baseFeePerGas ?? 1_000_000_000n;
+      const tip = 1_000_000n; // 0.001 gwei: L2-scale; bumped on replacement when needed
+      this.#fees = { at: this.#now(), maxFeePerGas: base * 2n + tip, maxPriorityFeePerGas: tip };
+    }
+    return this.#fees;
+  }
+
+  #pick(): Relayer {
+    let best: Relayer | undefined;
+    for (const r of this.#relayers) {
+      if (r.balance < this.#minBalance) continue;
+      if (!best || r.inFlight < best.inFlight) best = r;
+    }
+    if (!best) throw new Error(`every relayer on chain ${this.chainId} is below its minimum gas balance`);
+    return best;
+  }
+
+  async #sign(r: Relayer, nonce: number, call: { to: Address; data: Hex; gas: bigint }, fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }): Promise<SignedTx> {
+    const raw = await r.account.signTransaction!({
+      type: 'eip1559',
+      chainId: this.chainId,
+      nonce,
+      to: call.to,
+      data: call.data,
+      gas: call.gas,
+      value: 0n,
+      ...fees,
+    });
+    return {
+      hash: keccak256(raw),
+      raw,
+      chainId: this.chainId,
+      relayer: r.account.address,
+      nonce,
+      to: call.to,
+      data: call.data,
+      gas: call.gas.toString(),
+      maxFeePerGas: fees.maxFeePerGas.toString(),
+      maxPriorityFeePerGas: fees.maxPriorityFeePerGas.toString(),
+    };
+  }
+
+  /** Signs a call from the least busy relayer with the next nonce. Nothing is sent. */
+  async sign(call: { to: Address; data: Hex; gas: bigint }): Promise<SignedTx> {
+    const fees = await this.#currentFees();
+    const r = this.#pick();
+    const nonce = r.free.length ? (r.free.sort((a, b) => a - b).shift() as number) : r.next++;
+    r.inFlight += 1;
+    try {
+      return await this.#sign(r, nonce, call, fees);
+    } catch (err) {
+      r.inFlight -= 1;
+      r.free.push(nonce);
+      throw err;
+    }
+  }
+
+  /** The same nonce with fees raised by at least 25% (nodes demand 10%), to replace a transaction priced out. */
+  async bump(tx: SignedTx): Promise<SignedTx> {
+    const r = this.#relayerOf(tx.relayer);
+    const fresh = await this.#currentFees();
+    const raise = (old: string, floor: bigint) => {
+      const bumped = (BigInt(old) * 125n) / 100n + 1n;
+      return bumped > floor ? bumped : floor;
+    };
+    return this.#sign(r, tx.nonce, { to: tx.to, data: tx.data, gas: BigInt(tx.gas) }, {
+      maxFeePerGas: raise(tx.maxFeePerGas, fresh.maxFeePerGas),
+      maxPriorityFeePerGas: raise(tx.maxPriorityFeePerGas, fresh.maxPriorityFeePerGas),
+    });
+  }
+
+  async broadcast(tx: SignedTx): Promise<BroadcastOutcome> {
+    try {
+      await this.#client.request({ method: 'eth_sendRawTransaction', params: [tx.raw] });
+      return 'sent';
+    } catch (err) {
+      const message = String((err as { details?: string }).details ?? (err as Error).message).toLowerCase();
+      if (message.includes('already known') || message.includes('known transaction') || message.includes('already imported')) return 'known';
+      if (message.includes('nonce too low') || message.includes('nonce is too low')) return 'nonce_too_low';
+      if (message.includes('underpriced') || message.includes('fee too low')) return 'underpriced';
+      return 'rejected';
+    }
+  }
+
+  /** A signed transaction that never reached the node gives its nonce back, so later ones are not stuck behind it. */
+  abandon(tx: SignedTx): void {
+    const r = this.#relayerOf(tx.relayer);
+    r.inFlight = Math.max(0, r.inFlight - 1);
+    if (tx.nonce < r.next) r.free.push(tx.nonce);
+  }
+
+  /** The node says the nonce is used: re-read the relayer's pending nonce from the chain. */
+  async resync(address: Address): Promise<void> {
+    const r = this.#relayerOf(address);
+    r.next = await this.#client.getTransactionCount({ address: r.account.address, blockTag: 'pending' });
+    r.free = r.free.filter((n) => n >= r.next);
+  }
+
+  /** The transaction was mined (or replaced): its relayer has one fewer in flight. */
+  done(tx: SignedTx): void {
+    const r = this.#relayerOf(tx.relayer);
+    r.inFlight = Math.max(0, r.inFlight - 1);
+  }
+
+  /** A restored transaction still in flight counts against its relayer. */
+  adopt(tx: SignedTx): void {
+    const r = this.#relayers.find((x) => x.account.address.toLowerCase() === tx.relayer.toLowerCase());
+    if (r) r.inFlight += 1;
+  }
+
+  #relayerOf(address: Address): Relayer {
+    const r = this.#relayers.find((x) => x.account.address.toLowerCase() === address.toLowerCase());
+    if (!r) throw new Error(`${address} is not a relayer of chain ${this.chainId}`);
+    return r;
+  }
+}

@@ -1,0 +1,39 @@
+import { encodeFunctionData, type Address, type Hex } from 'viem';
+import { exactPermit2ProxySettleAbi } from '../chain/contracts/settlement-abis.ts';
+import { stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
+import type { Eip3009Payload, Permit2Payload } from '../protocol/x402/types.ts';
+
+/** Exactly the call a settlement makes; simulation runs this same call, so what passed is what is sent. */
+export interface SettlementCall {
+  to: Address;
+  data: Hex;
+  /** The ERC-20 Transfer a successful settlement must log. */
+  expect: { token: Address; from: Address; to: Address; value: bigint };
+}
+
+/** EIP-3009 `transferWithAuthorization` with the bytes signature (EOAs and ERC-1271 wallets alike). */
+export function eip3009SettlementCall(asset: Address, payload: Eip3009Payload): SettlementCall {
+  const a = payload.authorization;
+  const data = encodeFunctionData({
+    abi: stablecoinArtifact.abi,
+    functionName: 'transferWithAuthorization',
+    args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, payload.signature],
+  });
+  return { to: asset, data, expect: { token: asset, from: a.from, to: a.to, value: BigInt(a.value) } };
+}
+
+/** The exact-permit proxy's `settle`, which pulls `permitted.amount` from the owner to `witness.to` via Permit2. */
+export function permit2SettlementCall(proxy: Address, payload: Permit2Payload): SettlementCall {
+  const p = payload.permit2Authorization;
+  const data = encodeFunctionData({
+    abi: exactPermit2ProxySettleAbi,
+    functionName: 'settle',
+    args: [
+      { permitted: { token: p.permitted.token, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) },
+      p.from,
+      { to: p.witness.to, validAfter: BigInt(p.witness.validAfter) },
+      payload.signature,
+    ],
+  });
+  return { to: proxy, data, expect: { token: p.permitted.token, from: p.from, to: p.witness.to, value: BigInt(p.permitted.amount) } };
+}

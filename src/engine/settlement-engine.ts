@@ -1,0 +1,379 @@
+import { randomUUID } from 'node:crypto';
+import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { fromPromise } from 'xstate';
+import type { Address, TransactionReceipt } from 'viem';
+import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from '../protocol/x402/types.ts';
+import type { Logger } from '../log/logger.ts';
+import type { Store } from '../store/open-store.ts';
+import type { DurableCollection } from '../store/durable-collection.ts';
+import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
+import { ChainInspector } from './chain-inspector.ts';
+import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
+import { fingerprintOf, isFinished, nonceKeyOf, type PaymentRecord } from './payment-record.ts';
+import type { RelayerPool, SignedTx } from './relayer-pool.ts';
+import { checkPayment, simulatePayment, verifyPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
+
+export interface EngineOptions extends VerifyDeps {
+  store: Store;
+  relayers(caip2: string): RelayerPool;
+  /** How long /settle waits for a receipt before it answers pending with the broadcast hash. */
+  confirmDeadlineMs: number;
+  /** How often receipts are polled. */
+  pollMs: number;
+  /** Whether /verify simulates the transfer on chain (settle always does). */
+  simulateOnVerify: boolean;
+  log: Logger;
+  clockMs?: () => number;
+}
+
+type PaymentActor = ActorRefFrom<typeof paymentMachine>;
+type PaymentSnapshot = SnapshotFrom<typeof paymentMachine>;
+
+/** States after the claim: the record exists and each of them is written as it is entered. */
+const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'releasing', 'settled', 'failed', 'stalled']);
+
+function stateName(snapshot: PaymentSnapshot): string {
+  const v = snapshot.value;
+  return typeof v === 'string' ? v : Object.keys(v)[0] ?? 'unknown';
+}
+
+/** Waits `ms`, or less if `signal` aborts; leaves no listener behind either way. */
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+
+/**
+ * Settles x402 payments: one XState actor per payment, its record durable in LMDB at every step, nonces claimed
+ * before simulation, transactions signed and stored before they are sent, and every unfinished payment resumed
+ * on start — a broadcast one by its hash, never sent anew.
+ */
+export class SettlementEngine {
+  readonly #o: EngineOptions;
+  readonly #records: DurableCollection<PaymentRecord>;
+  readonly #active = new Map<string, { actor: PaymentActor; fingerprint: string }>();
+  readonly #verdicts = new Map<string, Verdict>();
+  readonly #clock: () => number;
+  readonly #abort = new AbortController();
+
+  constructor(opts: EngineOptions) {
+    this.#o = opts;
+    this.#records = opts.store.collection<PaymentRecord>('payments');
+    this.#clock = opts.clockMs ?? Date.now;
+  }
+
+  supported(): SupportedResponse {
+    const networks = this.#o.networks.all();
+    const signers = [...new Set(networks.flatMap((n) => this.#o.relayers(n.caip2).addresses))];
+    return {
+      kinds: networks.map((n) => ({ x402Version: 2 as const, scheme: 'exact' as const, network: n.caip2 as `eip155:${string}` })),
+      extensions: [],
+      signers: { 'eip155:*': signers },
+    };
+  }
+
+  /** Payments this process is settling now. */
+  get inFlight(): number {
+    return this.#active.size;
+  }
+
+  /** Resumes every unfinished payment of the store: transactions already signed go out again as they were. */
+  async start(): Promise<void> {
+    const unfinished = [...this.#records.entries()].map(([, r]) => r).filter((r) => !isFinished(r));
+    for (const r of unfinished) {
+      const tx = r.txs.at(-1);
+      if (tx) await this.#o.relayers(r.network).broadcast(tx); // 'known' when it had reached the node
+    }
+    await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
+    for (const r of unfinished) {
+      const tx = r.txs.at(-1);
+      if (tx) this.#o.relayers(r.network).adopt(tx);
+      this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: tx?.hash });
+      this.#spawn(r);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    for (const { actor } of this.#active.values()) actor.stop();
+    this.#active.clear();
+  }
+
+  async verify(request: VerifyRequest): Promise<VerifyResponse> {
+    const verdict = await verifyPayment(this.#o, request, { simulate: this.#o.simulateOnVerify });
+    if (verdict.ok) return { isValid: true, payer: verdict.payer };
+    return { isValid: false, invalidReason: verdict.reason, invalidMessage: verdict.message, ...(verdict.payer ? { payer: verdict.payer } : {}) };
+  }
+
+  async settle(request: VerifyRequest): Promise<SettleResponse> {
+    const id = nonceKeyOf(request);
+    const fingerprint = fingerprintOf(request);
+    const network = request.paymentRequirements.network;
+    const active = this.#active.get(id);
+    if (active) {
+      if (active.fingerprint !== fingerprint) return failure(network, undefined, GatewayReason.nonceInFlight, 'another payment with this nonce is being settled');
+      return this.#answer(active.actor);
+    }
+    const existing = this.#records.get(id);
+    if (existing?.state === 'settled' && existing.result) {
+      if (existing.fingerprint === fingerprint) return existing.result;
+      return failure(network, existing.payer, nonceUsedReason(request), 'this nonce has settled another payment');
+    }
+    const now = this.#clock();
+    const record: PaymentRecord = { id, attempt: randomUUID(), network, payer: '', fingerprint, request, state: 'verifying', txs: [], createdAt: now, updatedAt: now };
+    return this.#answer(this.#spawn(record));
+  }
+
+  #spawn(record: PaymentRecord): PaymentActor {
+    const machine = paymentMachine.provide({
+      actors: {
+        verify: fromPromise(({ input }) => this.#verifyStep(input.record)),
+        claim: fromPromise(({ input }) => this.#claimStep(input.record)),
+        simulate: fromPromise(({ input }) => this.#simulateStep(input.record)),
+        broadcast: fromPromise(({ input }) => this.#broadcastStep(input.record)),
+        confirm: fromPromise(({ input, signal }) => this.#confirmStep(input.record, signal)),
+        release: fromPromise(({ input }) => this.#releaseStep(input.record)),
+      },
+    });
+    const actor = createActor(machine, { input: { record, confirmDeadlineMs: this.#o.confirmDeadlineMs } });
+    const entry = { actor, fingerprint: record.fingerprint };
+    this.#active.set(record.id, entry);
+    const log = this.#o.log.child({ payment: record.id });
+    let last = '';
+    actor.subscribe({
+      next: (snapshot) => {
+        const state = stateName(snapshot);
+        if (state === last) return;
+        last = state;
+        log.debug('payment state', { state });
+        if (DURABLE_STATES.has(state)) void this.#write({ ...snapshot.context.record, state });
+        if (snapshot.status === 'done') {
+          if (this.#active.get(record.id) === entry) this.#active.delete(record.id);
+          this.#verdicts.delete(record.attempt);
+        }
+      },
+      error: (err) => log.error('payment actor failed', { error: err }),
+    });
+    actor.start();
+    return actor;
+  }
+
+  async #write(record: PaymentRecord): Promise<void> {
+    await this.#records.put(record.id, { ...record, updatedAt: this.#clock() });
+  }
+
+  /** Answers when the payment ends, or at the deadline with the broadcast hash if it is still in flight. */
+  #answer(actor: PaymentActor): Promise<SettleResponse> {
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (response: SettleResponse) => {
+        if (timer) clearTimeout(timer);
+        sub.unsubscribe();
+        resolve(response);
+      };
+      const check = (snapshot: PaymentSnapshot, deadlinePassed: boolean) => {
+        const outcome = outcomeOf(snapshot);
+        if (outcome) return finish(outcome);
+        const tx = snapshot.context.record.txs.at(-1);
+        if (deadlinePassed && tx) finish(pendingOf(snapshot.context.record, tx));
+      };
+      let passed = false;
+      const sub = actor.subscribe((snapshot) => check(snapshot, passed));
+      timer = setTimeout(() => {
+        passed = true;
+        check(actor.getSnapshot(), true);
+      }, this.#o.confirmDeadlineMs);
+      check(actor.getSnapshot(), false);
+    });
+  }
+
+  async #verifyStep(record: PaymentRecord): Promise<StepResult> {
+    const verdict = await checkPayment(this.#o, record.request);
+    if (!verdict.ok) return { ok: false, reason: verdict.reason, message: verdict.message };
+    this.#verdicts.set(record.attempt, verdict);
+    return { ok: true, record: { ...record, payer: verdict.payer } };
+  }
+
+  async #claimStep(record: PaymentRecord): Promise<ClaimResult> {
+    const claims = this.#o.store.nonces;
+    const claim = await claims.claim(record.id, record.attempt);
+    if (!claim.claimed && claim.holder !== record.attempt) {
+      const existing = this.#records.get(record.id);
+      if (existing?.state === 'settled' && existing.result) {
+        if (existing.fingerprint === record.fingerprint) return { ok: 'settled-before', result: existing.result };
+        return { ok: false, reason: nonceUsedReason(record.request), message: 'this nonce has settled another payment' };
+      }
+      if (existing && !isFinished(existing) && existing.attempt === claim.holder) {
+        return { ok: false, reason: GatewayReason.nonceInFlight, message: 'another payment with this nonce is being settled' };
+      }
+      // The holder failed, or died before writing a record: its claim is stale.
+      if (!(await claims.takeover(record.id, claim.holder, record.attempt))) {
+        return { ok: false, reason: GatewayReason.nonceInFlight, message: 'lost the race for this nonce' };
+      }
+    }
+    const claimed = { ...record, state: 'claiming' };
+    await this.#write(claimed);
+    return { ok: true, record: claimed };
+  }
+
+  async #simulateStep(record: PaymentRecord): Promise<StepResult> {
+    const verdict = this.#verdicts.get(record.attempt) ?? (await checkPayment(this.#o, record.request));
+    const simulated = await simulatePayment(this.#o, record.request, verdict);
+    if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
+    this.#verdicts.set(record.attempt, simulated);
+    return { ok: true, record: { ...record, ...(simulated.gas !== undefined ? { gas: simulated.gas.toString() } : {}) } };
+  }
+
+  /** Signs, stores the signed transaction durably, and only then sends it. */
+  async #broadcastStep(record: PaymentRecord): Promise<StepResult> {
+    const verdict = this.#verdicts.get(record.attempt);
+    if (!verdict?.ok) return { ok: false, reason: Eip3009Reason.simulationFailed, message: 'no verified settlement call' };
+    const pool = this.#o.relayers(record.network);
+    const gas = ((BigInt(record.gas ?? '200000') * 13n) / 10n) + 10_000n;
+    let current = record;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const tx = await pool.sign({ to: verdict.call.to, data: verdict.call.data, gas });
+      current = { ...current, state: 'broadcasting', txs: [...current.txs, tx] };
+      try {
+        await this.#write(current);
+      } catch (err) {
+        pool.abandon(tx); // never sent: its nonce goes back, so the relayer's queue has no gap
+        throw err;
+      }
+      const outcome = await pool.broadcast(tx);
+      if (outcome === 'sent' || outcome === 'known') return { ok: true, record: current };
+      if (outcome === 'nonce_too_low') {
+        pool.done(tx);
+        await pool.resync(tx.relayer);
+        continue;
+      }
+      pool.abandon(tx);
+      return { ok: false, reason: 'broadcast_rejected', message: `the node refused the settlement transaction (${outcome})` };
+    }
+    return { ok: false, reason: 'broadcast_rejected', message: 'no relayer nonce was accepted' };
+  }
+
+  /**
+   * Waits for a receipt of any signed version of the transaction. Meanwhile: a transaction the node forgot is
+   * sent again as it was; one priced out by the base fee is replaced (same nonce, higher fee). Never gives up on
+   * RPC errors; stops only when the engine stops.
+   */
+  async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
+    const pool = this.#o.relayers(record.network);
+    const inspector = this.#o.inspector(record.network);
+    const client = inspector.client;
+    let current = record;
+    let polls = 0;
+    while (!signal.aborted && !this.#abort.signal.aborted) {
+      try {
+        for (const tx of [...current.txs].reverse()) {
+          const receipt = await client.getTransactionReceipt({ hash: tx.hash }).catch(() => undefined);
+          if (receipt) return this.#settledBy(current, receipt, pool, tx);
+        }
+        const tx = current.txs.at(-1) as SignedTx;
+        if (++polls % 10 === 0) {
+          const seen = await client.getTransaction({ hash: tx.hash }).catch(() => undefined);
+          if (!seen) {
+            const outcome = await pool.broadcast(tx);
+            if (outcome === 'nonce_too_low') current = await this.#resubmit(current, pool, 'its nonce was taken');
+          } else {
+            const block = await client.getBlock({ blockTag: 'latest' });
+            if (block.baseFeePerGas !== null && block.baseFeePerGas !== undefined && block.baseFeePerGas > BigInt(tx.maxFeePerGas)) {
+              const bumped = await pool.bump(tx);
+              current = { ...current, txs: [...current.txs, bumped] };
+              await this.#write({ ...current, state: 'inFlight' });
+              await pool.broadcast(bumped);
+              this.#o.log.warn('replaced an underpriced settlement', { payment: current.id, from: tx.hash, to: bumped.hash });
+            }
+          }
+        }
+      } catch (err) {
+        this.#o.log.warn('confirmation poll failed', { payment: current.id, error: err });
+      }
+      await sleep(this.#o.pollMs, signal);
+    }
+    throw new Error('engine stopped while the payment was in flight');
+  }
+
+  /** None of our transactions mined and the nonce went to something else: sign the same call with a new nonce. */
+  async #resubmit(record: PaymentRecord, pool: RelayerPool, why: string): Promise<PaymentRecord> {
+    const last = record.txs.at(-1) as SignedTx;
+    pool.done(last);
+    await pool.resync(last.relayer);
+    const tx = await pool.sign({ to: last.to, data: last.data, gas: BigInt(last.gas) });
+    const next = { ...record, txs: [...record.txs, tx] };
+    await this.#write({ ...next, state: 'inFlight' });
+    await pool.broadcast(tx);
+    this.#o.log.warn('re-sent a settlement', { payment: record.id, why, tx: tx.hash });
+    return next;
+  }
+
+  #settledBy(record: PaymentRecord, receipt: TransactionReceipt, pool: RelayerPool, tx: SignedTx): StepResult {
+    pool.done(record.txs.at(-1) as SignedTx);
+    const permit2 = 'permit2Authorization' in record.request.paymentPayload.payload;
+    if (receipt.status !== 'success') {
+      return { ok: false, reason: permit2 ? Permit2Reason.transactionFailed : Eip3009Reason.transactionFailed, message: `settlement ${tx.hash} reverted` };
+    }
+    const expect = expectedTransfer(record);
+    if (!ChainInspector.transferMatches(receipt, expect)) {
+      return { ok: false, reason: Eip3009Reason.transferEventMismatch, message: `settlement ${receipt.transactionHash} did not log the expected Transfer` };
+    }
+    const result: SettleResponse = { success: true, transaction: receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };
+    return { ok: true, record: { ...record, result } };
+  }
+
+  async #releaseStep(record: PaymentRecord): Promise<StepResult> {
+    await this.#o.store.nonces.release(record.id, record.attempt);
+    const reason = record.failure?.reason ?? 'unknown';
+    return { ok: false, reason, message: record.failure?.message ?? '' };
+  }
+}
+
+function expectedTransfer(record: PaymentRecord): { token: Address; from: Address; to: Address; value: bigint } {
+  const payload = record.request.paymentPayload.payload;
+  if ('permit2Authorization' in payload) {
+    const p = payload.permit2Authorization;
+    return { token: p.permitted.token, from: p.from, to: p.witness.to, value: BigInt(p.permitted.amount) };
+  }
+  const a = payload.authorization;
+  return { token: record.request.paymentRequirements.asset, from: a.from, to: a.to, value: BigInt(a.value) };
+}
+
+function nonceUsedReason(request: VerifyRequest): string {
+  return 'permit2Authorization' in request.paymentPayload.payload ? Permit2Reason.nonceUsed : Eip3009Reason.nonceUsed;
+}
+
+function failure(network: string, payer: string | undefined, reason: string, message: string): SettleResponse {
+  return { success: false, errorReason: reason, errorMessage: message, transaction: '', network: network as `eip155:${string}`, ...(payer ? { payer } : {}) };
+}
+
+function pendingOf(record: PaymentRecord, tx: SignedTx): SettleResponse {
+  return {
+    success: false,
+    errorReason: 'settlement_pending',
+    transaction: tx.hash,
+    network: record.network as `eip155:${string}`,
+    payer: record.payer,
+    status: 'pending',
+  };
+}
+
+/** The answer a finished actor gives, or undefined while it runs. */
+function outcomeOf(snapshot: PaymentSnapshot): SettleResponse | undefined {
+  if (snapshot.status !== 'done') return undefined;
+  const record = snapshot.context.record;
+  const state = stateName(snapshot);
+  if (state === 'settled' && record.result) return record.result;
+  if (state === 'duplicate' && snapshot.context.recorded) return snapshot.context.recorded;
+  const tx = record.txs.at(-1);
+  if (state === 'stalled' && tx) return pendingOf(record, tx);
+  return failure(record.network, record.payer || undefined, record.failure?.reason ?? 'unexpected_settle_error', record.failure?.message ?? '');
+}

@@ -1,0 +1,53 @@
+/**
+ * Machine-readable `invalidReason` codes, as the reference facilitator of `@x402/evm` names them
+ * (protocols.md sections 2 and 3), plus the few gate402 adds where the reference has none.
+ */
+export const Eip3009Reason = {
+  scheme: 'invalid_exact_evm_scheme',
+  missingDomain: 'invalid_exact_evm_missing_eip712_domain',
+  networkMismatch: 'invalid_exact_evm_network_mismatch',
+  signature: 'invalid_exact_evm_signature',
+  recipientMismatch: 'invalid_exact_evm_recipient_mismatch',
+  validBefore: 'invalid_exact_evm_payload_authorization_valid_before',
+  validAfter: 'invalid_exact_evm_payload_authorization_valid_after',
+  valueMismatch: 'invalid_exact_evm_payload_authorization_value_mismatch',
+  assetNotDeployed: 'asset_not_deployed_contract',
+  nonceUsed: 'invalid_exact_evm_nonce_already_used',
+  insufficientBalance: 'invalid_exact_evm_insufficient_balance',
+  tokenNameMismatch: 'invalid_exact_evm_token_name_mismatch',
+  tokenVersionMismatch: 'invalid_exact_evm_token_version_mismatch',
+  eip3009NotSupported: 'invalid_exact_evm_eip3009_not_supported',
+  simulationFailed: 'invalid_exact_evm_transaction_simulation_failed',
+  transferEventMismatch: 'invalid_exact_evm_transfer_event_mismatch',
+  transactionFailed: 'invalid_exact_evm_transaction_failed',
+} as const;
+
+export const Permit2Reason = {
+  payloadType: 'unsupported_payload_type',
+  networkMismatch: 'invalid_exact_evm_network_mismatch',
+  spender: 'invalid_permit2_spender',
+  recipientMismatch: 'invalid_permit2_recipient_mismatch',
+  deadlineExpired: 'permit2_deadline_expired',
+  notYetValid: 'permit2_not_yet_valid',
+  amountMismatch: 'permit2_amount_mismatch',
+  tokenMismatch: 'permit2_token_mismatch',
+  assetNotDeployed: 'asset_not_deployed_contract',
+  signature: 'invalid_permit2_signature',
+  proxyNotDeployed: 'permit2_proxy_not_deployed',
+  insufficientBalance: 'permit2_insufficient_balance',
+  allowanceRequired: 'permit2_allowance_required',
+  nonceUsed: 'permit2_invalid_nonce',
+  simulationFailed: 'permit2_simulation_failed',
+  transactionFailed: 'invalid_exact_evm_transaction_failed',
+} as const;
+
+/** gate402's own: a network or asset the operator did not configure is never settled (nor simulated). */
+export const GatewayReason = {
+  unsupportedNetwork: 'unsupported_network',
+  unsupportedAsset: 'unsupported_asset',
+  nonceInFlight: 'payment_in_progress',
+  unexpected: 'unexpected_verify_error',
+} as const;
+
+type Values<T> = T[keyof T];
+export type InvalidReason = Values<typeof Eip3009Reason> | Values<typeof Permit2Reason> | Values<typeof GatewayReason>;
