@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { runDevnetCommand } from './devnet-command.ts';
+import { runFacilitatorCommand } from './facilitator-command.ts';
 import { runStartCommand } from './start-command.ts';
 
 const USAGE = `gate402 <command> [options]
@@ -7,6 +8,7 @@ const USAGE = `gate402 <command> [options]
 Commands:
   start     the whole service on its embedded default (local chains, contracts, and the service)
   devnet    the three local chains and their contracts only, for tools and tests
+  facilitator  the open facilitator alone (/supported, /verify, /settle) on a devnet manifest or production networks
   help      this text
 
 Options of start and devnet:
@@ -46,6 +48,9 @@ const { values } = (() => {
 switch (command) {
   case 'devnet':
     await runDevnetCommand(values);
+    break;
+  case 'facilitator':
+    await runFacilitatorCommand(values);
     break;
   case 'start':
     await runStartCommand(values);

@@ -29,6 +29,9 @@ export const TESTER_SLOTS = {
   permit2: 1,
   interop: 2,
   swaps: 3,
+  // testers 4 and 5 are the relayers of test/facilitator.test.ts's facilitator
+  facilitator: 6,
+  recovery: 7,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {

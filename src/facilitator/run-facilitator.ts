@@ -1,0 +1,45 @@
+import type { NetworkRegistry } from '../chain/networks.ts';
+import { createEngine, type EngineConfig } from '../engine/create-engine.ts';
+import type { Logger } from '../log/logger.ts';
+import type { FacilitatorHttpConfig } from './config.ts';
+import { startFacilitatorHttp } from './http-app.ts';
+import { settlementService } from './settlement-service.ts';
+
+export interface RunningFacilitator {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** The settlement engine behind the facilitator's HTTP routes. */
+export async function runFacilitator(networks: NetworkRegistry, engineConfig: EngineConfig, http: FacilitatorHttpConfig, log: Logger): Promise<RunningFacilitator> {
+  const running = await createEngine(networks, engineConfig, log);
+  const health = async () => {
+    const chains = await Promise.all(
+      networks.all().map(async (n) => {
+        const pool = running.relayers.get(n.caip2);
+        const balances = pool ? await pool.refreshBalances() : [];
+        return [n.caip2, { relayers: balances.map((b) => ({ address: b.address, balanceWei: b.balance.toString(), inFlight: b.inFlight })) }] as const;
+      }),
+    );
+    return { inFlight: running.engine.inFlight, networks: Object.fromEntries(chains) };
+  };
+  const server = await startFacilitatorHttp(settlementService(running.engine, networks, http.maxBodyBytes, health), {
+    host: http.host,
+    port: http.port,
+    maxBodyBytes: http.maxBodyBytes,
+    rateLimit: http.rateLimit,
+    trustProxy: http.trustProxy,
+    log: (line) => log.error(line),
+  });
+  const url = `http://${http.host}:${server.port}`;
+  log.info('facilitator listening', { url });
+  return {
+    url,
+    port: server.port,
+    async close() {
+      await server.close();
+      await running.close();
+    },
+  };
+}

@@ -1,0 +1,43 @@
+import { decodeFacilitatorRequest } from '../protocol/x402/facilitator-body.ts';
+import type { VerifyRequest } from '../protocol/x402/types.ts';
+import type { NetworkRegistry } from '../chain/networks.ts';
+import type { SettlementEngine } from '../engine/settlement-engine.ts';
+import { GatewayReason } from '../verify/reasons.ts';
+import type { FacilitatorService, ServiceAnswer } from './service.ts';
+
+/**
+ * The facilitator's routes over the settlement engine. A body that does not decode, or that asks for a network
+ * or asset this facilitator does not serve, is the client's mistake: 400 with what was wrong.
+ */
+export function settlementService(engine: SettlementEngine, networks: NetworkRegistry, maxBodyBytes: number, health: () => Promise<Record<string, unknown>>): FacilitatorService {
+  const decode = (body: Uint8Array): { ok: true; request: VerifyRequest } | { ok: false; answer: ServiceAnswer } => {
+    const decoded = decodeFacilitatorRequest(body, maxBodyBytes);
+    if (!decoded.ok) return { ok: false, answer: { status: 400, body: { error: decoded.error.message, code: decoded.error.code } } };
+    const req = decoded.value.paymentRequirements;
+    if (!networks.has(req.network)) {
+      return { ok: false, answer: { status: 400, body: { error: `network ${req.network} is not supported here`, invalidReason: GatewayReason.unsupportedNetwork, isValid: false } } };
+    }
+    if (!networks.stablecoinOn(req.network, req.asset)) {
+      return { ok: false, answer: { status: 400, body: { error: `asset ${req.asset} is not settled on ${req.network}`, invalidReason: GatewayReason.unsupportedAsset, isValid: false } } };
+    }
+    return { ok: true, request: decoded.value };
+  };
+  return {
+    supported: () => engine.supported(),
+    async verify(body) {
+      const d = decode(body);
+      return d.ok ? { status: 200, body: await engine.verify(d.request) } : d.answer;
+    },
+    async settle(body) {
+      const d = decode(body);
+      return d.ok ? { status: 200, body: await engine.settle(d.request) } : d.answer;
+    },
+    async health() {
+      try {
+        return { ok: true, details: await health() };
+      } catch (err) {
+        return { ok: false, details: { error: (err as Error).message } };
+      }
+    },
+  };
+}

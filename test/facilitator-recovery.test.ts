@@ -1,0 +1,80 @@
+import t from 'tap';
+import { resolve } from 'node:path';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseUnits } from 'viem';
+import { CAIP2 } from '../src/chain/canonical.ts';
+import { DEVNET_ROLES, devnetAccount } from '../src/chain/devnet/accounts.ts';
+import { rpcCall } from '../src/chain/rpc.ts';
+import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
+import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
+import { spawnDevnet } from './helpers/spawn-devnet.ts';
+import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
+
+// Pausing mining would stall every other test, so this file runs its own chains.
+const devnet = await spawnDevnet(resolve('.tap/recovery/manifest.json'));
+t.teardown(async () => {
+  devnet.child.kill('SIGTERM');
+  await new Promise((r) => devnet.child.once('exit', r));
+});
+const n = devnet.manifest.networks[CAIP2.base];
+if (!n) throw new Error('no base network');
+const env = { GATE402_CONFIRM_DEADLINE_MS: '1500', GATE402_RECEIPT_POLL_MS: '100' };
+const funder = tester('recovery');
+const setMining = async (on: boolean) => {
+  await rpcCall(n.rpcUrl, 'evm_setAutomine', [on]);
+  if (on) await rpcCall(n.rpcUrl, 'evm_mine', []);
+};
+const relayerTxCount = async () => {
+  const { pub } = clientsFor(n, funder);
+  const counts = await Promise.all(DEVNET_ROLES.relayers.map((i) => pub.getTransactionCount({ address: devnetAccount(i).address, blockTag: 'latest' })));
+  return counts.reduce((a, b) => a + b, 0);
+};
+const settleBody = async (payer: Awaited<ReturnType<typeof fundedPayer>>, payTo: `0x${string}`) => {
+  const req = requirementsFor(CAIP2.base, n, payTo, '10000');
+  return { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
+};
+
+t.test('with mining paused, settle answers pending with the hash; after mining resumes, success with that same hash', async (t) => {
+  const fac = await spawnFacilitator({ manifestPath: devnet.manifestPath, env });
+  t.teardown(() => fac.stop());
+  const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
+  const payTo = freshAccount().address;
+  const body = await settleBody(payer, payTo);
+  await setMining(false);
+  const pending = await postJson(`${fac.url}/settle`, body);
+  t.equal(pending.status, 200);
+  const p = pending.json as { success: boolean; errorReason: string; status: string; transaction: string };
+  t.same([p.success, p.errorReason, p.status], [false, 'settlement_pending', 'pending'], 'pending, not failed');
+  t.match(p.transaction, /^0x[0-9a-f]{64}$/, 'with the broadcast hash');
+  await setMining(true);
+  const done = await postJson(`${fac.url}/settle`, body);
+  const d = done.json as { success: boolean; transaction: string };
+  t.equal(d.success, true, JSON.stringify(d));
+  t.equal(d.transaction, p.transaction, 'the same transaction');
+  t.equal(await stableBalance(n, payTo), 10_000n, 'the price moved once');
+});
+
+t.test('a facilitator killed while awaiting the receipt completes the settlement from its record, with one transaction', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gate402-recovery-'));
+  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
+  const payTo = freshAccount().address;
+  const body = await settleBody(payer, payTo);
+  const txsBefore = await relayerTxCount();
+  await setMining(false);
+  const pending = (await postJson(`${first.url}/settle`, body)).json as { transaction: string; status: string };
+  t.equal(pending.status, 'pending');
+  await first.stop('SIGKILL');
+
+  const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  t.teardown(() => second.stop());
+  await setMining(true);
+  const done = (await postJson(`${second.url}/settle`, body)).json as { success: boolean; transaction: string };
+  t.equal(done.success, true, JSON.stringify(done));
+  t.equal(done.transaction, pending.transaction, 'completed by the transaction sent before the crash');
+  t.equal((await relayerTxCount()) - txsBefore, 1, 'one transaction on chain');
+  t.equal(await stableBalance(n, payTo), 10_000n, 'the price moved once');
+  t.equal(await stableBalance(n, payer.address), 990_000n);
+});

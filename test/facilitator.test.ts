@@ -1,0 +1,196 @@
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { HTTPFacilitatorClient } from '@x402/core/http';
+import { parseUnits } from 'viem';
+import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, SUPPORTED_NETWORKS } from '../src/chain/canonical.ts';
+import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../src/chain/devnet/accounts.ts';
+import type { PaymentPayload, PaymentRequirements } from '../src/protocol/x402/types.ts';
+import { clientsFor, freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
+import { signTransferAuthorization } from './helpers/eip3009.ts';
+import { officialPayment, fundedPayer, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
+import { randomNonce, signWitnessPermit } from './helpers/permit2.ts';
+import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
+
+const manifest = testDevnet();
+// This file's facilitator sends from two tester accounts, so no other test's nonces collide with its relayers.
+const relayerIndices = [DEVNET_ROLES.testers[4], DEVNET_ROLES.testers[5]] as number[];
+const funder = tester('facilitator');
+const fac = await spawnFacilitator({
+  manifestPath: TEST_MANIFEST_PATH,
+  env: {
+    GATE402_RELAYER_KEYS: relayerIndices.map((i) => devnetPrivateKey(i)).join(','),
+    GATE402_FACILITATOR_RATE_CAPACITY: '100000',
+    GATE402_FACILITATOR_RATE_PER_SECOND: '100000',
+  },
+});
+t.teardown(() => fac.stop());
+const client = new HTTPFacilitatorClient({ url: fac.url });
+const now = () => BigInt(Math.floor(Date.now() / 1000));
+
+async function relayerNonces(): Promise<number[]> {
+  return Promise.all(
+    SUPPORTED_NETWORKS.flatMap((caip2) => {
+      const { pub } = clientsFor(network(manifest, caip2), funder);
+      return relayerIndices.map((i) => pub.getTransactionCount({ address: devnetAccount(i).address, blockTag: 'pending' }));
+    }),
+  );
+}
+
+t.test('the official client lists the three kinds', async (t) => {
+  const supported = await client.getSupported();
+  t.same(supported.kinds.map((k) => k.network).sort(), [...SUPPORTED_NETWORKS].sort());
+  for (const k of supported.kinds) t.same([k.x402Version, k.scheme], [2, 'exact']);
+  t.same(supported.extensions, []);
+  t.same(supported.signers['eip155:*']?.map((a) => a.toLowerCase()).sort(), relayerIndices.map((i) => devnetAccount(i).address.toLowerCase()).sort());
+});
+
+for (const caip2 of SUPPORTED_NETWORKS) {
+  t.test(`official payloads verify and settle on ${caip2}, moving exactly the price`, async (t) => {
+    const n = network(manifest, caip2);
+    const payer = await fundedPayer(n, caip2, funder, parseUnits('1', 6));
+    const payTo = freshAccount().address;
+    const req = requirementsFor(caip2, n, payTo, '10000');
+    const payment = await officialPayment(payer, req);
+    const verified = await client.verify(payment, req);
+    t.same({ isValid: verified.isValid, payer: verified.payer?.toLowerCase() }, { isValid: true, payer: payer.address.toLowerCase() });
+    const settled = await client.settle(payment, req);
+    t.equal(settled.success, true, JSON.stringify(settled));
+    t.match(settled.transaction, /^0x[0-9a-f]{64}$/);
+    t.equal(settled.network, caip2);
+    t.equal(await stableBalance(n, payTo), 10_000n, 'payTo received exactly the price');
+    t.equal(await stableBalance(n, payer.address), 990_000n, 'payer paid exactly the price');
+    const { pub } = clientsFor(n, funder);
+    const receipt = await pub.getTransactionReceipt({ hash: settled.transaction as `0x${string}` });
+    t.equal(receipt.status, 'success');
+    t.ok(relayerIndices.some((i) => devnetAccount(i).address.toLowerCase() === receipt.from.toLowerCase()), 'a relayer paid the gas');
+
+    const again = await client.settle(payment, req);
+    t.same(again, settled, 'settling the same payload again answers the recorded result');
+    t.equal(await stableBalance(n, payTo), 10_000n, 'and moves nothing');
+    const replay = await client.verify(payment, req);
+    t.equal(replay.isValid, false, 'a settled payload no longer verifies');
+    t.equal(replay.invalidReason, caip2 === CAIP2.stockChain ? 'permit2_invalid_nonce' : 'invalid_exact_evm_nonce_already_used');
+  });
+}
+
+t.test('each invalid case names the reference reason', async (t) => {
+  const base = network(manifest, CAIP2.base);
+  const payer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
+  const payTo = freshAccount().address;
+  const req = requirementsFor(CAIP2.base, base, payTo, '10000');
+  const domain = { name: base.stablecoin.name, version: base.stablecoin.version, chainId: base.chainId, verifyingContract: base.stablecoin.address };
+  const signed = async (over: Partial<{ to: `0x${string}`; value: bigint; validAfter: bigint; validBefore: bigint }>) => {
+    const s = await signTransferAuthorization(payer, domain, { to: payTo, value: 10_000n, validAfter: 0n, validBefore: now() + 120n, ...over });
+    const a = s.authorization;
+    return {
+      x402Version: 2,
+      accepted: req,
+      payload: { signature: s.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce } },
+    } as PaymentPayload;
+  };
+  const reason = async (payment: PaymentPayload, requirements: PaymentRequirements) => (await client.verify(payment, requirements)).invalidReason;
+
+  t.equal(await reason(await signed({ value: 9_999n }), req), 'invalid_exact_evm_payload_authorization_value_mismatch', 'wrong amount');
+  t.equal(await reason(await signed({ to: freshAccount().address }), req), 'invalid_exact_evm_recipient_mismatch', 'wrong recipient');
+  t.equal(await reason(await signed({ validBefore: now() + 2n }), req), 'invalid_exact_evm_payload_authorization_valid_before', 'expired (inside the 6 s buffer)');
+  t.equal(await reason(await signed({ validAfter: now() + 600n }), req), 'invalid_exact_evm_payload_authorization_valid_after', 'not yet valid');
+
+  const used = await signed({});
+  t.equal((await client.settle(used, req)).success, true);
+  t.equal(await reason(used, req), 'invalid_exact_evm_nonce_already_used', 'nonce already used');
+
+  const broke = freshAccount();
+  t.equal(await reason(await officialPayment(broke, req), req), 'invalid_exact_evm_insufficient_balance', 'insufficient balance');
+
+  const wrongName = { ...req, extra: { name: 'Wrong Coin', version: '2' } };
+  t.equal(await reason(await officialPayment(payer, wrongName), wrongName), 'invalid_exact_evm_token_name_mismatch', 'wrong EIP-712 name');
+
+  const impostor = freshAccount();
+  const forged = await signTransferAuthorization(impostor, domain, { from: payer.address, to: payTo, value: 10_000n, validAfter: 0n, validBefore: now() + 120n });
+  const forgedPayment = (await signed({})) as PaymentPayload & { payload: { authorization: object } };
+  t.equal(
+    await reason({ ...forgedPayment, payload: { signature: forged.signature, authorization: { ...forgedPayment.payload.authorization, nonce: forged.authorization.nonce } } } as PaymentPayload, req),
+    'invalid_exact_evm_signature',
+    'a signature by another key',
+  );
+
+  const stock = network(manifest, CAIP2.stockChain);
+  const unapproved = await fundedPayer(stock, CAIP2.stockChain, funder, parseUnits('1', 6), { approvePermit2: false });
+  const stockReq = requirementsFor(CAIP2.stockChain, stock, payTo, '10000');
+  t.equal(await reason(await officialPayment(unapproved, stockReq), stockReq), 'permit2_allowance_required', 'Permit2 without approval');
+
+  const approved = await fundedPayer(stock, CAIP2.stockChain, funder, parseUnits('1', 6));
+  const wrongSpender = freshAccount().address;
+  const permit = { permitted: { token: stock.stablecoin.address, amount: 10_000n }, spender: wrongSpender, nonce: randomNonce(), deadline: now() + 120n, witness: { to: payTo, validAfter: 0n } };
+  const sig = await signWitnessPermit(approved, stock.chainId, permit);
+  const spenderPayment = {
+    x402Version: 2,
+    accepted: stockReq,
+    payload: {
+      signature: sig,
+      permit2Authorization: {
+        from: approved.address,
+        permitted: { token: permit.permitted.token, amount: '10000' },
+        spender: wrongSpender,
+        nonce: permit.nonce.toString(),
+        deadline: permit.deadline.toString(),
+        witness: { to: payTo, validAfter: '0' },
+      },
+    },
+  } as PaymentPayload;
+  t.equal(await reason(spenderPayment, stockReq), 'invalid_permit2_spender', 'wrong spender');
+  t.not(wrongSpender, EXACT_PERMIT2_PROXY_ADDRESS);
+});
+
+t.test('50 concurrent settles of one payload: one transfer, 50 consistent answers', async (t) => {
+  const n = network(manifest, CAIP2.base);
+  const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
+  const payTo = freshAccount().address;
+  const req = requirementsFor(CAIP2.base, n, payTo, '25000');
+  const payment = await officialPayment(payer, req);
+  const answers = await Promise.all(Array.from({ length: 50 }, () => client.settle(payment, req)));
+  const hashes = new Set(answers.map((a) => a.transaction));
+  t.equal(hashes.size, 1, 'every answer names the same transaction');
+  t.ok(answers.every((a) => a.success), 'every answer says success');
+  t.equal(await stableBalance(n, payTo), 25_000n, 'the price moved once');
+  t.equal(await stableBalance(n, payer.address), 975_000n);
+});
+
+t.test('1,000 malformed or hostile requests: 4xx JSON, no crash, no relayer transaction', async (t) => {
+  const before = await relayerNonces();
+  const base = network(manifest, CAIP2.base);
+  const payer = freshAccount();
+  const good = await officialPayment(payer, requirementsFor(CAIP2.base, base, freshAccount().address, '10000'));
+  const goodReq = requirementsFor(CAIP2.base, base, freshAccount().address, '10000');
+  const bodies: Array<string | object> = [];
+  const mutations: Array<(b: Record<string, unknown>) => unknown> = [
+    () => randomBytes(64).toString('latin1'),
+    (b) => JSON.stringify(b).slice(0, 40),
+    (b) => ({ ...b, x402Version: 1 }),
+    (b) => ({ ...b, x402Version: '2' }),
+    (b) => ({ ...b, paymentRequirements: { ...goodReq, amount: '1'.repeat(90) } }),
+    (b) => ({ ...b, paymentRequirements: { ...goodReq, amount: -5 } }),
+    (b) => ({ ...b, paymentRequirements: { ...goodReq, network: 'eip155:1' } }),
+    (b) => ({ ...b, paymentRequirements: { ...goodReq, asset: freshAccount().address } }),
+    (b) => ({ ...b, paymentRequirements: { ...goodReq, scheme: 'upto' } }),
+    (b) => ({ ...b, paymentPayload: { ...good, payload: { signature: 12 } } }),
+    (b) => ({ ...b, paymentPayload: null }),
+    () => [],
+    () => 'null',
+    () => '{"x402Version":2,"paymentPayload":{"__proto__":{"isValid":true}}}',
+    () => ({ x402Version: 2, paymentPayload: good, paymentRequirements: { ...goodReq, payTo: 'not an address' } }),
+  ];
+  for (let i = 0; i < 1000; i++) {
+    const m = mutations[i % mutations.length] as (b: Record<string, unknown>) => unknown;
+    bodies.push(m({ x402Version: 2, paymentPayload: good, paymentRequirements: goodReq }) as string | object);
+  }
+  const answers = [];
+  for (let i = 0; i < bodies.length; i += 50) {
+    answers.push(...(await Promise.all(bodies.slice(i, i + 50).map((b, j) => postJson(`${fac.url}/${(i + j) % 2 ? 'settle' : 'verify'}`, b)))));
+  }
+  const bad = answers.filter((a) => a.status < 400 || a.status >= 500 || !a.contentType?.includes('application/json') || typeof a.json !== 'object');
+  t.equal(bad.length, 0, `every answer is a 4xx JSON (${JSON.stringify(bad.slice(0, 3))})`);
+  t.equal(fac.child.exitCode, null, 'the facilitator is still running');
+  t.equal((await fetch(`${fac.url}/health`)).status, 200);
+  t.same(await relayerNonces(), before, 'no relayer sent anything');
+});

@@ -1,0 +1,52 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BIN } from './spawn-devnet.ts';
+import { freePort } from './devnet.ts';
+
+export interface SpawnedFacilitator {
+  child: ChildProcess;
+  url: string;
+  port: number;
+  dataDir: string;
+  logPath: string;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Runs the real `gate402 facilitator` against a devnet manifest, on a free port, and waits for /health. */
+export async function spawnFacilitator(opts: { manifestPath: string; env?: Record<string, string>; dataDir?: string; port?: number }): Promise<SpawnedFacilitator> {
+  const port = opts.port ?? (await freePort());
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'gate402-facilitator-'));
+  const logPath = join(dataDir, `facilitator-${Date.now()}.log`);
+  const log = openSync(logPath, 'a');
+  const child = spawn(process.execPath, [BIN, 'facilitator', '--manifest', opts.manifestPath], {
+    stdio: ['ignore', log, log],
+    env: { ...process.env, GATE402_FACILITATOR_PORT: String(port), GATE402_DATA_DIR: dataDir, GATE402_LOG_LEVEL: 'warn', ...opts.env },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`facilitator exited ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
+    const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`facilitator did not become healthy:\n${readFileSync(logPath, 'utf8')}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    child,
+    url,
+    port,
+    dataDir,
+    logPath,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill(signal);
+      await exited;
+    },
+  };
+}
