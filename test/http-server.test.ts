@@ -4,6 +4,7 @@
  * This tests the HTTP layer only: the FacilitatorService below is a small in-test stand-in that records
  * what it was called with; it does not decode or judge payments (that is the engine's job, tested elsewhere).
  */
+import { freePort } from './helpers/devnet.ts';
 import t from 'tap';
 import net from 'node:net';
 import { startFacilitatorHttp, type FacilitatorHttpOptions } from '../src/facilitator/http-app.ts';
@@ -447,4 +448,17 @@ t.test('300 concurrent requests are all answered', async (t) => {
 t.test('startFacilitatorHttp rejects when the port is taken', async (t) => {
   const { port } = await start(t, recordingService());
   await t.rejects(startFacilitatorHttp(recordingService(), { host: '127.0.0.1', port }), /cannot listen on 127\.0\.0\.1:\d+/);
+});
+
+t.test('a second server on a port in use is refused instead of sharing it', async (t) => {
+  // A fixed port, as in production (8403): a kernel-chosen port 0 is never shared, so it would prove nothing.
+  const port = await freePort();
+  const first = createHttpServer({ host: '127.0.0.1', port, maxBodyBytes: 100 });
+  first.route('GET', '/who', () => json(200, { server: 'first' }));
+  await first.listen();
+  t.teardown(() => first.close());
+  const second = createHttpServer({ host: '127.0.0.1', port, maxBodyBytes: 100 });
+  second.route('GET', '/who', () => json(200, { server: 'second' }));
+  await t.rejects(second.listen(), /cannot listen/, 'listen fails');
+  for (let i = 0; i < 20; i++) t.same(await (await fetch(`http://127.0.0.1:${port}/who`)).json(), { server: 'first' });
 });

@@ -22,6 +22,7 @@
  */
 import { Buffer } from 'node:buffer';
 import { STATUS_CODES } from 'node:http';
+import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type {
   HttpRequest as UwsRequest,
@@ -412,9 +413,14 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       if (closing) return Promise.reject(new Error('server is closed'));
       if (listenSocket !== undefined) return Promise.reject(new Error('server is already listening'));
       return new Promise<number>((resolve, reject) => {
-        app.listen(host, port, (socket) => {
+        // Exclusive: uWS otherwise binds with SO_REUSEPORT, and a second gate402 on the same port would silently
+        // share its traffic (and its relayers) instead of failing. The (host, port, options, cb) overload exists at
+        // run time; the typings only declare it without a host.
+        const { LIBUS_LISTEN_EXCLUSIVE_PORT } = uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number };
+        const listenExclusive = app.listen as unknown as (h: string, p: number, o: number, cb: (s: us_listen_socket | false) => void) => void;
+        listenExclusive.call(app, host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) => {
           if (socket === false) {
-            reject(new Error(`cannot listen on ${host}:${port}`));
+            reject(new Error(`cannot listen on ${host}:${port} (is it in use?)`));
             return;
           }
           listenSocket = socket;
