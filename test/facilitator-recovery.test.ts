@@ -78,3 +78,34 @@ t.test('a facilitator killed while awaiting the receipt completes the settlement
   t.equal(await stableBalance(n, payTo), 10_000n, 'the price moved once');
   t.equal(await stableBalance(n, payer.address), 990_000n);
 });
+
+t.test('a transaction priced out by the base fee is replaced with a higher fee, not forgotten', async (t) => {
+  const fac = await spawnFacilitator({ manifestPath: devnet.manifestPath, env });
+  t.teardown(() => fac.stop());
+  const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
+  const payTo = freshAccount().address;
+  const body = await settleBody(payer, payTo);
+  const txsBefore = await relayerTxCount();
+  await setMining(false);
+  const first = (await postJson(`${fac.url}/settle`, body)).json as { transaction: string; status: string };
+  t.equal(first.status, 'pending');
+  // Blocks now demand far more than the transaction offers: it can never be included as it is.
+  await rpcCall(n.rpcUrl, 'anvil_setNextBlockBaseFeePerGas', ['0x' + (1000n * 10n ** 9n).toString(16)]);
+  await rpcCall(n.rpcUrl, 'evm_mine', []);
+  const { pub } = clientsFor(n, funder);
+  let replacement: string | undefined;
+  for (let i = 0; i < 100 && !replacement; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const pool = (await rpcCall<{ pending: Record<string, Record<string, { hash: string }>> }>(n.rpcUrl, 'txpool_content', [])).pending;
+    for (const byNonce of Object.values(pool)) for (const tx of Object.values(byNonce)) if (tx.hash !== first.transaction) replacement = tx.hash;
+  }
+  t.ok(replacement, 'a replacement was broadcast');
+  await setMining(true);
+  const done = (await postJson(`${fac.url}/settle`, body)).json as { success: boolean; transaction: string };
+  t.equal(done.success, true, JSON.stringify(done));
+  t.equal(done.transaction, replacement, 'the replacement settled the payment');
+  const mined = await pub.getTransaction({ hash: done.transaction as `0x${string}` });
+  t.ok(mined.maxFeePerGas !== undefined && mined.maxFeePerGas > 1000n * 10n ** 9n, 'with a fee above the raised base fee');
+  t.equal((await relayerTxCount()) - txsBefore, 1, 'one transaction on chain: the replacement took the original nonce');
+  t.equal(await stableBalance(n, payTo), 10_000n, 'the price moved once');
+});

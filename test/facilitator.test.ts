@@ -5,6 +5,7 @@ import { parseUnits } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, SUPPORTED_NETWORKS } from '../src/chain/canonical.ts';
 import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../src/chain/devnet/accounts.ts';
 import type { PaymentPayload, PaymentRequirements } from '../src/protocol/x402/types.ts';
+import { ownerWalletArtifact, stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
 import { clientsFor, freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { signTransferAuthorization } from './helpers/eip3009.ts';
 import { officialPayment, fundedPayer, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
@@ -140,6 +141,36 @@ t.test('each invalid case names the reference reason', async (t) => {
   } as PaymentPayload;
   t.equal(await reason(spenderPayment, stockReq), 'invalid_permit2_spender', 'wrong spender');
   t.not(wrongSpender, EXACT_PERMIT2_PROXY_ADDRESS);
+});
+
+t.test('a contract wallet pays: ERC-1271 vouches for its owner\'s signature', async (t) => {
+  const n = network(manifest, CAIP2.base);
+  const { pub, wallet } = clientsFor(n, funder);
+  const owner = freshAccount();
+  const hash = await wallet.deployContract({ abi: ownerWalletArtifact.abi, bytecode: ownerWalletArtifact.bytecode, args: [owner.address] });
+  const contractWallet = (await pub.waitForTransactionReceipt({ hash })).contractAddress as `0x${string}`;
+  await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'mint', args: [contractWallet, 50_000n] }) });
+  const payTo = freshAccount().address;
+  const req = requirementsFor(CAIP2.base, n, payTo, '20000');
+  const domain = { name: n.stablecoin.name, version: n.stablecoin.version, chainId: n.chainId, verifyingContract: n.stablecoin.address };
+  const s = await signTransferAuthorization(owner, domain, { from: contractWallet, to: payTo, value: 20_000n, validAfter: 0n, validBefore: now() + 120n });
+  const a = s.authorization;
+  const payment = {
+    x402Version: 2,
+    accepted: req,
+    payload: { signature: s.signature, authorization: { from: a.from, to: a.to, value: '20000', validAfter: '0', validBefore: a.validBefore.toString(), nonce: a.nonce } },
+  } as PaymentPayload;
+  const verified = await client.verify(payment, req);
+  t.same([verified.isValid, verified.payer?.toLowerCase()], [true, contractWallet.toLowerCase()], 'valid, and the payer is the wallet');
+  const settled = await client.settle(payment, req);
+  t.equal(settled.success, true, JSON.stringify(settled));
+  t.equal(await stableBalance(n, payTo), 20_000n);
+  t.equal(await stableBalance(n, contractWallet), 30_000n, 'the wallet paid exactly the price');
+
+  const stranger = freshAccount();
+  const forged = await signTransferAuthorization(stranger, domain, { from: contractWallet, to: payTo, value: 20_000n, validAfter: 0n, validBefore: now() + 120n });
+  const forgedPayment = { ...payment, payload: { signature: forged.signature, authorization: { ...(payment.payload as { authorization: object }).authorization, nonce: forged.authorization.nonce } } } as PaymentPayload;
+  t.equal((await client.verify(forgedPayment, req)).invalidReason, 'invalid_exact_evm_signature', 'the wallet does not vouch for a stranger');
 });
 
 t.test('50 concurrent settles of one payload: one transfer, 50 consistent answers', async (t) => {

@@ -18,6 +18,9 @@ export interface EngineConfig {
   rpcTimeoutMs: number;
   simulateOnVerify: boolean;
   signatureThreads: number;
+  /** How often relayer gas balances are read; a relayer below the minimum takes no new work and is logged. */
+  relayerWatchMs: number;
+  relayerMinBalanceWei: bigint;
   /** Relayer keys; on the devnet, the manifest's relayers when none are given. */
   relayerKeys: `0x${string}`[];
 }
@@ -35,6 +38,8 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
     rpcTimeoutMs: envInt(env, 'GATE402_RPC_TIMEOUT_MS', 10_000, { min: 100, max: 120_000 }),
     simulateOnVerify: envBool(env, 'GATE402_SIMULATE_ON_VERIFY', true),
     signatureThreads: envInt(env, 'GATE402_SIGNATURE_THREADS', 2, { min: 0, max: 64 }),
+    relayerWatchMs: envInt(env, 'GATE402_RELAYER_WATCH_MS', 30_000, { min: 1000, max: 3_600_000 }),
+    relayerMinBalanceWei: BigInt(envInt(env, 'GATE402_RELAYER_MIN_BALANCE_GWEI', 1_000_000, { min: 0 })) * 10n ** 9n,
     relayerKeys: keys as `0x${string}`[],
   };
 }
@@ -59,7 +64,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
   for (const n of networks.all()) {
     const client = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs });
     inspectors.set(n.caip2, new ChainInspector(client));
-    relayers.set(n.caip2, new RelayerPool({ chainId: n.chainId, client, accounts }));
+    relayers.set(n.caip2, new RelayerPool({ chainId: n.chainId, client, accounts, minBalanceWei: config.relayerMinBalanceWei }));
   }
   const pick = <T>(map: Map<string, T>, caip2: string): T => {
     const v = map.get(caip2);
@@ -80,12 +85,26 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     log,
   });
   await engine.start();
+  const watch = setInterval(() => {
+    for (const [caip2, pool] of relayers) {
+      pool.refreshBalances().then(
+        (rows) => {
+          for (const r of rows) {
+            if (r.balance < config.relayerMinBalanceWei) log.warn('relayer gas is low: it takes no new settlements', { network: caip2, relayer: r.address, balanceWei: r.balance });
+          }
+        },
+        (err: unknown) => log.warn('relayer balance check failed', { network: caip2, error: err }),
+      );
+    }
+  }, config.relayerWatchMs);
+  watch.unref();
   return {
     engine,
     store,
     signatures,
     relayers,
     async close() {
+      clearInterval(watch);
       await engine.stop();
       await signatures.close();
       await store.close();

@@ -81,11 +81,15 @@ export class RelayerPool {
   async #currentFees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
     if (!this.#fees || this.#now() - this.#fees.at > this.#feeTtlMs) {
       const block = await this.#client.getBlock({ blockTag: 'latest' });
-      const base = block.baseFeePerGas ?? 1_000_000_000n;
-      const tip = 1_000_000n; // 0.001 gwei: L2-scale; bumped on replacement when needed
-      this.#fees = { at: this.#now(), maxFeePerGas: base * 2n + tip, maxPriorityFeePerGas: tip };
+      this.#fees = { at: this.#now(), ...this.#feesFor(block.baseFeePerGas ?? 1_000_000_000n) };
     }
     return this.#fees;
+  }
+
+  /** Room for the base fee to double before the transaction is priced out; an L2-scale tip. */
+  #feesFor(baseFee: bigint): { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } {
+    const tip = 1_000_000n; // 0.001 gwei; replacements raise it
+    return { maxFeePerGas: baseFee * 2n + tip, maxPriorityFeePerGas: tip };
   }
 
   #pick(): Relayer {
@@ -138,10 +142,14 @@ export class RelayerPool {
     }
   }
 
-  /** The same nonce with fees raised by at least 25% (nodes demand 10%), to replace a transaction priced out. */
-  async bump(tx: SignedTx): Promise<SignedTx> {
+  /**
+   * The same nonce with fees raised by at least 25% (nodes demand 10%), to replace a transaction priced out; never
+   * below what a block with `baseFee` (default: the latest) demands.
+   */
+  async bump(tx: SignedTx, baseFee?: bigint): Promise<SignedTx> {
     const r = this.#relayerOf(tx.relayer);
-    const fresh = await this.#currentFees();
+    const fresh = baseFee === undefined ? await this.#currentFees() : this.#feesFor(baseFee);
+    this.#fees = { at: this.#now(), ...fresh };
     const raise = (old: string, floor: bigint) => {
       const bumped = (BigInt(old) * 125n) / 100n + 1n;
       return bumped > floor ? bumped : floor;

@@ -262,45 +262,56 @@ export class SettlementEngine {
   }
 
   /**
-   * Waits for a receipt of any signed version of the transaction. Meanwhile: a transaction the node forgot is
-   * sent again as it was; one priced out by the base fee is replaced (same nonce, higher fee). Never gives up on
-   * RPC errors; stops only when the engine stops.
+   * Waits for a receipt of any signed version of the transaction. Meanwhile: one priced out by the base fee is
+   * replaced (same nonce, higher fee); one the node forgot is sent again as it was. Never gives up on RPC errors;
+   * stops only when the engine stops.
    */
   async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
     const pool = this.#o.relayers(record.network);
-    const inspector = this.#o.inspector(record.network);
-    const client = inspector.client;
+    const client = this.#o.inspector(record.network).client;
     let current = record;
     let polls = 0;
     while (!signal.aborted && !this.#abort.signal.aborted) {
       try {
-        for (const tx of [...current.txs].reverse()) {
-          const receipt = await client.getTransactionReceipt({ hash: tx.hash }).catch(() => undefined);
-          if (receipt) return this.#settledBy(current, receipt, pool, tx);
-        }
-        const tx = current.txs.at(-1) as SignedTx;
-        if (++polls % 10 === 0) {
-          const seen = await client.getTransaction({ hash: tx.hash }).catch(() => undefined);
-          if (!seen) {
-            const outcome = await pool.broadcast(tx);
-            if (outcome === 'nonce_too_low') current = await this.#resubmit(current, pool, 'its nonce was taken');
-          } else {
-            const block = await client.getBlock({ blockTag: 'latest' });
-            if (block.baseFeePerGas !== null && block.baseFeePerGas !== undefined && block.baseFeePerGas > BigInt(tx.maxFeePerGas)) {
-              const bumped = await pool.bump(tx);
-              current = { ...current, txs: [...current.txs, bumped] };
-              await this.#write({ ...current, state: 'inFlight' });
-              await pool.broadcast(bumped);
-              this.#o.log.warn('replaced an underpriced settlement', { payment: current.id, from: tx.hash, to: bumped.hash });
-            }
-          }
-        }
+        const mined = await this.#minedVersion(current, client);
+        if (mined) return this.#settledBy(current, mined.receipt, pool, mined.tx);
+        if (++polls % 10 === 0) current = await this.#keepInFlight(current, pool, client);
       } catch (err) {
         this.#o.log.warn('confirmation poll failed', { payment: current.id, error: err });
       }
       await sleep(this.#o.pollMs, signal);
     }
     throw new Error('engine stopped while the payment was in flight');
+  }
+
+  /** The receipt of whichever version mined; a successful one wins over a reverted one. */
+  async #minedVersion(record: PaymentRecord, client: ChainInspector['client']): Promise<{ receipt: TransactionReceipt; tx: SignedTx } | undefined> {
+    const receipts = await Promise.all(record.txs.map((tx) => client.getTransactionReceipt({ hash: tx.hash }).then((receipt) => ({ receipt, tx }), () => undefined)));
+    const mined = receipts.filter((r): r is { receipt: TransactionReceipt; tx: SignedTx } => r !== undefined);
+    return mined.find((m) => m.receipt.status === 'success') ?? mined[0];
+  }
+
+  /** Re-prices a transaction the base fee has outgrown, and re-sends one the node no longer knows. */
+  async #keepInFlight(record: PaymentRecord, pool: RelayerPool, client: ChainInspector['client']): Promise<PaymentRecord> {
+    const tx = record.txs.at(-1) as SignedTx;
+    const block = await client.getBlock({ blockTag: 'latest' });
+    const baseFee = block.baseFeePerGas ?? 0n;
+    if (baseFee > BigInt(tx.maxFeePerGas)) return this.#replace(record, pool, tx, baseFee);
+    const seen = await client.getTransaction({ hash: tx.hash }).then(() => true, () => false);
+    if (seen) return record;
+    const outcome = await pool.broadcast(tx);
+    if (outcome === 'underpriced') return this.#replace(record, pool, tx, baseFee);
+    if (outcome === 'nonce_too_low' && !(await this.#minedVersion(record, client))) return this.#resubmit(record, pool, 'its nonce was taken');
+    return record;
+  }
+
+  async #replace(record: PaymentRecord, pool: RelayerPool, tx: SignedTx, baseFee: bigint): Promise<PaymentRecord> {
+    const bumped = await pool.bump(tx, baseFee);
+    const next = { ...record, txs: [...record.txs, bumped] };
+    await this.#write({ ...next, state: 'inFlight' });
+    const outcome = await pool.broadcast(bumped);
+    this.#o.log.warn('replaced an underpriced settlement', { payment: record.id, from: tx.hash, to: bumped.hash, maxFeePerGas: bumped.maxFeePerGas, outcome });
+    return next;
   }
 
   /** None of our transactions mined and the nonce went to something else: sign the same call with a new nonce. */

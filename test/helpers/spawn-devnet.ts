@@ -13,8 +13,26 @@ export interface SpawnedDevnet {
   logPath: string;
 }
 
-/** Runs the real `gate402 devnet` command on free ports and waits until its manifest names it as owner. */
-export async function spawnDevnet(manifestPath: string, opts: { detached?: boolean; exitAfter?: number; timeoutMs?: number } = {}): Promise<SpawnedDevnet> {
+type SpawnOptions = { detached?: boolean; exitAfter?: number; timeoutMs?: number };
+
+/**
+ * Runs the real `gate402 devnet` command on free ports and waits until its manifest names it as owner. A free
+ * port can be taken by another process between probing and binding: a start that fails early is retried on
+ * fresh ports.
+ */
+export async function spawnDevnet(manifestPath: string, opts: SpawnOptions = {}): Promise<SpawnedDevnet> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnDevnetOnce(manifestPath, opts);
+    } catch (err) {
+      if (attempt >= 3 || !(err instanceof EarlyExit)) throw err;
+    }
+  }
+}
+
+class EarlyExit extends Error {}
+
+async function spawnDevnetOnce(manifestPath: string, opts: SpawnOptions): Promise<SpawnedDevnet> {
   mkdirSync(dirname(manifestPath), { recursive: true });
   rmSync(manifestPath, { force: true });
   const ports = [await freePort(), await freePort(), await freePort()];
@@ -24,7 +42,7 @@ export async function spawnDevnet(manifestPath: string, opts: { detached?: boole
   const child = spawn(process.execPath, args, { stdio: ['ignore', log, log], detached: opts.detached ?? false });
   const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`gate402 devnet exited with ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
+    if (child.exitCode !== null) throw new EarlyExit(`gate402 devnet exited with ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
     if (existsSync(manifestPath)) {
       const manifest = readManifest(manifestPath);
       if (manifest.pid === child.pid) return { child, manifest, manifestPath, logPath };

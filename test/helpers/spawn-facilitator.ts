@@ -14,8 +14,23 @@ export interface SpawnedFacilitator {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Runs the real `gate402 facilitator` against a devnet manifest, on a free port, and waits for /health. */
-export async function spawnFacilitator(opts: { manifestPath: string; env?: Record<string, string>; dataDir?: string; port?: number }): Promise<SpawnedFacilitator> {
+type FacilitatorOptions = { manifestPath: string; env?: Record<string, string>; dataDir?: string; port?: number };
+
+/**
+ * Runs the real `gate402 facilitator` against a devnet manifest, on a free port, and waits for /health. When
+ * another process takes the probed port first, it starts again on a fresh one.
+ */
+export async function spawnFacilitator(opts: FacilitatorOptions): Promise<SpawnedFacilitator> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnOnce(opts);
+    } catch (err) {
+      if (attempt >= 3 || opts.port !== undefined || !/cannot listen/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> {
   const port = opts.port ?? (await freePort());
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'gate402-facilitator-'));
   const logPath = join(dataDir, `facilitator-${Date.now()}.log`);

@@ -9,7 +9,7 @@ export const SOURCE_DIR = fileURLToPath(new URL('./sol/', import.meta.url));
 export const ARTIFACTS_DIR = fileURLToPath(new URL('./artifacts/', import.meta.url));
 
 /** The contracts that get an artifact; libraries, interfaces and abstract bases do not. */
-export const DEPLOYABLE_CONTRACTS = ['Stablecoin', 'StockToken', 'WETH9', 'Permit2', 'ExactPermit2Proxy', 'PoolSeeder'] as const;
+export const DEPLOYABLE_CONTRACTS = ['Stablecoin', 'StockToken', 'WETH9', 'Permit2', 'ExactPermit2Proxy', 'PoolSeeder', 'OwnerWallet'] as const;
 export type DeployableContract = (typeof DEPLOYABLE_CONTRACTS)[number];
 
 /**
