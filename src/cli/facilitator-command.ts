@@ -1,42 +1,42 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { readManifest } from '../chain/manifest.ts';
+import { readManifest, type DevnetManifest } from '../chain/manifest.ts';
 import { networksFromManifest, productionNetworks, type NetworkRegistry } from '../chain/networks.ts';
-import { engineConfigFromEnv } from '../engine/create-engine.ts';
-import { facilitatorHttpConfigFromEnv } from '../facilitator/config.ts';
-import { runFacilitator, type RunningFacilitator } from '../facilitator/run-facilitator.ts';
-import { createLogger } from '../log/logger.ts';
 import { armExitAfter, stopOnSignal, type CommonFlags } from './devnet-options.ts';
+import { startService, type RunningService, type ServiceOptions } from './service.ts';
 
 /** Networks from a devnet manifest when one is named or present, else the production configuration. */
-export function networksFor(flags: CommonFlags, env: NodeJS.ProcessEnv = process.env): NetworkRegistry {
+export function networksFor(flags: CommonFlags, env: NodeJS.ProcessEnv = process.env): { networks: NetworkRegistry; manifest?: DevnetManifest } {
   const path = flags.manifest ?? env.GATE402_MANIFEST ?? (env.GATE402_NETWORKS_FILE ? undefined : 'var/devnet.json');
   if (path !== undefined) {
     if (!existsSync(path)) throw new Error(`no devnet manifest at ${resolve(path)}: run \`npm run devnet\` first, or configure production networks`);
-    return networksFromManifest(readManifest(path));
+    const manifest = readManifest(path);
+    return { networks: networksFromManifest(manifest), manifest };
   }
-  return productionNetworks(env);
+  return { networks: productionNetworks(env) };
 }
 
-export async function startFacilitatorOrExit(networks: NetworkRegistry): Promise<RunningFacilitator> {
+export async function startServiceOrExit(opts: ServiceOptions): Promise<RunningService> {
   try {
-    return await runFacilitator(networks, engineConfigFromEnv(), facilitatorHttpConfigFromEnv(), createLogger('facilitator'));
+    return await startService(opts);
   } catch (err) {
-    process.stderr.write(`gate402: facilitator failed to start: ${(err as Error).message}\n`);
+    process.stderr.write(`gate402: failed to start: ${(err as Error).message}\n`);
     process.exit(1);
   }
 }
 
-export async function runFacilitatorCommand(flags: CommonFlags): Promise<void> {
+/** `gate402 facilitator` or `gate402 gateway`: one part of the service against running chains. */
+export async function runPartCommand(part: 'facilitator' | 'gateway', flags: CommonFlags): Promise<void> {
   armExitAfter(flags['exit-after']);
-  let networks: NetworkRegistry;
+  let found: ReturnType<typeof networksFor>;
   try {
-    networks = networksFor(flags);
+    found = networksFor(flags);
   } catch (err) {
     process.stderr.write(`gate402: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  const facilitator = await startFacilitatorOrExit(networks);
-  process.stdout.write(`facilitator: ${facilitator.url} (GET /supported, POST /verify, POST /settle, GET /health)\n`);
-  stopOnSignal(() => facilitator.close());
+  const service = await startServiceOrExit({ ...found, facilitator: part === 'facilitator', gateway: part === 'gateway' });
+  if (service.facilitatorUrl) process.stdout.write(`facilitator: ${service.facilitatorUrl} (GET /supported, POST /verify, POST /settle, GET /health)\n`);
+  if (service.gatewayUrl) process.stdout.write(`gateway: ${service.gatewayUrl} (GET /openapi.json, /m/{slug}/...)\n`);
+  stopOnSignal(() => service.close());
 }

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { runDevnetCommand } from './devnet-command.ts';
-import { runFacilitatorCommand } from './facilitator-command.ts';
+import { runPartCommand } from './facilitator-command.ts';
 import { runStartCommand } from './start-command.ts';
 
 const USAGE = `gate402 <command> [options]
@@ -9,6 +9,8 @@ Commands:
   start     the whole service on its embedded default (local chains, contracts, and the service)
   devnet    the three local chains and their contracts only, for tools and tests
   facilitator  the open facilitator alone (/supported, /verify, /settle) on a devnet manifest or production networks
+  gateway   the marketplace alone (paid routes under /m/{slug}/, discovery) on a devnet manifest or production networks
+  pay       pay for one request as a buyer (official x402 or MPP client) and print the receipt
   help      this text
 
 Options of start and devnet:
@@ -26,6 +28,11 @@ export function fail(message: string): never {
 }
 
 const [command, ...rest] = process.argv.slice(2);
+if (command === 'pay') {
+  const { runPayCommand } = await import('./pay-command.ts');
+  await runPayCommand(rest).catch((err: unknown) => fail((err as Error).message));
+  process.exit(process.exitCode ?? 0);
+}
 const { values } = (() => {
   try {
     return parseArgs({
@@ -50,7 +57,8 @@ switch (command) {
     await runDevnetCommand(values);
     break;
   case 'facilitator':
-    await runFacilitatorCommand(values);
+  case 'gateway':
+    await runPartCommand(command, values);
     break;
   case 'start':
     await runStartCommand(values);

@@ -1,5 +1,5 @@
 import type { NetworkRegistry } from '../chain/networks.ts';
-import { createEngine, type EngineConfig } from '../engine/create-engine.ts';
+import type { RunningEngine } from '../engine/create-engine.ts';
 import type { Logger } from '../log/logger.ts';
 import type { FacilitatorHttpConfig } from './config.ts';
 import { startFacilitatorHttp } from './http-app.ts';
@@ -11,9 +11,8 @@ export interface RunningFacilitator {
   close(): Promise<void>;
 }
 
-/** The settlement engine behind the facilitator's HTTP routes. */
-export async function runFacilitator(networks: NetworkRegistry, engineConfig: EngineConfig, http: FacilitatorHttpConfig, log: Logger): Promise<RunningFacilitator> {
-  const running = await createEngine(networks, engineConfig, log);
+/** The settlement engine behind the facilitator's HTTP routes. The engine is the caller's: the gateway may share it. */
+export async function runFacilitator(running: RunningEngine, networks: NetworkRegistry, http: FacilitatorHttpConfig, log: Logger): Promise<RunningFacilitator> {
   const health = async () => {
     const chains = await Promise.all(
       networks.all().map(async (n) => {
@@ -39,7 +38,6 @@ export async function runFacilitator(networks: NetworkRegistry, engineConfig: En
     port: server.port,
     async close() {
       await server.close();
-      await running.close();
     },
   };
 }

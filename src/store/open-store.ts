@@ -11,6 +11,8 @@ export interface Store {
   readonly path: string;
   /** Payment nonces claimed before simulation: one key per on-chain nonce, forever. */
   readonly nonces: NonceClaims;
+  /** Another named set of atomic claims (e.g. which payments have been served upstream). */
+  claims(name: string): NonceClaims;
   /** Open a named collection of durable records (payments, orders, sponsorships, ...). */
   collection<T>(name: string): DurableCollection<T>;
   close(): Promise<void>;
@@ -34,6 +36,7 @@ export function openStore(path: string): Store {
   return {
     path,
     nonces: new NonceClaims(db('nonces'), flushed),
+    claims: (name: string) => new NonceClaims(db(`claims:${name}`), flushed),
     collection: <T>(name: string) => new DurableCollection<T>(db(name), flushed),
     close: () => root.close(),
   };

@@ -32,6 +32,8 @@ export const TESTER_SLOTS = {
   // testers 4 and 5 are the relayers of test/facilitator.test.ts's facilitator
   facilitator: 6,
   recovery: 7,
+  // testers 8 and 9 are the relayers of test/gateway-paid.test.ts's gateway
+  gateway: 10,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {

@@ -14,10 +14,10 @@ export interface SpawnedFacilitator {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-type FacilitatorOptions = { manifestPath: string; env?: Record<string, string>; dataDir?: string; port?: number };
+type FacilitatorOptions = { manifestPath: string; env?: Record<string, string>; dataDir?: string; port?: number; part?: 'facilitator' | 'gateway' };
 
 /**
- * Runs the real `gate402 facilitator` against a devnet manifest, on a free port, and waits for /health. When
+ * Runs the real `gate402 facilitator` (or `gate402 gateway`) against a devnet manifest, on a free port, and waits for /health. When
  * another process takes the probed port first, it starts again on a fresh one.
  */
 export async function spawnFacilitator(opts: FacilitatorOptions): Promise<SpawnedFacilitator> {
@@ -33,21 +33,23 @@ export async function spawnFacilitator(opts: FacilitatorOptions): Promise<Spawne
 async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> {
   const port = opts.port ?? (await freePort());
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'gate402-facilitator-'));
-  const logPath = join(dataDir, `facilitator-${Date.now()}.log`);
+  const logPath = join(dataDir, `${opts.part ?? 'facilitator'}-${Date.now()}.log`);
   const log = openSync(logPath, 'a');
-  const child = spawn(process.execPath, [BIN, 'facilitator', '--manifest', opts.manifestPath], {
+  const part = opts.part ?? 'facilitator';
+  const portVar = part === 'gateway' ? 'GATE402_GATEWAY_PORT' : 'GATE402_FACILITATOR_PORT';
+  const child = spawn(process.execPath, [BIN, part, '--manifest', opts.manifestPath], {
     stdio: ['ignore', log, log],
-    env: { ...process.env, GATE402_FACILITATOR_PORT: String(port), GATE402_DATA_DIR: dataDir, GATE402_LOG_LEVEL: 'warn', ...opts.env },
+    env: { ...process.env, [portVar]: String(port), GATE402_DATA_DIR: dataDir, GATE402_LOG_LEVEL: 'warn', ...opts.env },
   });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`facilitator exited ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
+    if (child.exitCode !== null) throw new Error(`${part} exited ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
     const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false);
     if (ok) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`facilitator did not become healthy:\n${readFileSync(logPath, 'utf8')}`);
+      throw new Error(`${part} did not become healthy:\n${readFileSync(logPath, 'utf8')}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }

@@ -1,0 +1,97 @@
+import type { Hex } from 'viem';
+import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../chain/devnet/accounts.ts';
+import type { DevnetManifest } from '../chain/manifest.ts';
+import type { NetworkRegistry } from '../chain/networks.ts';
+import { envString } from '../config/env.ts';
+import { createEngine, engineConfigFromEnv } from '../engine/create-engine.ts';
+import { facilitatorHttpConfigFromEnv } from '../facilitator/config.ts';
+import { runFacilitator } from '../facilitator/run-facilitator.ts';
+import { builtinCatalog } from '../gateway/catalog/catalog.ts';
+import type { Merchant } from '../gateway/catalog/merchant.ts';
+import { startFixtureUpstreams } from '../gateway/fixtures/server.ts';
+import { gatewayConfigFromEnv, runGateway } from '../gateway/run-gateway.ts';
+import { createLogger } from '../log/logger.ts';
+
+export interface ServiceOptions {
+  networks: NetworkRegistry;
+  /** Present on the devnet: demo keys, local fixture upstreams and the built-in catalog come from it. */
+  manifest?: DevnetManifest;
+  facilitator: boolean;
+  gateway: boolean;
+}
+
+export interface RunningService {
+  facilitatorUrl?: string;
+  gatewayUrl?: string;
+  receiptSigner?: string;
+  close(): Promise<void>;
+}
+
+/** DEVNET ONLY: the key that signs MPP receipts on the embedded default (derived from the public test mnemonic). */
+const DEVNET_RECEIPT_KEY_INDEX = 60;
+/** DEVNET ONLY: the secret header the built-in catalog sends to its local fixture upstreams. */
+export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
+
+/**
+ * One settlement engine, shared by the facilitator and the gateway of this process: two engines over the same
+ * relayer keys would race each other for nonces.
+ */
+export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv = process.env): Promise<RunningService> {
+  const log = createLogger('gate402');
+  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }));
+  const closers: Array<() => Promise<void>> = [() => engine.close()];
+  const running: RunningService = {
+    async close() {
+      for (const close of closers.reverse()) await close();
+    },
+  };
+  try {
+    if (opts.facilitator) {
+      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }));
+      closers.push(() => f.close());
+      running.facilitatorUrl = f.url;
+    }
+    if (opts.gateway) {
+      const merchants = new Map<string, Merchant>();
+      const devnet = opts.manifest;
+      if (devnet) {
+        // The built-in catalog against local fixture upstreams, so everything works offline.
+        const fixtureBase = envString(env, 'GATE402_CATALOG_UPSTREAM_BASE', '');
+        let baseFor = (slug: string) => `${fixtureBase.replace(/\/$/, '')}/${slug}`;
+        if (!fixtureBase) {
+          const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
+          closers.push(() => fixtures.close());
+          baseFor = (slug) => fixtures.baseUrlFor(slug);
+        }
+        const payees = devnet.accounts.merchants.map((m) => m.address);
+        const catalog = builtinCatalog({
+          payTo: (slug) => payees[[...slug].reduce((h, c) => h + c.charCodeAt(0), 0) % payees.length] as `0x${string}`,
+          networks: opts.networks.all().map((n) => n.caip2),
+          upstreamFor: (slug) => ({ kind: 'url', baseUrl: baseFor(slug), secretHeaders: { 'x-api-key': DEVNET_UPSTREAM_SECRET } }),
+          owner: devnetAccount(DEVNET_ROLES.deployer).address,
+          now: Date.now(),
+        });
+        for (const m of catalog) merchants.set(m.slug, m);
+      }
+      const config = gatewayConfigFromEnv(env, devnet ? { receiptKey: devnetPrivateKey(DEVNET_RECEIPT_KEY_INDEX) as Hex, upstreamAllowlist: ['127.0.0.1', '::1'] } : {});
+      const g = await runGateway(
+        {
+          networks: opts.networks,
+          engine: engine.engine,
+          store: engine.store,
+          merchants: { get: (slug) => merchants.get(slug), list: () => [...merchants.values()] },
+          readFile: async () => undefined,
+          log: log.child({ part: 'gateway' }),
+        },
+        config,
+      );
+      closers.push(() => g.close());
+      running.gatewayUrl = g.url;
+      running.receiptSigner = g.receiptSigner;
+    }
+    return running;
+  } catch (err) {
+    await running.close();
+    throw err;
+  }
+}

@@ -1,0 +1,81 @@
+import type { Network } from '../../chain/networks.ts';
+import { decodeRequest, verifyChallenge } from '../../protocol/mpp/challenge.ts';
+import { expectedAuthorizationNonce, parseAuthorizationPayment } from '../../protocol/mpp/credential.ts';
+import type { ChargeRequest, PaymentChallenge, ProblemCode } from '../../protocol/mpp/types.ts';
+import { decodePaymentSignatureHeader } from '../../protocol/x402/headers.ts';
+import { selectRequirement } from '../../protocol/x402/select.ts';
+import type { PaymentRequirements, VerifyRequest } from '../../protocol/x402/types.ts';
+
+/** What a request's payment headers amount to. Pure: keys, clock and the route's terms come in as arguments. */
+export type Credential =
+  | { kind: 'none' }
+  | { kind: 'x402'; request: VerifyRequest }
+  | { kind: 'mpp'; request: VerifyRequest; challenge: PaymentChallenge; chainId: number }
+  | { kind: 'invalid'; protocol: 'x402' | 'mpp'; status: 400 | 402; problem: ProblemCode; detail: string; challengeId?: string };
+
+export interface RouteTerms {
+  /** The x402 offers this route advertises. */
+  offers: PaymentRequirements[];
+  /** The MPP charge this route asks for, and its network. */
+  mpp?: { request: ChargeRequest; network: Network; requirements: PaymentRequirements };
+  mppKey: Uint8Array;
+  nowMs: number;
+}
+
+const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+
+export function readCredential(headers: Record<string, string>, terms: RouteTerms): Credential {
+  const x402 = headers['payment-signature'] ?? headers['x-payment'];
+  if (x402 !== undefined) return readX402(x402, terms);
+  const auth = headers['authorization'];
+  if (auth !== undefined && /^payment\s/i.test(auth)) return readMpp(auth, terms);
+  return { kind: 'none' };
+}
+
+function readX402(header: string, terms: RouteTerms): Credential {
+  const decoded = decodePaymentSignatureHeader(header);
+  if (!decoded.ok) return { kind: 'invalid', protocol: 'x402', status: 400, problem: 'malformed-credential', detail: `PAYMENT-SIGNATURE: ${decoded.error.message}` };
+  const offer = selectRequirement(terms.offers, decoded.value.accepted);
+  if (!offer) return { kind: 'invalid', protocol: 'x402', status: 402, problem: 'payment-insufficient', detail: 'the payment does not accept any offer of this route (amount, asset, network or recipient differ)' };
+  return { kind: 'x402', request: { x402Version: 2, paymentPayload: decoded.value, paymentRequirements: offer } };
+}
+
+function readMpp(header: string, terms: RouteTerms): Credential {
+  const parsed = parseAuthorizationPayment(header);
+  if (!parsed.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'malformed-credential', detail: parsed.error.message };
+  const credential = parsed.value;
+  const challenge = credential.challenge;
+  if (challenge.method !== 'evm' || challenge.intent !== 'charge') {
+    return { kind: 'invalid', protocol: 'mpp', status: 400, problem: 'method-unsupported', detail: `method ${challenge.method}/${challenge.intent} is not served`, challengeId: challenge.id };
+  }
+  const verdict = verifyChallenge(terms.mppKey, challenge, terms.nowMs);
+  if (!verdict.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: verdict.code, detail: verdict.message, challengeId: challenge.id };
+  if (!terms.mpp) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: 'this route takes no MPP payment', challengeId: challenge.id };
+  const echoed = decodeRequest(challenge.request);
+  if (!echoed.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: echoed.error.message, challengeId: challenge.id };
+  // A challenge issued for a cheaper route (or another merchant) must not pay for this one.
+  const want = terms.mpp.request;
+  const r = echoed.value;
+  if (r.amount !== want.amount || !sameAddress(r.currency, want.currency) || !sameAddress(r.recipient, want.recipient) || r.methodDetails.chainId !== want.methodDetails.chainId) {
+    return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: 'the challenge was issued for other terms than this route', challengeId: challenge.id };
+  }
+  const p = credential.payload;
+  if (p.nonce.toLowerCase() !== expectedAuthorizationNonce(challenge.id, challenge.realm).toLowerCase()) {
+    return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'verification-failed', detail: 'the authorization nonce is not bound to this challenge', challengeId: challenge.id };
+  }
+  const requirements = terms.mpp.requirements;
+  return {
+    kind: 'mpp',
+    challenge,
+    chainId: terms.mpp.network.chainId,
+    request: {
+      x402Version: 2,
+      paymentRequirements: requirements,
+      paymentPayload: {
+        x402Version: 2,
+        accepted: requirements,
+        payload: { signature: p.signature, authorization: { from: p.from, to: p.to, value: p.value, validAfter: p.validAfter, validBefore: p.validBefore, nonce: p.nonce } },
+      },
+    },
+  };
+}

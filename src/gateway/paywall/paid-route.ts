@@ -1,0 +1,231 @@
+import { randomUUID } from 'node:crypto';
+import type { Dispatcher } from 'undici';
+import type { Hex } from 'viem';
+import type { NetworkRegistry } from '../../chain/networks.ts';
+import { nonceKeyOf } from '../../engine/payment-record.ts';
+import type { HttpHandler, HttpRequest, HttpResponse } from '../../http/server.ts';
+import type { Logger } from '../../log/logger.ts';
+import { createChallenge, formatWwwAuthenticate } from '../../protocol/mpp/challenge.ts';
+import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.ts';
+import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
+import type { ProblemCode } from '../../protocol/mpp/types.ts';
+import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '../../protocol/x402/headers.ts';
+import type { PaymentRequired, SettleResponse, VerifyRequest } from '../../protocol/x402/types.ts';
+import type { DurableCollection } from '../../store/durable-collection.ts';
+import type { NonceClaims } from '../../store/nonce-claims.ts';
+import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
+import type { CircuitBreakers } from './circuit-breaker.ts';
+import { readCredential, type Credential, type RouteTerms } from './credentials.ts';
+import { forwardToUpstream, type UpstreamResult } from './forward.ts';
+import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
+
+/** One paid request, as recorded: enough to reconcile revenue, disputes and upstream health. */
+export interface PaidRequestRecord {
+  merchant: string;
+  route: string;
+  protocol: 'x402' | 'mpp';
+  payer: string;
+  amount: string;
+  network: string;
+  transaction: string;
+  upstreamStatus: number | 'failed';
+  latencyMs: number;
+  at: number;
+}
+
+export interface PaywallDeps {
+  networks: NetworkRegistry;
+  settle(request: VerifyRequest): Promise<SettleResponse>;
+  merchant(slug: string): Merchant | undefined;
+  /** Which payments have been served upstream: a payment buys one upstream call. */
+  served: NonceClaims;
+  records: DurableCollection<PaidRequestRecord>;
+  dispatcher: Dispatcher;
+  breakers: CircuitBreakers;
+  readFile(sha256: string): Promise<Uint8Array | undefined>;
+  mppKey: Uint8Array;
+  realm: string;
+  receiptKey: Hex;
+  baseUrl: string;
+  upstreamTimeoutMs: number;
+  challengeTtlMs: number;
+  log: Logger;
+  now(): number;
+}
+
+const json = (status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse => ({
+  status,
+  headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers },
+  body: JSON.stringify(value),
+});
+
+/** `/m/{slug}/{route}[/appended/segments]`: 402 until paid, then the upstream's answer, verbatim. */
+export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
+  return async (req) => {
+    const slug = req.params['slug'] ?? '';
+    const merchant = deps.merchant(slug);
+    if (!merchant) return json(404, { error: `no merchant '${slug}'` });
+    const rest = req.params['*'] ?? '';
+    const [routeName = '', ...appended] = rest.split('/');
+    const route = findRoute(merchant, decodeURIComponent(routeName));
+    if (!route) return json(404, { error: `merchant '${slug}' has no route '${routeName}'` });
+    if (!route.methods.includes(req.method === 'HEAD' ? 'GET' : (req.method as 'GET' | 'POST'))) {
+      return json(405, { error: `${req.method} is not allowed here` }, { allow: route.methods.join(', ') });
+    }
+    // An upstream known to be failing is refused before anyone pays for it.
+    if (!deps.breakers.admit(slug)) {
+      return json(503, { error: `merchant '${slug}' is unavailable right now; nothing was charged` }, { 'retry-after': String(deps.breakers.retryAfterSeconds(slug)) });
+    }
+    const terms = routeTerms(deps, merchant, route);
+    const credential = readCredential(req.headers, terms);
+    if (credential.kind === 'none' || credential.kind === 'invalid') {
+      deps.breakers.release(slug);
+      return challenge(deps, req, merchant, route, terms, credential);
+    }
+    return paid(deps, req, merchant, route, terms, credential, [routeName, ...appended].join('/'));
+  };
+}
+
+function routeTerms(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute): RouteTerms {
+  const offers = offersFor(merchant, route, deps.networks);
+  const n = mppNetworkFor(merchant, deps.networks);
+  const mpp = n ? { network: n, request: mppRequestFor(merchant, route, n) } : undefined;
+  return {
+    offers,
+    ...(mpp ? { mpp: { ...mpp, requirements: mppRequirements(mpp.request, mpp.network) } } : {}),
+    mppKey: deps.mppKey,
+    nowMs: deps.now(),
+  };
+}
+
+/** The 402: x402 offers in PAYMENT-REQUIRED, a fresh MPP challenge in WWW-Authenticate, problem+json in the body. */
+function challenge(
+  deps: PaywallDeps,
+  req: HttpRequest,
+  merchant: Merchant,
+  route: MerchantRoute,
+  terms: RouteTerms,
+  credential: Credential,
+  extra: { settle?: SettleResponse; problem?: ProblemCode; detail?: string } = {},
+): HttpResponse {
+  const invalid = credential.kind === 'invalid' ? credential : undefined;
+  const paymentRequired: PaymentRequired = {
+    x402Version: 2,
+    ...(invalid || extra.detail ? { error: extra.detail ?? invalid?.detail } : {}),
+    resource: { url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' },
+    accepts: terms.offers,
+  };
+  const headers: Record<string, string> = {
+    'content-type': PROBLEM_CONTENT_TYPE,
+    'cache-control': 'no-store',
+    'PAYMENT-REQUIRED': encodePaymentRequiredHeader(paymentRequired),
+  };
+  let challengeId: string | undefined;
+  if (terms.mpp) {
+    const made = createChallenge(deps.mppKey, { realm: deps.realm, request: terms.mpp.request, expires: new Date(deps.now() + deps.challengeTtlMs), description: `${merchant.name}: ${route.summary}` });
+    if (made.ok) {
+      headers['WWW-Authenticate'] = formatWwwAuthenticate(made.value);
+      challengeId = made.value.id;
+    }
+  }
+  if (extra.settle) headers['PAYMENT-RESPONSE'] = encodePaymentResponseHeader(extra.settle);
+  const code: ProblemCode = extra.problem ?? invalid?.problem ?? 'payment-required';
+  const status = invalid?.status ?? (code === 'method-unsupported' ? 400 : 402);
+  const detail = extra.detail ?? invalid?.detail ?? `${route.summary}: ${route.priceUsd} USD. Pay with x402 (PAYMENT-SIGNATURE) or MPP (Authorization: Payment).`;
+  return { status, headers, body: JSON.stringify(problemJson(code, detail, challengeId)) };
+}
+
+async function paid(
+  deps: PaywallDeps,
+  req: HttpRequest,
+  merchant: Merchant,
+  route: MerchantRoute,
+  terms: RouteTerms,
+  credential: Extract<Credential, { kind: 'x402' | 'mpp' }>,
+  upstreamPath: string,
+): Promise<HttpResponse> {
+  const slug = merchant.slug;
+  const key = nonceKeyOf(credential.request);
+  const used = (detail: string) => {
+    deps.breakers.release(slug);
+    return challenge(deps, req, merchant, route, terms, credential, { problem: 'verification-failed', detail });
+  };
+  if (deps.served.holder(key) !== undefined) return used('this payment has already been used for a request');
+
+  const settlement = await deps.settle(credential.request);
+  const paymentHeaders = await paymentHeadersFor(deps, credential, settlement);
+  if (settlement.status === 'pending') {
+    deps.breakers.release(slug);
+    return json(
+      202,
+      {
+        status: 'pending',
+        transaction: settlement.transaction,
+        network: settlement.network,
+        detail: 'the payment is broadcast but not yet confirmed; send the same request with the same credential to receive the resource once it confirms, without paying again',
+      },
+      paymentHeaders,
+    );
+  }
+  if (!settlement.success) {
+    deps.breakers.release(slug);
+    return challenge(deps, req, merchant, route, terms, credential, { settle: settlement, problem: 'verification-failed', detail: `payment refused: ${settlement.errorReason ?? 'unknown'}` });
+  }
+  const servedBy = randomUUID();
+  const claim = await deps.served.claim(key, servedBy);
+  if (!claim.claimed) return used('this payment has already been used for a request');
+
+  const result = await callUpstream(deps, merchant, req, upstreamPath);
+  const upstreamFailed = !result.ok || result.status >= 500;
+  if (upstreamFailed) deps.breakers.failure(slug);
+  else deps.breakers.success(slug);
+  const record: PaidRequestRecord = {
+    merchant: slug,
+    route: route.route,
+    protocol: credential.kind,
+    payer: settlement.payer ?? '',
+    amount: credential.request.paymentRequirements.amount,
+    network: settlement.network,
+    transaction: settlement.transaction,
+    upstreamStatus: result.ok ? result.status : 'failed',
+    latencyMs: Math.round(result.latencyMs),
+    at: deps.now(),
+  };
+  void deps.records.put(`${String(record.at).padStart(15, '0')}-${servedBy}`, record).catch((err: unknown) => deps.log.error('could not record a paid request', { error: err }));
+  if (!result.ok) {
+    deps.log.warn('upstream failed after payment', { merchant: slug, route: route.route, transaction: settlement.transaction, error: result.error });
+    // The buyer keeps the right to the resource: the same credential may be sent again, and is not charged again.
+    await deps.served.release(key, servedBy);
+    return json(
+      502,
+      { error: 'the merchant upstream failed after your payment settled', transaction: settlement.transaction, network: settlement.network, retry: 'send the same request with the same credential; it will not be charged again' },
+      paymentHeaders,
+    );
+  }
+  return { status: result.status, headers: { ...result.headers, ...paymentHeaders }, body: result.body };
+}
+
+async function callUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpRequest, path: string): Promise<UpstreamResult> {
+  const upstream = merchant.upstream;
+  if (upstream.kind === 'file') {
+    const started = performance.now();
+    const body = await deps.readFile(upstream.sha256);
+    if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
+    return { ok: true, status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started };
+  }
+  const body = req.method === 'POST' ? await req.body() : undefined;
+  return forwardToUpstream(upstream, { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) }, deps.dispatcher, deps.upstreamTimeoutMs);
+}
+
+/** x402 answers with PAYMENT-RESPONSE; MPP with a signed Payment-Receipt once settled. */
+async function paymentHeadersFor(deps: PaywallDeps, credential: Extract<Credential, { kind: 'x402' | 'mpp' }>, settlement: SettleResponse): Promise<Record<string, string>> {
+  if (credential.kind === 'x402') return { 'PAYMENT-RESPONSE': encodePaymentResponseHeader(settlement) };
+  if (!settlement.success) return {};
+  const signed = await signReceipt(
+    { status: 'success', method: 'evm', reference: settlement.transaction as Hex, timestamp: new Date(deps.now()).toISOString(), challengeId: credential.challenge.id, chainId: credential.chainId },
+    deps.receiptKey,
+  );
+  if (!signed.ok) return {};
+  const encoded = encodeReceipt(signed.value);
+  return encoded.ok ? { 'Payment-Receipt': encoded.value } : {};
+}

@@ -1,0 +1,132 @@
+import { createHmac } from 'node:crypto';
+import type { Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import type { NetworkRegistry } from '../chain/networks.ts';
+import { ConfigError, envBool, envHost, envInt, envString } from '../config/env.ts';
+import type { SettlementEngine } from '../engine/settlement-engine.ts';
+import { createHttpServer, json, type HttpHandler } from '../http/server.ts';
+import type { Logger } from '../log/logger.ts';
+import type { Store } from '../store/open-store.ts';
+import type { Merchant } from './catalog/merchant.ts';
+import { merchantOpenApi, rootOpenApi } from './discovery/openapi.ts';
+import { wellKnownX402 } from './discovery/well-known.ts';
+import { CircuitBreakers } from './paywall/circuit-breaker.ts';
+import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
+import { guardedDispatcher } from './upstream-guard/guard.ts';
+
+/** Where merchants come from: the registry (and the built-in catalog it was seeded with). */
+export interface MerchantDirectory {
+  get(slug: string): Merchant | undefined;
+  list(): Merchant[];
+}
+
+export interface GatewayConfig {
+  host: string;
+  port: number;
+  /** The public URL buyers use; discovery documents and x402 resources name it. */
+  baseUrl: string;
+  maxBodyBytes: number;
+  upstreamTimeoutMs: number;
+  challengeTtlMs: number;
+  /** Hosts or CIDRs of upstreams the operator allows although private (the devnet's local fixtures). */
+  upstreamAllowlist: string[];
+  /** Signs MPP receipts; its address is published in discovery. */
+  receiptKey: Hex;
+  /** Binds MPP challenge ids (HMAC); derived from the receipt key unless given. */
+  mppKey: Uint8Array;
+  realm: string;
+  contactEmail: string;
+  breaker: { threshold: number; openMs: number };
+  trustProxy: boolean;
+}
+
+export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receiptKey?: Hex; upstreamAllowlist?: string[] } = {}): GatewayConfig {
+  const host = envHost(env, 'GATE402_GATEWAY_HOST', '127.0.0.1');
+  const port = envInt(env, 'GATE402_GATEWAY_PORT', 8402, { min: 0, max: 65535 });
+  const receiptKey = envString(env, 'GATE402_GATEWAY_KEY', defaults.receiptKey ?? '') as Hex;
+  if (!/^0x[0-9a-fA-F]{64}$/.test(receiptKey)) throw new ConfigError('GATE402_GATEWAY_KEY must be a 0x-prefixed 32-byte private key (it signs MPP receipts)');
+  const secret = env.GATE402_MPP_SECRET?.trim();
+  const allow = envString(env, 'GATE402_UPSTREAM_ALLOWLIST', (defaults.upstreamAllowlist ?? []).join(','));
+  return {
+    host,
+    port,
+    baseUrl: envString(env, 'GATE402_PUBLIC_URL', `http://${host}:${port}`).replace(/\/$/, ''),
+    maxBodyBytes: envInt(env, 'GATE402_GATEWAY_MAX_BODY_BYTES', 1024 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
+    upstreamTimeoutMs: envInt(env, 'GATE402_UPSTREAM_TIMEOUT_MS', 15_000, { min: 100, max: 300_000 }),
+    challengeTtlMs: envInt(env, 'GATE402_CHALLENGE_TTL_MS', 300_000, { min: 10_000, max: 3_600_000 }),
+    upstreamAllowlist: allow.split(',').map((s) => s.trim()).filter(Boolean),
+    receiptKey,
+    mppKey: secret ? new TextEncoder().encode(secret) : createHmac('sha256', Buffer.from(receiptKey.slice(2), 'hex')).update('gate402 mpp challenge key').digest(),
+    realm: envString(env, 'GATE402_REALM', 'gate402'),
+    contactEmail: envString(env, 'GATE402_CONTACT_EMAIL', 'operator@gate402.invalid'),
+    breaker: { threshold: envInt(env, 'GATE402_BREAKER_THRESHOLD', 5, { min: 1, max: 1000 }), openMs: envInt(env, 'GATE402_BREAKER_OPEN_MS', 30_000, { min: 100, max: 3_600_000 }) },
+    trustProxy: envBool(env, 'GATE402_TRUST_PROXY', false),
+  };
+}
+
+export interface RunningGateway {
+  url: string;
+  port: number;
+  receiptSigner: `0x${string}`;
+  close(): Promise<void>;
+}
+
+export interface GatewayParts {
+  networks: NetworkRegistry;
+  engine: SettlementEngine;
+  store: Store;
+  merchants: MerchantDirectory;
+  readFile(sha256: string): Promise<Uint8Array | undefined>;
+  /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
+  extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
+  log: Logger;
+}
+
+/** The marketplace: discovery, the paid reverse proxy under /m/{slug}/, and whatever extra routes are given. */
+export async function runGateway(parts: GatewayParts, config: GatewayConfig): Promise<RunningGateway> {
+  const dispatcher = guardedDispatcher(config.upstreamAllowlist, { headersTimeoutMs: config.upstreamTimeoutMs, bodyTimeoutMs: config.upstreamTimeoutMs });
+  const receiptSigner = privateKeyToAccount(config.receiptKey).address;
+  const discovery = { baseUrl: config.baseUrl, networks: parts.networks, contactEmail: config.contactEmail };
+  const paid = paidRouteHandler({
+    networks: parts.networks,
+    settle: (request) => parts.engine.settle(request),
+    merchant: (slug) => parts.merchants.get(slug),
+    served: parts.store.claims('served'),
+    records: parts.store.collection<PaidRequestRecord>('paid-requests'),
+    dispatcher,
+    breakers: new CircuitBreakers(config.breaker),
+    readFile: parts.readFile,
+    mppKey: config.mppKey,
+    realm: config.realm,
+    receiptKey: config.receiptKey,
+    baseUrl: config.baseUrl,
+    upstreamTimeoutMs: config.upstreamTimeoutMs,
+    challengeTtlMs: config.challengeTtlMs,
+    log: parts.log.child({ part: 'paywall' }),
+    now: Date.now,
+  });
+  const server = createHttpServer({ host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, log: (l) => parts.log.error(l) });
+  server
+    .route('GET', '/health', () => json(200, { ok: true, merchants: parts.merchants.list().length, inFlight: parts.engine.inFlight }))
+    .route('GET', '/openapi.json', () => json(200, rootOpenApi(parts.merchants.list(), discovery)))
+    .route('GET', '/.well-known/x402', () => json(200, wellKnownX402(parts.merchants.list(), config.baseUrl)))
+    .route('GET', '/.well-known/gate402', () => json(200, { receiptSigner, realm: config.realm, receipts: 'Payment-Receipt is base64url JSON; drop `signature`, canonicalize (RFC 8785), and check it is an EIP-191 signature by receiptSigner' }))
+    .route('GET', '/m/:slug/openapi.json', (req) => {
+      const m = parts.merchants.get(req.params['slug'] ?? '');
+      return m ? json(200, merchantOpenApi(m, discovery)) : json(404, { error: `no merchant '${req.params['slug']}'` });
+    });
+  for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler);
+  for (const method of ['GET', 'POST']) server.route(method, '/m/:slug/*', paid);
+  const port = await server.listen();
+  const url = `http://${config.host}:${port}`;
+  parts.log.info('gateway listening', { url, publicUrl: config.baseUrl });
+  return {
+    url,
+    port,
+    receiptSigner,
+    async close() {
+      await server.close();
+      await dispatcher.close();
+    },
+  };
+}

@@ -1,0 +1,169 @@
+import t from 'tap';
+import { x402Client } from '@x402/core/client';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
+import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { Mppx, evm } from 'mppx/client';
+import { parseUnits, type LocalAccount } from 'viem';
+import { CAIP2 } from '../src/chain/canonical.ts';
+import { DEVNET_ROLES, devnetPrivateKey } from '../src/chain/devnet/accounts.ts';
+import { DEVNET_UPSTREAM_SECRET } from '../src/cli/service.ts';
+import { startFixtureUpstreams } from '../src/gateway/fixtures/server.ts';
+import { verifyReceipt } from '../src/protocol/mpp/receipt.ts';
+import { network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
+import { fundedPayer, stableBalance } from './helpers/payments.ts';
+import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
+
+const manifest = testDevnet();
+const funder = tester('gateway');
+const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
+t.teardown(() => fixtures.close());
+const upstreamOrigin = new URL(fixtures.baseUrlFor('catjoke')).origin;
+const gw = await spawnFacilitator({
+  part: 'gateway',
+  manifestPath: TEST_MANIFEST_PATH,
+  env: {
+    GATE402_RELAYER_KEYS: [8, 9].map((slot) => devnetPrivateKey(DEVNET_ROLES.testers[slot] as number)).join(','),
+    GATE402_CATALOG_UPSTREAM_BASE: upstreamOrigin,
+  },
+});
+t.teardown(() => gw.stop());
+const route = '/m/catjoke/joke';
+const query = 'params%5Btopic%5D=naps&lang=en';
+const url = `${gw.url}${route}?${query}`;
+
+/** Every response a buyer saw in this file: none may name the upstream or carry its secret. */
+const seen: Array<{ headers: string; body: string }> = [];
+async function look(res: Response): Promise<{ status: number; headers: Headers; text: string }> {
+  const text = await res.text();
+  seen.push({ headers: JSON.stringify([...res.headers]), body: text });
+  return { status: res.status, headers: res.headers, text };
+}
+
+/** fetch that remembers the payment headers it sent, so credentials can be replayed. */
+function recordingFetch(sent: Array<Record<string, string>>): typeof fetch {
+  return async (input, init) => {
+    const req = new Request(input as Parameters<typeof fetch>[0], init);
+    const h: Record<string, string> = {};
+    for (const name of ['payment-signature', 'authorization']) {
+      const v = req.headers.get(name);
+      if (v) h[name] = v;
+    }
+    sent.push(h);
+    return fetch(req);
+  };
+}
+
+function x402Buyer(payer: LocalAccount, caip2: string, sent: Array<Record<string, string>>) {
+  const client = registerExactEvmScheme(
+    x402Client.fromConfig({ schemes: [], spendControls: false, paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === caip2) ?? (offers[0] as (typeof offers)[number]) }),
+    { signer: payer },
+  );
+  return wrapFetchWithPayment(recordingFetch(sent), client);
+}
+
+async function directUpstreamBody(): Promise<string> {
+  const res = await fetch(`${fixtures.baseUrlFor('catjoke')}/joke?${query}`, { headers: { 'x-api-key': DEVNET_UPSTREAM_SECRET } });
+  return res.text();
+}
+
+let merchant: `0x${string}` = '0x0000000000000000000000000000000000000000';
+
+t.test('without payment: 402 with both challenges', async (t) => {
+  const res = await look(await fetch(url));
+  t.equal(res.status, 402);
+  t.match(res.headers.get('content-type'), /application\/problem\+json/);
+  t.equal(res.headers.get('cache-control'), 'no-store');
+  const required = decodePaymentRequiredHeader(res.headers.get('payment-required') as string);
+  t.equal(required.x402Version, 2);
+  const first = required.accepts[0];
+  t.same([first?.network, first?.amount, first?.extra?.['assetTransferMethod']], [CAIP2.stockChain, '10000', 'permit2'], 'Permit2 with stablecoin B first');
+  t.same(required.accepts.map((a) => a.network).sort(), [CAIP2.base, CAIP2.baseSepolia, CAIP2.stockChain].sort(), 'one offer per accepted network');
+  merchant = first?.payTo as `0x${string}`;
+  t.match(res.headers.get('www-authenticate'), /^Payment id="[^"]+", realm="[^"]+", method="evm", intent="charge", request="[^"]+", expires="[^"]+"/);
+  const problem = JSON.parse(res.text) as { type: string; status: number; challengeId: string };
+  t.same([problem.type, problem.status], ['https://paymentauth.org/problems/payment-required', 402]);
+});
+
+for (const caip2 of [CAIP2.stockChain, CAIP2.base]) {
+  t.test(`@x402/fetch pays on ${caip2}; the body is the upstream's, byte for byte; a replay gets nothing`, async (t) => {
+    const n = network(manifest, caip2);
+    const payer = await fundedPayer(n, caip2, funder, parseUnits('1', 6));
+    const sent: Array<Record<string, string>> = [];
+    const before = await stableBalance(n, merchant);
+    const callsBefore = fixtures.calls;
+    const res = await look(await x402Buyer(payer, caip2, sent)(url));
+    t.equal(res.status, 200, res.text);
+    t.equal(res.text, await directUpstreamBody(), 'the upstream body, verbatim');
+    t.equal(fixtures.calls - callsBefore, 2, 'one upstream call for the paid request (plus the direct comparison)');
+    const settlement = decodePaymentResponseHeader(res.headers.get('payment-response') as string);
+    t.equal(settlement.success, true);
+    t.equal(settlement.network, caip2);
+    t.equal((await stableBalance(n, merchant)) - before, 10_000n, 'exactly the price reached the merchant');
+    t.equal(await stableBalance(n, payer.address), 990_000n, 'and left the buyer');
+    t.equal(res.headers.get('x-powered-by'), null, 'identifying upstream headers are stripped');
+    t.notMatch(res.headers.get('server') ?? '', /fixture/);
+
+    const credential = sent.find((h) => h['payment-signature'])?.['payment-signature'];
+    t.ok(credential, 'the client sent PAYMENT-SIGNATURE');
+    const callsAfter = fixtures.calls;
+    const replay = async () => look(await fetch(url, { headers: { 'payment-signature': credential as string } }));
+    const again = await replay();
+    t.equal(again.status, 402, 'replaying the credential is refused');
+    const burst = await Promise.all(Array.from({ length: 20 }, replay));
+    t.ok(burst.every((r) => r.status === 402), '20 concurrent replays are refused');
+    t.equal(fixtures.calls, callsAfter, 'no second upstream call');
+    t.equal((await stableBalance(n, merchant)) - before, 10_000n, 'no second transfer');
+  });
+}
+
+t.test('mppx pays over MPP: 200 with a Payment-Receipt whose signature checks; a replay gets nothing', async (t) => {
+  const n = network(manifest, CAIP2.stockChain);
+  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6), { approvePermit2: false });
+  const sent: Array<Record<string, string>> = [];
+  const mppx = Mppx.create({ methods: [evm({ account: payer, authorization: { name: n.stablecoin.name, version: n.stablecoin.version } })], polyfill: false, fetch: recordingFetch(sent) });
+  const before = await stableBalance(n, merchant);
+  const res = await look(await mppx.fetch(url));
+  t.equal(res.status, 200, res.text);
+  t.equal(res.text, await directUpstreamBody());
+  const signer = ((await (await fetch(`${gw.url}/.well-known/gate402`)).json()) as { receiptSigner: string }).receiptSigner;
+  const receipt = await verifyReceipt(res.headers.get('payment-receipt') as string, signer);
+  t.ok(receipt.ok, `the receipt is signed by the gateway (${JSON.stringify(receipt)})`);
+  t.equal((await stableBalance(n, merchant)) - before, 10_000n, 'exactly the price, by EIP-3009');
+  if (receipt.ok) t.match(receipt.value.reference, /^0x[0-9a-f]{64}$/);
+
+  const credential = sent.find((h) => h['authorization'])?.['authorization'];
+  t.ok(credential);
+  const callsAfter = fixtures.calls;
+  const burst = await Promise.all(Array.from({ length: 21 }, async () => look(await fetch(url, { headers: { authorization: credential as string } }))));
+  t.ok(burst.every((r) => r.status === 402), 'replays are refused');
+  t.equal(fixtures.calls, callsAfter, 'no second upstream call');
+  t.equal((await stableBalance(n, merchant)) - before, 10_000n, 'no second transfer');
+});
+
+t.test('malformed payment headers get 400/402 problem JSON, never a 500', async (t) => {
+  const cases: Array<Record<string, string>> = [
+    { 'payment-signature': 'not base64 at all!!' },
+    { 'payment-signature': Buffer.from('{"x402Version":2').toString('base64') },
+    { 'payment-signature': Buffer.from(JSON.stringify({ x402Version: 2, accepted: {}, payload: {} })).toString('base64') },
+    { 'payment-signature': 'A'.repeat(40_000) },
+    { authorization: 'Payment !!!' },
+    { authorization: `Payment ${Buffer.from('{"challenge":{}}').toString('base64url')}` },
+  ];
+  for (const headers of cases) {
+    const res = await look(await fetch(url, { headers }));
+    t.ok([400, 402, 413, 431].includes(res.status), `${JSON.stringify(headers).slice(0, 60)} -> ${res.status}`);
+    if (res.status === 400 || res.status === 402) t.doesNotThrow(() => JSON.parse(res.text), 'a JSON body');
+  }
+  const unknown = await look(await fetch(`${gw.url}/m/no-such-merchant/x`));
+  t.equal(unknown.status, 404);
+});
+
+t.test('no response to a buyer named the upstream or carried its secret', async (t) => {
+  const port = new URL(upstreamOrigin).port;
+  t.ok(seen.length > 50, `${seen.length} responses looked at`);
+  for (const r of seen) {
+    t.notOk(r.headers.includes(DEVNET_UPSTREAM_SECRET) || r.body.includes(DEVNET_UPSTREAM_SECRET), 'no secret');
+    t.notOk(r.headers.includes(`:${port}`) || r.body.includes(`:${port}`), 'no upstream origin');
+  }
+});
