@@ -1,0 +1,62 @@
+/**
+ * Configuration of merchant registration and of the upstream guard, from the environment:
+ *
+ * | variable | default | meaning |
+ * |---|---|---|
+ * | `GATE402_MERCHANT_FILES_DIR` | `<GATE402_DATA_DIR>/merchant-files` | uploaded files, content-addressed |
+ * | `GATE402_MERCHANT_MAX_FILE_BYTES` | 10485760 | largest upload (decoded) |
+ * | `GATE402_MERCHANT_MIN_PRICE_USD` | `0.000001` | lowest route price |
+ * | `GATE402_MERCHANT_MAX_PRICE_USD` | `1000.000000` | highest route price |
+ * | `GATE402_MERCHANT_MAX_ROUTES` | 100 | routes per merchant |
+ * | `GATE402_MERCHANT_CLOCK_SKEW_S` | 600 | accepted distance of `issuedAt` from the clock |
+ * | `GATE402_UPSTREAM_ALLOWLIST` | (empty) | comma-separated hosts, IPs or CIDRs upstreams may use although private |
+ * | `GATE402_UPSTREAM_CONNECT_TIMEOUT_MS` | 10000 | upstream connect timeout |
+ * | `GATE402_UPSTREAM_HEADERS_TIMEOUT_MS` | 30000 | upstream response headers timeout |
+ * | `GATE402_UPSTREAM_BODY_TIMEOUT_MS` | 30000 | upstream response body idle timeout |
+ */
+import { join, resolve } from 'node:path';
+import { ConfigError, envInt, envString } from '../../config/env.ts';
+import type { GuardedDispatcherOptions } from '../upstream-guard/guard.ts';
+import { UpstreamAllowlist } from '../upstream-guard/guard.ts';
+import { DEFAULT_REGISTRATION_LIMITS, HARD_MAX_ROUTES, resolveLimits, type RegistrationLimits } from './validate.ts';
+
+export interface MerchantConfig {
+  filesDir: string;
+  upstreamAllowlist: UpstreamAllowlist;
+  limits: RegistrationLimits;
+  dispatcher: GuardedDispatcherOptions;
+}
+
+export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): MerchantConfig {
+  const dataDir = resolve(envString(env, 'GATE402_DATA_DIR', 'var/data'));
+  const filesDir = resolve(envString(env, 'GATE402_MERCHANT_FILES_DIR', join(dataDir, 'merchant-files')));
+  let upstreamAllowlist: UpstreamAllowlist;
+  try {
+    upstreamAllowlist = new UpstreamAllowlist(envString(env, 'GATE402_UPSTREAM_ALLOWLIST', '').split(','));
+  } catch (e) {
+    throw new ConfigError(`GATE402_UPSTREAM_ALLOWLIST: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  let limits: RegistrationLimits;
+  try {
+    limits = resolveLimits({
+      maxFileBytes: envInt(env, 'GATE402_MERCHANT_MAX_FILE_BYTES', DEFAULT_REGISTRATION_LIMITS.maxFileBytes, { min: 1, max: 1024 * 1024 * 1024 }),
+      minPriceUsd: envString(env, 'GATE402_MERCHANT_MIN_PRICE_USD', DEFAULT_REGISTRATION_LIMITS.minPriceUsd),
+      maxPriceUsd: envString(env, 'GATE402_MERCHANT_MAX_PRICE_USD', DEFAULT_REGISTRATION_LIMITS.maxPriceUsd),
+      maxRoutes: envInt(env, 'GATE402_MERCHANT_MAX_ROUTES', DEFAULT_REGISTRATION_LIMITS.maxRoutes, { min: 1, max: HARD_MAX_ROUTES }),
+      clockSkewSeconds: envInt(env, 'GATE402_MERCHANT_CLOCK_SKEW_S', DEFAULT_REGISTRATION_LIMITS.clockSkewSeconds, { min: 1, max: 86_400 }),
+    });
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError(`GATE402_MERCHANT_MIN_PRICE_USD / GATE402_MERCHANT_MAX_PRICE_USD: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return {
+    filesDir,
+    upstreamAllowlist,
+    limits,
+    dispatcher: {
+      connectTimeoutMs: envInt(env, 'GATE402_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, { min: 1, max: 600_000 }),
+      headersTimeoutMs: envInt(env, 'GATE402_UPSTREAM_HEADERS_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
+      bodyTimeoutMs: envInt(env, 'GATE402_UPSTREAM_BODY_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
+    },
+  };
+}

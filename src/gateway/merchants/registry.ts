@@ -1,0 +1,298 @@
+/**
+ * The merchant registry: the built-in catalog plus merchants that registered themselves with a signed message
+ * (`POST /api/merchants`, see `validate.ts` and `signature.ts`).
+ *
+ * Storage: one record per slug in the LMDB collection `merchants`, holding the merchant and the nonces of the
+ * signed messages accepted for that slug while they could still be replayed. Merchant and nonces live in the
+ * same record so that one `put` changes both (the collection has no multi-key transactions). A delete leaves a
+ * tombstone (`merchant: null`) that keeps the nonces: the slug is free again, but the deleted merchant's signed
+ * messages cannot be replayed to resurrect it. Nonces are pruned once their `issuedAt` is outside the clock window
+ * (such a message is refused as stale anyway).
+ *
+ * Rules: only a signature by `payTo` counts; `register` needs a free slug; `update`/`delete` need a signature by
+ * the merchant's owner (the wallet that registered it, which is its payTo: payTo cannot change, delete and
+ * register again to move); built-in merchants are operator-managed and cannot be changed by signature.
+ * A refusal changes nothing (no record written, no file stored). Changes to one slug are serialised in-process;
+ * the registry assumes it is the only writer of its collection (one gateway process per data directory).
+ *
+ * Results: `{ok: true, action, merchant}` or `{ok: false, status, error}` with 400 (malformed, invalid,
+ * stale, replayed, slug taken, upstream address forbidden), 403 (signature not by payTo, not the owner, built-in),
+ * 404 (update/delete of an unknown slug). 409 is part of the type for callers' exhaustiveness but not produced:
+ * a taken slug is a 400 (`slug … is taken`), as the acceptance criteria ask.
+ */
+import type { Hex } from 'viem';
+import type { Merchant, Upstream } from '../catalog/merchant.ts';
+import { canonicalJson } from '../../protocol/mpp/canonical-json.ts';
+import { parseJsonBytes } from '../../protocol/x402/codec.ts';
+import type { Logger } from '../../log/logger.ts';
+import type { DurableCollection } from '../../store/durable-collection.ts';
+import { checkUpstreamUrl, UpstreamAllowlist, type Resolver } from '../upstream-guard/guard.ts';
+import { MerchantFiles } from './files.ts';
+import { recoverRegistrationSigner } from './signature.ts';
+import type { RegistrationAction, ValidatedUpsert } from './types.ts';
+import { resolveLimits, validateRegistrationRequest, type RegistrationLimits } from './validate.ts';
+
+export const MERCHANTS_COLLECTION = 'merchants';
+
+export interface MerchantRecord {
+  /** `null` after a delete (a tombstone that remembers the nonces). */
+  merchant: Merchant | null;
+  /** Seeded from the operator's catalog by {@link MerchantRegistry.upsertBuiltin}; not changeable by signature. */
+  builtin: boolean;
+  /**
+   * The signed messages accepted for this slug while they are still inside the clock window (a list, not an
+   * object keyed by nonce: a nonce is merchant-chosen text and could be `__proto__`).
+   */
+  nonces: { nonce: string; issuedAt: number }[];
+}
+
+export type RegistryFailureStatus = 400 | 403 | 404 | 409;
+
+export type RegistryResult =
+  | { ok: true; action: RegistrationAction; merchant: Merchant }
+  | { ok: false; status: RegistryFailureStatus; error: string };
+
+export interface BuiltinSeedReport {
+  /** Slugs inserted or changed. */
+  written: string[];
+  unchanged: string[];
+  /** Slugs held by a self-registered merchant: that merchant is kept and the built-in one skipped. */
+  conflicts: string[];
+}
+
+export interface MerchantRegistryOptions {
+  /** `openStore(...)` (only `collection` is used). */
+  store: { collection<T>(name: string): DurableCollection<T> };
+  /** Networks the gateway settles on (a `NetworkRegistry`). */
+  networks: { has(caip2: string): boolean };
+  /** Where uploaded files are stored, content-addressed. */
+  filesDir: string;
+  /** Hosts / IPs / CIDRs an upstream may use although they are private (e.g. `127.0.0.1` for the devnet). */
+  upstreamAllowlist?: UpstreamAllowlist | readonly string[];
+  /** DNS for the registration-time upstream check (injectable for tests). */
+  resolve?: Resolver;
+  resolveTimeoutMs?: number;
+  limits?: Partial<RegistrationLimits>;
+  log?: Logger;
+}
+
+function refuse(status: RegistryFailureStatus, error: string): RegistryResult {
+  return { ok: false, status, error };
+}
+
+function sameAddress(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
+}
+
+export class MerchantRegistry {
+  readonly #merchants: DurableCollection<MerchantRecord>;
+  readonly #files: MerchantFiles;
+  readonly #networks: { has(caip2: string): boolean };
+  readonly #allowlist: UpstreamAllowlist;
+  readonly #resolve: Resolver | undefined;
+  readonly #resolveTimeoutMs: number | undefined;
+  readonly #limits: RegistrationLimits;
+  readonly #log: Logger | undefined;
+  readonly #locks = new Map<string, Promise<unknown>>();
+
+  constructor(options: MerchantRegistryOptions) {
+    this.#merchants = options.store.collection<MerchantRecord>(MERCHANTS_COLLECTION);
+    this.#files = new MerchantFiles(options.filesDir);
+    this.#networks = options.networks;
+    this.#allowlist = options.upstreamAllowlist instanceof UpstreamAllowlist ? options.upstreamAllowlist : new UpstreamAllowlist(options.upstreamAllowlist ?? []);
+    this.#resolve = options.resolve;
+    this.#resolveTimeoutMs = options.resolveTimeoutMs;
+    this.#limits = resolveLimits(options.limits);
+    this.#log = options.log;
+  }
+
+  get limits(): Readonly<RegistrationLimits> {
+    return this.#limits;
+  }
+
+  get files(): MerchantFiles {
+    return this.#files;
+  }
+
+  /** The live merchant of `slug`. */
+  get(slug: string): Merchant | undefined {
+    if (!validKey(slug)) return undefined;
+    return this.#merchants.get(slug)?.merchant ?? undefined;
+  }
+
+  /** Whether `slug` is a built-in (operator) merchant. */
+  isBuiltin(slug: string): boolean {
+    if (!validKey(slug)) return false;
+    const r = this.#merchants.get(slug);
+    return r?.merchant != null && r.builtin;
+  }
+
+  /** Every live merchant, by slug. */
+  list(): Merchant[] {
+    const out: Merchant[] = [];
+    for (const [, record] of this.#merchants.entries()) if (record.merchant) out.push(record.merchant);
+    return out;
+  }
+
+  /** The stored record of `slug` (tombstones included), for inspection and tests. */
+  record(slug: string): MerchantRecord | undefined {
+    if (!validKey(slug)) return undefined;
+    return this.#merchants.get(slug);
+  }
+
+  readMerchantFile(sha256: string): Promise<Uint8Array | undefined> {
+    return this.#files.read(sha256);
+  }
+
+  /**
+   * Handles a `POST /api/merchants` body (parsed JSON, or the raw bytes). `now` is unix milliseconds.
+   * Never throws for anything the client sent; a storage failure does throw.
+   */
+  async register(body: unknown, now: number = Date.now()): Promise<RegistryResult> {
+    let parsed = body;
+    if (body instanceof Uint8Array) {
+      const p = parseJsonBytes(body);
+      if (!p.ok) return refuse(400, `body is not JSON: ${p.error.message}`);
+      parsed = p.value;
+    }
+    const valid = validateRegistrationRequest(parsed, {
+      networks: this.#networks,
+      nowMs: now,
+      limits: this.#limits,
+      upstreamAllowlist: this.#allowlist,
+    });
+    if (!valid.ok) return refuse(400, valid.error);
+    const { request, registration } = valid.value;
+
+    const signer = await recoverRegistrationSigner(request.registration, request.signature as Hex);
+    if (signer === undefined || !sameAddress(signer, registration.payTo)) {
+      return refuse(403, `signature is not a valid EIP-712 signature by payTo ${registration.payTo}`);
+    }
+
+    const result = await this.#withLock(registration.slug, async (): Promise<RegistryResult> => {
+      const slug = registration.slug;
+      const record = this.#merchants.get(slug);
+      if (record?.nonces.some((n) => n.nonce === registration.nonce)) return refuse(400, `nonce already used for ${slug}: sign a new registration with a fresh nonce`);
+      const current = record?.merchant ?? null;
+      if (registration.action === 'register') {
+        if (current) return refuse(400, `slug ${slug} is taken`);
+      } else {
+        if (!current) return refuse(404, `no merchant ${slug}`);
+        if (record?.builtin) return refuse(403, `${slug} is a built-in merchant managed by the operator`);
+        if (!sameAddress(current.owner, signer)) return refuse(403, `only the owner of ${slug} may ${registration.action} it`);
+      }
+      const nonces = this.#liveNonces(record, now);
+      nonces.push({ nonce: registration.nonce, issuedAt: registration.issuedAt });
+
+      if (registration.action === 'delete') {
+        await this.#merchants.put(slug, { merchant: null, builtin: false, nonces });
+        return { ok: true, action: 'delete', merchant: current! };
+      }
+      const upstream = await this.#storeUpstream(registration);
+      if (!upstream.ok) return upstream.refusal;
+      const merchant: Merchant = {
+        slug,
+        name: registration.name,
+        description: registration.description,
+        payTo: registration.payTo,
+        networks: registration.networks,
+        upstream: upstream.value,
+        routes: registration.routes,
+        owner: registration.payTo,
+        createdAt: current?.createdAt ?? now,
+        updatedAt: now,
+      };
+      await this.#merchants.put(slug, { merchant, builtin: false, nonces });
+      return { ok: true, action: registration.action, merchant };
+    });
+    if (result.ok) this.#log?.info('merchant ' + (result.action === 'delete' ? 'deleted' : result.action === 'update' ? 'updated' : 'registered'), { slug: registration.slug, owner: signer, upstreamKind: result.merchant.upstream.kind });
+    else this.#log?.info('merchant registration refused', { slug: registration.slug, action: registration.action, status: result.status });
+    return result;
+  }
+
+  /** Checks (DNS) or stores (file) the upstream. Runs after every other check, so a refusal stores nothing. */
+  async #storeUpstream(r: ValidatedUpsert): Promise<{ ok: true; value: Upstream } | { ok: false; refusal: RegistryResult }> {
+    const u = r.upstream;
+    if (u.kind === 'url') {
+      const check = await checkUpstreamUrl(u.baseUrl, {
+        allowlist: this.#allowlist,
+        ...(this.#resolve ? { resolve: this.#resolve } : {}),
+        ...(this.#resolveTimeoutMs !== undefined ? { resolveTimeoutMs: this.#resolveTimeoutMs } : {}),
+      });
+      if (!check.ok) {
+        this.#log?.warn('merchant upstream refused', { slug: r.slug, code: check.code, detail: check.detail });
+        return { ok: false, refusal: refuse(400, check.error) };
+      }
+      return { ok: true, value: { kind: 'url', baseUrl: u.baseUrl, secretHeaders: { ...u.secretHeaders } } };
+    }
+    const { sha256, size } = await this.#files.put(u.content);
+    return { ok: true, value: { kind: 'file', sha256, contentType: u.contentType, size, fileName: u.fileName } };
+  }
+
+  /** The record's nonces that could still be replayed at `now` (older ones are refused as stale anyway). */
+  #liveNonces(record: MerchantRecord | undefined, now: number): { nonce: string; issuedAt: number }[] {
+    const oldest = now / 1000 - this.#limits.clockSkewSeconds - 60;
+    return (record?.nonces ?? []).filter((n) => n.issuedAt >= oldest).map((n) => ({ nonce: n.nonce, issuedAt: n.issuedAt }));
+  }
+
+  /** Operator removal of a merchant (no signature). Resolves to whether there was one. */
+  async delete(slug: string): Promise<boolean> {
+    if (!validKey(slug)) return false;
+    return this.#withLock(slug, async () => {
+      const record = this.#merchants.get(slug);
+      if (!record?.merchant) return false;
+      await this.#merchants.put(slug, { merchant: null, builtin: false, nonces: this.#liveNonces(record, Date.now()) });
+      this.#log?.info('merchant removed by the operator', { slug });
+      return true;
+    });
+  }
+
+  /**
+   * Seeds the built-in catalog (operator-owned; no signature). A built-in slug already held by a self-registered
+   * merchant is left alone and reported as a conflict; unchanged merchants are not rewritten.
+   */
+  async upsertBuiltin(merchants: readonly Merchant[]): Promise<BuiltinSeedReport> {
+    const report: BuiltinSeedReport = { written: [], unchanged: [], conflicts: [] };
+    for (const m of merchants) {
+      await this.#withLock(m.slug, async () => {
+        const record = this.#merchants.get(m.slug);
+        if (record?.merchant && !record.builtin) {
+          report.conflicts.push(m.slug);
+          this.#log?.warn('built-in merchant slug is held by a registered merchant; skipping it', { slug: m.slug });
+          return;
+        }
+        const next: MerchantRecord = { merchant: structuredClone(m), builtin: true, nonces: record?.nonces ?? [] };
+        if (record && sameJson(record, next)) {
+          report.unchanged.push(m.slug);
+          return;
+        }
+        await this.#merchants.put(m.slug, next);
+        report.written.push(m.slug);
+      });
+    }
+    return report;
+  }
+
+  async #withLock<T>(slug: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.#locks.get(slug) ?? Promise.resolve();
+    const run = previous.then(fn, fn);
+    const tail = run.catch(() => {});
+    this.#locks.set(slug, tail);
+    try {
+      return await run;
+    } finally {
+      if (this.#locks.get(slug) === tail) this.#locks.delete(slug);
+    }
+  }
+}
+
+/** LMDB keys are at most 1978 bytes; slugs are short. */
+function validKey(slug: string): boolean {
+  return typeof slug === 'string' && slug.length > 0 && slug.length <= 128;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  const x = canonicalJson(a);
+  const y = canonicalJson(b);
+  return x.ok && y.ok && x.value === y.value;
+}

@@ -1,0 +1,465 @@
+/**
+ * Pure validation of `POST /api/merchants` bodies: compiled JSON Schemas for the shape, then code for what a
+ * schema cannot say (reserved slugs, address checksums, configured networks, price bounds, clock window, URL and
+ * header rules, upload size and type). Every refusal is one clear message, answered 400 by the registry.
+ *
+ * Nothing here touches the network or the store: the upstream's DNS check is `../upstream-guard/guard.ts`,
+ * signature, ownership and nonce checks are the registry's.
+ */
+import type { ErrorObject, SchemaObject, ValidateFunction } from 'ajv';
+import { getAddress } from 'viem';
+import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
+import { createAjv } from '../../protocol/x402/codec.ts';
+import type { MerchantRoute } from '../catalog/merchant.ts';
+import { UpstreamAllowlist } from '../upstream-guard/guard.ts';
+import { decodeCanonicalBase64 } from './base64.ts';
+import type {
+  DeleteRegistration,
+  Registration,
+  RegistrationRequest,
+  RouteInput,
+  UpstreamInput,
+  ValidatedRegistration,
+  ValidatedUpstream,
+} from './types.ts';
+
+export type Checked<T> = { ok: true; value: T } | { ok: false; error: string };
+
+const good = <T>(value: T): Checked<T> => ({ ok: true, value });
+const bad = <T = never>(error: string): Checked<T> => ({ ok: false, error });
+
+// ---------------------------------------------------------------------------------------------
+// Limits
+
+export interface RegistrationLimits {
+  /** Lowest route price, USD with 6 fraction digits (default `0.000001`). */
+  minPriceUsd: string;
+  /** Highest route price (default `1000.000000`). */
+  maxPriceUsd: string;
+  /** Most routes per merchant (default 100, at most {@link HARD_MAX_ROUTES}). */
+  maxRoutes: number;
+  /** Largest uploaded file, decoded bytes (default 10 MiB). */
+  maxFileBytes: number;
+  /** How far `issuedAt` may be from the gateway's clock, seconds (default 600). */
+  clockSkewSeconds: number;
+}
+
+export const DEFAULT_REGISTRATION_LIMITS: Readonly<RegistrationLimits> = {
+  minPriceUsd: '0.000001',
+  maxPriceUsd: '1000.000000',
+  maxRoutes: 100,
+  maxFileBytes: 10 * 1024 * 1024,
+  clockSkewSeconds: 600,
+};
+
+export const HARD_MAX_ROUTES = 1000;
+export const MAX_NAME = 80;
+export const MAX_MERCHANT_DESCRIPTION = 2000;
+export const MAX_SUMMARY = 200;
+export const MAX_ROUTE_DESCRIPTION = 2000;
+export const MAX_INPUT = 2000;
+export const MAX_NETWORKS = 32;
+export const MAX_URL = 2048;
+export const MAX_SECRET_HEADERS = 16;
+export const MAX_HEADER_NAME = 64;
+export const MAX_HEADER_VALUE = 4096;
+export const MAX_FILE_NAME = 200;
+
+/** The limits with defaults filled in; throws a RangeError on inconsistent limits (a configuration mistake). */
+export function resolveLimits(partial: Partial<RegistrationLimits> = {}): RegistrationLimits {
+  const l = { ...DEFAULT_REGISTRATION_LIMITS, ...partial };
+  const min = PRICE.test(l.minPriceUsd) ? parseDecimalAmount(l.minPriceUsd, USD_DECIMALS) : undefined;
+  const max = PRICE.test(l.maxPriceUsd) ? parseDecimalAmount(l.maxPriceUsd, USD_DECIMALS) : undefined;
+  if (min === undefined || max === undefined || min <= 0n || min > max) throw new RangeError(`price bounds must be 6-decimal USD amounts with 0 < min <= max, got ${l.minPriceUsd}..${l.maxPriceUsd}`);
+  if (!Number.isInteger(l.maxRoutes) || l.maxRoutes < 1 || l.maxRoutes > HARD_MAX_ROUTES) throw new RangeError(`maxRoutes must be 1..${HARD_MAX_ROUTES}`);
+  if (!Number.isSafeInteger(l.maxFileBytes) || l.maxFileBytes < 1) throw new RangeError('maxFileBytes must be a positive integer');
+  if (!Number.isSafeInteger(l.clockSkewSeconds) || l.clockSkewSeconds < 1) throw new RangeError('clockSkewSeconds must be a positive integer');
+  return l;
+}
+
+/** A request body limit (bytes) that fits the largest upload as base64 plus the rest of a registration. */
+export function registrationBodyLimit(maxFileBytes: number = DEFAULT_REGISTRATION_LIMITS.maxFileBytes): number {
+  return base64Length(maxFileBytes) + 1024 * 1024;
+}
+
+function base64Length(bytes: number): number {
+  return 4 * Math.ceil(bytes / 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Syntax
+
+export const SLUG = /^[a-z0-9](?:[a-z0-9-]{1,38}[a-z0-9])$/;
+export const ROUTE_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const PRICE = /^(0|[1-9][0-9]{0,5})\.[0-9]{6}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
+const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9._ ()+-]*$/;
+const MEDIA_TYPE = /^([a-z0-9][a-z0-9!#$&^_.+-]{0,63})\/([a-z0-9][a-z0-9!#$&^_.+-]{0,126})(?:\s*;\s*charset=("?)([a-z0-9][a-z0-9._:-]{0,39})\3)?$/;
+const URL_TEXT = /^[\x21-\x7e]+$/;
+
+/** Slugs that would shadow the gateway's own paths or confuse buyers. */
+export const RESERVED_SLUGS: ReadonlySet<string> = new Set([
+  'api', 'm', 'health', 'healthz', 'ready', 'readyz', 'live', 'livez', 'metrics', 'openapi', 'openapi.json', 'well-known', '.well-known',
+  'admin', 'administrator', 'root', 'system', 'internal', 'operator', 'gate402', 'gateway', 'x402', 'mpp', 'pay', 'payment', 'payments',
+  'merchant', 'merchants', 'register', 'registry', 'login', 'logout', 'signin', 'signup', 'account', 'accounts', 'auth', 'oauth',
+  'static', 'assets', 'public', 'docs', 'doc', 'help', 'support', 'status', 'about', 'www', 'mail', 'ftp', 'llms', 'llms.txt',
+  'robots', 'robots.txt', 'favicon', 'favicon.ico', 'sitemap', 'discovery', 'catalog', 'facilitator', 'verify', 'settle', 'supported',
+  'dashboard', 'settings', 'new', 'null', 'undefined', 'test', 'example', 'localhost',
+]);
+
+/** Request headers a merchant may not set on its upstream requests: hop-by-hop, framing and routing headers. */
+export const FORBIDDEN_SECRET_HEADERS: ReadonlySet<string> = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'content-length',
+  'content-encoding', 'content-type', 'expect', 'proxy-authorization', 'proxy-authenticate', 'http2-settings', 'forwarded',
+  'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via', 'date', 'range', 'if-range',
+]);
+
+/** Media types the gateway will not serve from its own origin (active content: stored XSS). */
+export const FORBIDDEN_CONTENT_TYPES: ReadonlySet<string> = new Set([
+  'text/html', 'application/xhtml+xml', 'image/svg+xml', 'text/javascript', 'application/javascript', 'application/ecmascript',
+  'text/ecmascript', 'application/x-javascript', 'text/xml', 'application/xml', 'application/xslt+xml', 'text/xsl', 'multipart/x-mixed-replace',
+  'application/x-shockwave-flash', 'text/cache-manifest', 'application/x-msdownload',
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Schemas
+
+const SINGLE_LINE = '^[^\\u0000-\\u001F\\u007F]*$';
+const MULTI_LINE = '^[^\\u0000-\\u0008\\u000B-\\u001F\\u007F]*$';
+const text = (max: number, multiline: boolean): SchemaObject => ({ type: 'string', maxLength: max, pattern: multiline ? MULTI_LINE : SINGLE_LINE });
+
+const routeSchema: SchemaObject = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['route', 'methods', 'priceUsd', 'summary', 'description', 'input'],
+  properties: {
+    route: { type: 'string', pattern: ROUTE_NAME.source },
+    methods: { type: 'array', minItems: 1, maxItems: 2, uniqueItems: true, items: { type: 'string', enum: ['GET', 'POST'] } },
+    priceUsd: { type: 'string', maxLength: 20, pattern: PRICE.source },
+    summary: { ...text(MAX_SUMMARY, false), minLength: 1 },
+    description: text(MAX_ROUTE_DESCRIPTION, true),
+    input: text(MAX_INPUT, true),
+  },
+};
+
+const registrationProperties: Record<string, SchemaObject> = {
+  action: { type: 'string', enum: ['register', 'update', 'delete'] },
+  slug: { type: 'string', maxLength: 40, pattern: SLUG.source },
+  name: { ...text(MAX_NAME, false), minLength: 1 },
+  description: text(MAX_MERCHANT_DESCRIPTION, true),
+  payTo: { type: 'string', pattern: ADDRESS.source },
+  networks: {
+    type: 'array',
+    minItems: 1,
+    maxItems: MAX_NETWORKS,
+    uniqueItems: true,
+    items: { type: 'string', maxLength: 64, pattern: '^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$' },
+  },
+  upstream: { type: 'object', required: ['kind'], properties: { kind: { type: 'string', enum: ['url', 'file'] } } },
+  routes: { type: 'array', minItems: 1, maxItems: HARD_MAX_ROUTES, items: routeSchema },
+  nonce: { type: 'string', minLength: 8, maxLength: 128, pattern: '^[\\x21-\\x7E]*$' },
+  issuedAt: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+};
+
+const upsertSchema: SchemaObject = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['action', 'slug', 'name', 'description', 'payTo', 'networks', 'upstream', 'routes', 'nonce', 'issuedAt'],
+  properties: registrationProperties,
+};
+
+const deleteSchema: SchemaObject = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['action', 'slug', 'payTo', 'nonce', 'issuedAt'],
+  properties: registrationProperties,
+};
+
+const requestSchema: SchemaObject = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['registration', 'signature'],
+  properties: {
+    registration: { type: 'object', required: ['action'], properties: { action: registrationProperties.action! } },
+    signature: { type: 'string', pattern: '^0x[0-9a-fA-F]{130}$' },
+  },
+};
+
+const urlUpstreamSchema: SchemaObject = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind', 'baseUrl'],
+  properties: {
+    kind: { type: 'string', const: 'url' },
+    baseUrl: { type: 'string', minLength: 1, maxLength: MAX_URL },
+    secretHeaders: { type: 'object', maxProperties: MAX_SECRET_HEADERS, additionalProperties: { type: 'string', maxLength: MAX_HEADER_VALUE } },
+  },
+};
+
+const fileUpstreamSchema: SchemaObject = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind', 'fileName', 'contentType', 'contentBase64'],
+  properties: {
+    kind: { type: 'string', const: 'file' },
+    fileName: { type: 'string', minLength: 1, maxLength: MAX_FILE_NAME },
+    contentType: { type: 'string', minLength: 3, maxLength: 200 },
+    // Length (bounded by the configured file size) and alphabet are checked in code: a schema keyword would walk
+    // up to 14 MB of text character by character.
+    contentBase64: { type: 'string' },
+  },
+};
+
+const ajv = createAjv();
+const validators = {
+  request: ajv.compile<{ registration: { action: string }; signature: `0x${string}` }>(requestSchema),
+  upsert: ajv.compile<Registration>(upsertSchema),
+  delete: ajv.compile<DeleteRegistration>(deleteSchema),
+  urlUpstream: ajv.compile<Extract<UpstreamInput, { kind: 'url' }>>(urlUpstreamSchema),
+  fileUpstream: ajv.compile<Extract<UpstreamInput, { kind: 'file' }>>(fileUpstreamSchema),
+};
+
+/** What a failed pattern means, by field name. */
+const PATTERN_HINTS: Readonly<Record<string, string>> = {
+  slug: 'must be 3 to 40 lower-case letters, digits or hyphens, starting and ending with a letter or digit',
+  route: 'must be 1 to 63 lower-case letters, digits or hyphens, starting with a letter or digit',
+  priceUsd: 'must be a USD amount with exactly 6 fraction digits, e.g. "0.010000"',
+  payTo: 'must be a 0x-prefixed 20-byte hex address',
+  networks: 'must be a CAIP-2 network id, e.g. "eip155:8453"',
+  nonce: 'must be printable ASCII without spaces',
+  signature: 'must be a 65-byte hex signature (0x + 130 hex digits)',
+};
+
+function describe(errors: ErrorObject[] | null | undefined, prefix: string): string {
+  const e = errors?.[0];
+  if (!e) return `${prefix || '/'}: invalid`;
+  const params = e.params as Record<string, unknown>;
+  let path = prefix + e.instancePath;
+  if (e.keyword === 'required' && typeof params.missingProperty === 'string') return `${path}/${params.missingProperty}: is required`;
+  if (e.keyword === 'additionalProperties' && typeof params.additionalProperty === 'string') return `${path}/${params.additionalProperty}: is not allowed`;
+  path ||= '/';
+  const field = e.instancePath.split('/').filter((s) => s !== '' && !/^\d+$/.test(s)).pop() ?? '';
+  switch (e.keyword) {
+    case 'pattern': {
+      const hint = PATTERN_HINTS[field];
+      if (hint) return `${path}: ${hint}`;
+      return `${path}: must not contain control characters`;
+    }
+    case 'enum':
+      return `${path}: must be one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'const':
+      return `${path}: must be ${JSON.stringify(params.allowedValue)}`;
+    case 'uniqueItems':
+      return `${path}: must not contain duplicates`;
+    default:
+      return `${path}: ${e.message ?? 'is invalid'}`;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Semantic checks
+
+export interface ValidationContext {
+  /** The networks this gateway settles on (a `NetworkRegistry` will do). */
+  networks: { has(caip2: string): boolean };
+  /** The gateway's clock, unix milliseconds. */
+  nowMs: number;
+  limits?: Partial<RegistrationLimits> | RegistrationLimits;
+  /** Hosts/addresses an `http:` (not https) upstream may use; see `../upstream-guard/guard.ts`. */
+  upstreamAllowlist?: UpstreamAllowlist | readonly string[];
+}
+
+/** A payTo: mixed case must carry a correct EIP-55 checksum; all-lower or all-upper hex is taken as unchecksummed. */
+export function checkPayTo(text: string): Checked<`0x${string}`> {
+  if (!ADDRESS.test(text)) return bad('payTo must be a 0x-prefixed 20-byte hex address');
+  const hex = text.slice(2);
+  const checksummed = getAddress(`0x${hex.toLowerCase()}`);
+  const mixed = hex !== hex.toLowerCase() && hex !== hex.toUpperCase();
+  if (mixed && checksummed !== text) return bad(`payTo ${text} has a wrong EIP-55 checksum (mixed-case addresses must be checksummed; did you mean ${checksummed}?)`);
+  if (/^0+$/.test(hex)) return bad('payTo must not be the zero address');
+  return good(checksummed);
+}
+
+/** `0.000001` ≤ price ≤ `1000.000000` (configurable), exactly 6 fraction digits. */
+export function checkPrice(price: string, limits: RegistrationLimits): Checked<bigint> {
+  const atomic = PRICE.test(price) ? parseDecimalAmount(price, USD_DECIMALS) : undefined;
+  if (atomic === undefined) return bad(`priceUsd ${JSON.stringify(price)} ${PATTERN_HINTS.priceUsd}`);
+  const min = parseDecimalAmount(limits.minPriceUsd, USD_DECIMALS)!;
+  const max = parseDecimalAmount(limits.maxPriceUsd, USD_DECIMALS)!;
+  if (atomic < min || atomic > max) return bad(`priceUsd ${price} must be between ${limits.minPriceUsd} and ${limits.maxPriceUsd}`);
+  return good(atomic);
+}
+
+export function checkSlug(slug: string): Checked<string> {
+  if (!SLUG.test(slug)) return bad(`slug ${JSON.stringify(slug)} ${PATTERN_HINTS.slug}`);
+  if (RESERVED_SLUGS.has(slug)) return bad(`slug ${slug} is reserved`);
+  return good(slug);
+}
+
+/** Normalised `href` of an upstream base URL, or why it is refused. No DNS here (see the upstream guard). */
+export function checkBaseUrl(raw: string, allowlist: UpstreamAllowlist): Checked<string> {
+  if (!URL_TEXT.test(raw)) return bad('upstream.baseUrl must not contain spaces or control characters');
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return bad('upstream.baseUrl is not a valid absolute URL');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return bad('upstream.baseUrl must be an https: URL');
+  if (url.username !== '' || url.password !== '' || /^[a-z]+:\/\/[^/?#]*@/i.test(raw)) return bad('upstream.baseUrl must not contain credentials (use secretHeaders)');
+  if (raw.includes('#')) return bad('upstream.baseUrl must not contain a fragment');
+  if (url.hostname === '') return bad('upstream.baseUrl has no host');
+  if (url.protocol === 'http:' && !allowlist.allowsHost(url.hostname)) return bad('upstream.baseUrl must be an https: URL (http: is only allowed for hosts the operator allowlisted)');
+  return good(url.href);
+}
+
+/** Lower-cased header names; refuses hop-by-hop and framing headers and values that are not printable ASCII. */
+export function checkSecretHeaders(headers: Record<string, string> | undefined): Checked<Record<string, string>> {
+  const out = new Map<string, string>();
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (name.length > MAX_HEADER_NAME || !TOKEN.test(name) || name === '__proto__') return bad(`secret header name ${JSON.stringify(name.slice(0, MAX_HEADER_NAME))} is not a valid HTTP header name`);
+    const lower = name.toLowerCase();
+    if (FORBIDDEN_SECRET_HEADERS.has(lower) || lower.startsWith('proxy-') || lower.startsWith('sec-')) return bad(`secret header ${lower} may not be set (hop-by-hop, framing or routing header)`);
+    if (out.has(lower)) return bad(`secret header ${lower} is given twice`);
+    // Never echo the value: it is a secret.
+    if (!HEADER_VALUE.test(value)) return bad(`secret header ${lower} must have a non-empty value of printable ASCII without leading or trailing spaces`);
+    out.set(lower, value);
+  }
+  return good(Object.fromEntries(out));
+}
+
+/** `type/subtype` (+ `; charset=x`), lower-cased; refuses active content the gateway would serve from its origin. */
+export function checkContentType(raw: string): Checked<string> {
+  const m = MEDIA_TYPE.exec(raw.trim().toLowerCase());
+  if (!m) return bad('upstream.contentType must be a media type like "application/json" or "text/plain; charset=utf-8"');
+  const essence = `${m[1]}/${m[2]}`;
+  if (FORBIDDEN_CONTENT_TYPES.has(essence) || /(^|[/+])(html|xml|javascript|ecmascript)$/.test(essence)) return bad(`upstream.contentType ${essence} is not allowed (active content)`);
+  return good(m[4] !== undefined ? `${essence}; charset=${m[4]}` : essence);
+}
+
+export function checkFileName(name: string): Checked<string> {
+  if (!FILE_NAME.test(name) || name.length > MAX_FILE_NAME) return bad('upstream.fileName must be 1 to 200 letters, digits, spaces or ._()+- characters, starting with a letter or digit');
+  return good(name);
+}
+
+function checkFileContent(base64: string, maxBytes: number): Checked<Uint8Array> {
+  if (base64.length > base64Length(maxBytes) + 2) return bad(`upstream file is larger than ${maxBytes} bytes`);
+  const bytes = decodeCanonicalBase64(base64);
+  if (!bytes) return bad('upstream.contentBase64 is not canonical standard base64 (A-Z a-z 0-9 + /, padded with =, no whitespace)');
+  if (bytes.byteLength === 0) return bad('upstream file is empty');
+  if (bytes.byteLength > maxBytes) return bad(`upstream file is larger than ${maxBytes} bytes`);
+  return good(bytes);
+}
+
+function checkUpstream(raw: unknown, limits: RegistrationLimits, allowlist: UpstreamAllowlist): Checked<ValidatedUpstream> {
+  const kind = (raw as { kind: string }).kind;
+  if (kind === 'url') {
+    if (!validators.urlUpstream(raw)) return bad(describe(validators.urlUpstream.errors, '/registration/upstream'));
+    const baseUrl = checkBaseUrl(raw.baseUrl, allowlist);
+    if (!baseUrl.ok) return baseUrl;
+    const headers = checkSecretHeaders(raw.secretHeaders);
+    if (!headers.ok) return headers;
+    return good({ kind: 'url', baseUrl: baseUrl.value, secretHeaders: headers.value });
+  }
+  if (!validators.fileUpstream(raw)) return bad(describe(validators.fileUpstream.errors, '/registration/upstream'));
+  const fileName = checkFileName(raw.fileName);
+  if (!fileName.ok) return fileName;
+  const contentType = checkContentType(raw.contentType);
+  if (!contentType.ok) return contentType;
+  const content = checkFileContent(raw.contentBase64, limits.maxFileBytes);
+  if (!content.ok) return content;
+  return good({ kind: 'file', fileName: fileName.value, contentType: contentType.value, content: content.value });
+}
+
+function checkRoutes(slug: string, routes: RouteInput[], limits: RegistrationLimits): Checked<MerchantRoute[]> {
+  if (routes.length > limits.maxRoutes) return bad(`at most ${limits.maxRoutes} routes are allowed, got ${routes.length}`);
+  const seen = new Set<string>();
+  const out: MerchantRoute[] = [];
+  for (const r of routes) {
+    if (seen.has(r.route)) return bad(`route ${r.route} is listed twice`);
+    seen.add(r.route);
+    const price = checkPrice(r.priceUsd, limits);
+    if (!price.ok) return bad(`route ${r.route}: ${price.error}`);
+    if (r.summary.trim() === '') return bad(`route ${r.route}: summary must not be blank`);
+    out.push({
+      route: r.route,
+      methods: (['GET', 'POST'] as const).filter((m) => r.methods.includes(m)),
+      priceUsd: r.priceUsd,
+      summary: r.summary,
+      description: r.description,
+      input: r.input,
+      operationId: `${slug}-${r.route}`,
+    });
+  }
+  return good(out);
+}
+
+export function checkIssuedAt(issuedAt: number, nowMs: number, skewSeconds: number): Checked<number> {
+  const deltaS = issuedAt - nowMs / 1000;
+  if (deltaS > skewSeconds) return bad(`issuedAt is ${Math.round(deltaS)} s in the future (more than ${skewSeconds} s; is your clock right? issuedAt is unix seconds)`);
+  if (-deltaS > skewSeconds) return bad(`issuedAt is ${Math.round(-deltaS)} s old (at most ${skewSeconds} s); sign a fresh registration`);
+  return good(issuedAt);
+}
+
+export interface ValidRequest {
+  /** The registration exactly as received: what the signature covers. */
+  request: RegistrationRequest;
+  registration: ValidatedRegistration;
+}
+
+/**
+ * Validates a parsed `POST /api/merchants` body. Checks shape and semantics only: the signature, ownership,
+ * nonce reuse and the upstream's DNS are checked by the registry.
+ */
+export function validateRegistrationRequest(body: unknown, ctx: ValidationContext): Checked<ValidRequest> {
+  if (!validators.request(body)) return bad(describe(validators.request.errors, ''));
+  const raw = body.registration;
+  const limits = resolveLimits(ctx.limits);
+  const allowlist = ctx.upstreamAllowlist instanceof UpstreamAllowlist ? ctx.upstreamAllowlist : new UpstreamAllowlist(ctx.upstreamAllowlist ?? []);
+
+  if (raw.action === 'delete') {
+    if (!validators.delete(raw)) return bad(describe(validators.delete.errors, '/registration'));
+    const slug = checkSlug(raw.slug);
+    if (!slug.ok) return slug;
+    const payTo = checkPayTo(raw.payTo);
+    if (!payTo.ok) return payTo;
+    const issuedAt = checkIssuedAt(raw.issuedAt, ctx.nowMs, limits.clockSkewSeconds);
+    if (!issuedAt.ok) return issuedAt;
+    return good({
+      request: { registration: raw, signature: body.signature },
+      registration: { action: 'delete', slug: slug.value, payTo: payTo.value, nonce: raw.nonce, issuedAt: raw.issuedAt },
+    });
+  }
+
+  if (!validators.upsert(raw)) return bad(describe(validators.upsert.errors, '/registration'));
+  const r: Registration = raw;
+  const slug = checkSlug(r.slug);
+  if (!slug.ok) return slug;
+  if (r.name.trim() === '') return bad('name must not be blank');
+  const payTo = checkPayTo(r.payTo);
+  if (!payTo.ok) return payTo;
+  for (const n of r.networks) if (!ctx.networks.has(n)) return bad(`network ${n} is not supported by this gateway`);
+  const routes = checkRoutes(r.slug, r.routes, limits);
+  if (!routes.ok) return routes;
+  const issuedAt = checkIssuedAt(r.issuedAt, ctx.nowMs, limits.clockSkewSeconds);
+  if (!issuedAt.ok) return issuedAt;
+  const upstream = checkUpstream(r.upstream, limits, allowlist);
+  if (!upstream.ok) return upstream;
+  return good({
+    request: { registration: r, signature: body.signature },
+    registration: {
+      action: r.action as 'register' | 'update',
+      slug: slug.value,
+      name: r.name,
+      description: r.description,
+      payTo: payTo.value,
+      networks: [...r.networks],
+      upstream: upstream.value,
+      routes: routes.value,
+      nonce: r.nonce,
+      issuedAt: r.issuedAt,
+    },
+  });
+}
