@@ -10,7 +10,7 @@ import { DEVNET_ROLES, devnetPrivateKey } from '../src/chain/devnet/accounts.ts'
 import { DEVNET_UPSTREAM_SECRET } from '../src/cli/service.ts';
 import { startFixtureUpstreams } from '../src/gateway/fixtures/server.ts';
 import { verifyReceipt } from '../src/protocol/mpp/receipt.ts';
-import { network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
+import { freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 
@@ -25,6 +25,8 @@ const gw = await spawnFacilitator({
   env: {
     GATE402_RELAYER_KEYS: [8, 9].map((slot) => devnetPrivateKey(DEVNET_ROLES.testers[slot] as number)).join(','),
     GATE402_CATALOG_UPSTREAM_BASE: upstreamOrigin,
+    GATE402_BREAKER_THRESHOLD: '2',
+    GATE402_BREAKER_OPEN_MS: '60000',
   },
 });
 t.teardown(() => gw.stop());
@@ -157,6 +159,72 @@ t.test('malformed payment headers get 400/402 problem JSON, never a 500', async 
   }
   const unknown = await look(await fetch(`${gw.url}/m/no-such-merchant/x`));
   t.equal(unknown.status, 404);
+});
+
+t.test('a failing upstream: 502 with the settlement after payment, then 503 before anyone pays', async (t) => {
+  const n = network(manifest, CAIP2.stockChain);
+  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+  const failing = `${gw.url}/m/fx/latest?base=EUR&fixture_status=500`;
+  const sent: Array<Record<string, string>> = [];
+  const res = await look(await x402Buyer(payer, CAIP2.stockChain, sent)(failing));
+  t.equal(res.status, 502, 'the upstream failed after the payment settled');
+  const body = JSON.parse(res.text) as { transaction: string; network: string };
+  t.match(body.transaction, /^0x[0-9a-f]{64}$/, 'the buyer holds the settlement transaction');
+  t.equal(decodePaymentResponseHeader(res.headers.get('payment-response') as string).transaction, body.transaction);
+  const credential = sent.find((h) => h['payment-signature'])?.['payment-signature'] as string;
+  const retried = await look(await fetch(failing, { headers: { 'payment-signature': credential } }));
+  t.equal(retried.status, 502, 'the same credential may retry and is not charged again');
+  t.equal(await stableBalance(n, payer.address), 995_000n, 'charged once: 0.005 USD');
+  // Two consecutive failures (GATE402_BREAKER_THRESHOLD=2) open the breaker: nobody is asked to pay now.
+  const unpaid = await look(await fetch(`${gw.url}/m/fx/latest?base=EUR`));
+  t.equal(unpaid.status, 503, 'refused before payment');
+  t.ok(Number(unpaid.headers.get('retry-after')) >= 1, 'with Retry-After');
+  t.equal(unpaid.headers.get('payment-required'), null, 'and no challenge to pay');
+  t.equal((await look(await fetch(url))).status, 402, 'other merchants are unaffected');
+});
+
+t.test('served discovery documents validate as OpenAPI 3.1 and price the catalog', async (t) => {
+  const { default: SwaggerParser } = await import('@apidevtools/swagger-parser');
+  for (const path of ['/openapi.json', '/m/catjoke/openapi.json']) {
+    const doc = (await (await fetch(`${gw.url}${path}`)).json()) as { openapi: string; paths: Record<string, Record<string, { 'x-payment-info'?: { amount: string } }>> };
+    t.equal(doc.openapi, '3.1.0');
+    await t.resolves(SwaggerParser.validate(structuredClone(doc) as never), `${path} validates`);
+    t.equal(doc.paths['/m/catjoke/joke']?.['get']?.['x-payment-info']?.amount, '10000');
+  }
+  const wk = (await (await fetch(`${gw.url}/.well-known/x402`)).json()) as { version: number; resources: string[] };
+  t.equal(wk.version, 1);
+  t.ok(wk.resources.length >= 40);
+});
+
+t.test('a merchant registers itself with a wallet signature and is paid through the gateway', async (t) => {
+  const { registrationTypedData } = await import('../src/gateway/merchants/signature.ts');
+  const owner = freshAccount();
+  const registration = {
+    action: 'register' as const,
+    slug: `shop-${Date.now().toString(36)}`,
+    name: 'A test shop',
+    description: 'Registered by the gateway test',
+    payTo: owner.address,
+    networks: [CAIP2.stockChain],
+    upstream: { kind: 'url' as const, baseUrl: fixtures.baseUrlFor('catjoke'), secretHeaders: { 'x-api-key': 'shop-secret-value' } },
+    routes: [{ route: 'joke', methods: ['GET' as const], priceUsd: '0.020000', summary: 'A joke', description: 'A joke, paid', input: 'none' }],
+    nonce: `n-${Math.random()}`,
+    issuedAt: Math.floor(Date.now() / 1000),
+  };
+  const signature = await owner.signTypedData(registrationTypedData(registration as never));
+  const forged = await freshAccount().signTypedData(registrationTypedData(registration as never));
+  const refused = await look(await fetch(`${gw.url}/api/merchants`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ registration, signature: forged }) }));
+  t.equal(refused.status, 403, 'a signature by another wallet is refused');
+  const created = await look(await fetch(`${gw.url}/api/merchants`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ registration, signature }) }));
+  t.ok([200, 201].includes(created.status), created.text);
+  t.notMatch(created.text, /shop-secret-value|127\.0\.0\.1/, 'the answer shows neither the secret nor the upstream');
+
+  const n = network(manifest, CAIP2.stockChain);
+  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+  const res = await look(await x402Buyer(payer, CAIP2.stockChain, [])(`${gw.url}/m/${registration.slug}/joke`));
+  t.equal(res.status, 200, res.text);
+  t.equal(await stableBalance(n, owner.address), 20_000n, 'the new merchant was paid its own price');
+  t.notOk(res.text.includes('shop-secret-value'));
 });
 
 t.test('no response to a buyer named the upstream or carried its secret', async (t) => {

@@ -9,7 +9,14 @@ import { runFacilitator } from '../facilitator/run-facilitator.ts';
 import { builtinCatalog } from '../gateway/catalog/catalog.ts';
 import type { Merchant } from '../gateway/catalog/merchant.ts';
 import { startFixtureUpstreams } from '../gateway/fixtures/server.ts';
+import { merchantConfigFromEnv } from '../gateway/merchants/config.ts';
+import { merchantHandlers } from '../gateway/merchants/http.ts';
+import { MerchantRegistry } from '../gateway/merchants/registry.ts';
+import { registrationBodyLimit } from '../gateway/merchants/validate.ts';
 import { gatewayConfigFromEnv, runGateway } from '../gateway/run-gateway.ts';
+import { json, type HttpHandler } from '../http/server.ts';
+import { ipRateLimitKey } from '../http/ip.ts';
+import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { createLogger } from '../log/logger.ts';
 
 export interface ServiceOptions {
@@ -32,6 +39,15 @@ const DEVNET_RECEIPT_KEY_INDEX = 60;
 /** DEVNET ONLY: the secret header the built-in catalog sends to its local fixture upstreams. */
 export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
 
+/** Registration writes to disk and resolves DNS: a per-IP token bucket keeps one client from hogging it. */
+function rateLimited(handler: HttpHandler, limiter: TokenBucketLimiter): HttpHandler {
+  return (req) => {
+    const taken = limiter.take(ipRateLimitKey(req.remoteIp));
+    if (!taken.allowed) return json(429, { error: 'too many registrations from this address' }, { 'retry-after': String(taken.retryAfterSeconds) });
+    return handler(req);
+  };
+}
+
 /**
  * One settlement engine, shared by the facilitator and the gateway of this process: two engines over the same
  * relayer keys would race each other for nonces.
@@ -52,7 +68,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       running.facilitatorUrl = f.url;
     }
     if (opts.gateway) {
-      const merchants = new Map<string, Merchant>();
+      const merchants: Merchant[] = [];
       const devnet = opts.manifest;
       if (devnet) {
         // The built-in catalog against local fixture upstreams, so everything works offline.
@@ -71,19 +87,36 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           owner: devnetAccount(DEVNET_ROLES.deployer).address,
           now: Date.now(),
         });
-        for (const m of catalog) merchants.set(m.slug, m);
+        merchants.push(...catalog);
       }
       const config = gatewayConfigFromEnv(env, devnet ? { receiptKey: devnetPrivateKey(DEVNET_RECEIPT_KEY_INDEX) as Hex, upstreamAllowlist: ['127.0.0.1', '::1'] } : {});
+      const merchantConfig = merchantConfigFromEnv(env);
+      const registry = new MerchantRegistry({
+        store: engine.store,
+        networks: opts.networks,
+        filesDir: merchantConfig.filesDir,
+        upstreamAllowlist: config.upstreamAllowlist,
+        limits: merchantConfig.limits,
+        log: log.child({ part: 'merchants' }),
+      });
+      const seeded = await registry.upsertBuiltin(merchants);
+      if (seeded.conflicts.length) log.warn('built-in merchants whose slug a registered merchant holds were left alone', { slugs: seeded.conflicts });
+      const handlers = merchantHandlers({ registry });
       const g = await runGateway(
         {
           networks: opts.networks,
           engine: engine.engine,
           store: engine.store,
-          merchants: { get: (slug) => merchants.get(slug), list: () => [...merchants.values()] },
-          readFile: async () => undefined,
+          merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
+          readFile: (sha256) => registry.readMerchantFile(sha256),
+          extraRoutes: [
+            { method: 'POST', path: '/api/merchants', handler: rateLimited(handlers.register, new TokenBucketLimiter({ capacity: 20, refillPerSecond: 0.5 })) },
+            { method: 'GET', path: '/api/merchants', handler: handlers.list },
+            { method: 'GET', path: '/api/merchants/:slug', handler: handlers.get },
+          ],
           log: log.child({ part: 'gateway' }),
         },
-        config,
+        { ...config, maxBodyBytes: Math.max(config.maxBodyBytes, registrationBodyLimit(merchantConfig.limits.maxFileBytes)) },
       );
       closers.push(() => g.close());
       running.gatewayUrl = g.url;

@@ -192,8 +192,8 @@ async function paid(
     at: deps.now(),
   };
   void deps.records.put(`${String(record.at).padStart(15, '0')}-${servedBy}`, record).catch((err: unknown) => deps.log.error('could not record a paid request', { error: err }));
-  if (!result.ok) {
-    deps.log.warn('upstream failed after payment', { merchant: slug, route: route.route, transaction: settlement.transaction, error: result.error });
+  if (upstreamFailed) {
+    deps.log.warn('upstream failed after payment', { merchant: slug, route: route.route, transaction: settlement.transaction, error: result.ok ? `status ${result.status}` : result.error });
     // The buyer keeps the right to the resource: the same credential may be sent again, and is not charged again.
     await deps.served.release(key, servedBy);
     return json(
@@ -202,7 +202,7 @@ async function paid(
       paymentHeaders,
     );
   }
-  return { status: result.status, headers: { ...result.headers, ...paymentHeaders }, body: result.body };
+  return { status: (result as Extract<UpstreamResult, { ok: true }>).status, headers: { ...(result as Extract<UpstreamResult, { ok: true }>).headers, ...paymentHeaders }, body: (result as Extract<UpstreamResult, { ok: true }>).body };
 }
 
 async function callUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpRequest, path: string): Promise<UpstreamResult> {
@@ -211,7 +211,7 @@ async function callUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpRequ
     const started = performance.now();
     const body = await deps.readFile(upstream.sha256);
     if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
-    return { ok: true, status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started };
+    return { ok: true, status: 200, headers: { 'content-type': upstream.contentType, 'x-content-type-options': 'nosniff' }, body, latencyMs: performance.now() - started };
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
   return forwardToUpstream(upstream, { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) }, deps.dispatcher, deps.upstreamTimeoutMs);
