@@ -9,6 +9,8 @@
  * Permit2 (default 20000; signing runs before any timing); --threads: pool size (default: cores).
  * Prints a table and writes bench/results/verify-signatures.json.
  */
+import { transferWithAuthorizationTypes } from '../test/helpers/eip3009.ts';
+import { permitWitnessTypes } from '../test/helpers/permit2.ts';
 import { EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, USDC_BASE_ADDRESS } from '../src/chain/canonical.ts';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
@@ -44,33 +46,9 @@ const EIP3009_DOMAIN = { name: 'USD Coin', version: '2', chainId: 8453, verifyin
 const PERMIT2_CHAIN = 4663;
 const PERMIT2_DOMAIN = { name: 'Permit2', chainId: PERMIT2_CHAIN, verifyingContract: PERMIT2 } as const;
 
-const eip3009Types = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
-const permit2Types = {
-  PermitWitnessTransferFrom: [
-    { name: 'permitted', type: 'TokenPermissions' },
-    { name: 'spender', type: 'address' },
-    { name: 'nonce', type: 'uint256' },
-    { name: 'deadline', type: 'uint256' },
-    { name: 'witness', type: 'Witness' },
-  ],
-  TokenPermissions: [
-    { name: 'token', type: 'address' },
-    { name: 'amount', type: 'uint256' },
-  ],
-  Witness: [
-    { name: 'to', type: 'address' },
-    { name: 'validAfter', type: 'uint256' },
-  ],
-} as const;
+// The EIP-712 types, written out once for every test and bench (independently of the code under test).
+const eip3009Types = transferWithAuthorizationTypes;
+const permit2Types = permitWitnessTypes;
 
 type X402Requirements = Parameters<ExactEvmScheme['verify']>[1];
 

@@ -1,4 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
+import { transferWithAuthorizationTypes } from './helpers/eip3009.ts';
+import { permitWitnessTypes } from './helpers/permit2.ts';
 import { EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,34 +33,9 @@ const PERMIT2: Address = PERMIT2_ADDRESS;
 const PROXY: Address = EXACT_PERMIT2_PROXY_ADDRESS;
 const N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 
-const eip3009Types = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
-
-const permit2Types = {
-  PermitWitnessTransferFrom: [
-    { name: 'permitted', type: 'TokenPermissions' },
-    { name: 'spender', type: 'address' },
-    { name: 'nonce', type: 'uint256' },
-    { name: 'deadline', type: 'uint256' },
-    { name: 'witness', type: 'Witness' },
-  ],
-  TokenPermissions: [
-    { name: 'token', type: 'address' },
-    { name: 'amount', type: 'uint256' },
-  ],
-  Witness: [
-    { name: 'to', type: 'address' },
-    { name: 'validAfter', type: 'uint256' },
-  ],
-} as const;
+// The EIP-712 types, written out once for every test and bench (independently of the code under test).
+const eip3009Types = transferWithAuthorizationTypes;
+const permit2Types = permitWitnessTypes;
 
 // ---- random inputs -----------------------------------------------------------------------------------------------
 
