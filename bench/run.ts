@@ -9,6 +9,10 @@ const SCENARIOS: Record<string, { files: string[]; about: string }> = {
     files: ['bench/verify-signatures.ts', 'bench/verify-http.ts'],
     about: 'signature verifications per second (worker pool vs the reference @x402/evm scheme), then /verify over HTTP with simulation on and off',
   },
+  gateway: {
+    files: ['bench/gateway.ts'],
+    about: '402 challenges per second against a bare uWebSockets.js hello-world and the @x402/express paywall; paid requests end to end with p50/p99',
+  },
 };
 
 const [scenario, ...rest] = process.argv.slice(2);

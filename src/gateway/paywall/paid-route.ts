@@ -59,8 +59,42 @@ const json = (status: number, value: unknown, headers: Record<string, string> = 
   body: JSON.stringify(value),
 });
 
+/**
+ * The unpaid 402 is the hot path, and everything in it is deterministic: a route's terms change only with the
+ * merchant, PAYMENT-REQUIRED only with the path, and an MPP challenge id only with its `expires` second. So they
+ * are memoized; the bytes sent are the same as computed afresh.
+ */
+class ChallengeMemo {
+  readonly #terms = new Map<string, { terms: Omit<RouteTerms, 'nowMs'>; at: number }>();
+  readonly #headers = new Map<string, string>();
+  readonly #max = 4096;
+
+  terms(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute): RouteTerms {
+    const key = `${merchant.slug}|${route.route}`;
+    const hit = this.#terms.get(key);
+    if (hit && hit.at === merchant.updatedAt) return { ...hit.terms, nowMs: deps.now() };
+    const fresh = routeTerms(deps, merchant, route);
+    this.#bounded(this.#terms).set(key, { terms: fresh, at: merchant.updatedAt });
+    return fresh;
+  }
+
+  header(key: string, make: () => string | undefined): string | undefined {
+    const hit = this.#headers.get(key);
+    if (hit !== undefined) return hit;
+    const made = make();
+    if (made !== undefined) this.#bounded(this.#headers).set(key, made);
+    return made;
+  }
+
+  #bounded<K, V>(map: Map<K, V>): Map<K, V> {
+    if (map.size >= this.#max) map.clear();
+    return map;
+  }
+}
+
 /** `/m/{slug}/{route}[/appended/segments]`: 402 until paid, then the upstream's answer, verbatim. */
 export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
+  const memo = new ChallengeMemo();
   return async (req) => {
     const slug = req.params['slug'] ?? '';
     const merchant = deps.merchant(slug);
@@ -76,11 +110,11 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
     if (!deps.breakers.admit(slug)) {
       return json(503, { error: `merchant '${slug}' is unavailable right now; nothing was charged` }, { 'retry-after': String(deps.breakers.retryAfterSeconds(slug)) });
     }
-    const terms = routeTerms(deps, merchant, route);
+    const terms = memo.terms(deps, merchant, route);
     const credential = readCredential(req.headers, terms);
     if (credential.kind === 'none' || credential.kind === 'invalid') {
       deps.breakers.release(slug);
-      return challenge(deps, req, merchant, route, terms, credential);
+      return challenge(deps, req, merchant, route, terms, credential, {}, memo);
     }
     return paid(deps, req, merchant, route, terms, credential, [routeName, ...appended].join('/'));
   };
@@ -107,25 +141,37 @@ function challenge(
   terms: RouteTerms,
   credential: Credential,
   extra: { settle?: SettleResponse; problem?: ProblemCode; detail?: string } = {},
+  memo?: ChallengeMemo,
 ): HttpResponse {
   const invalid = credential.kind === 'invalid' ? credential : undefined;
-  const paymentRequired: PaymentRequired = {
-    x402Version: 2,
-    ...(invalid || extra.detail ? { error: extra.detail ?? invalid?.detail } : {}),
-    resource: { url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' },
-    accepts: terms.offers,
-  };
+  const error = invalid || extra.detail ? extra.detail ?? invalid?.detail : undefined;
+  const makeRequired = () =>
+    encodePaymentRequiredHeader({
+      x402Version: 2,
+      ...(error !== undefined ? { error } : {}),
+      resource: { url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' },
+      accepts: terms.offers,
+    } satisfies PaymentRequired);
+  const stamp = `${merchant.slug}|${merchant.updatedAt}|${route.route}`;
   const headers: Record<string, string> = {
     'content-type': PROBLEM_CONTENT_TYPE,
     'cache-control': 'no-store',
-    'PAYMENT-REQUIRED': encodePaymentRequiredHeader(paymentRequired),
+    'PAYMENT-REQUIRED': (memo && error === undefined ? memo.header(`x402|${stamp}|${req.path}`, makeRequired) : makeRequired()) as string,
   };
   let challengeId: string | undefined;
   if (terms.mpp) {
-    const made = createChallenge(deps.mppKey, { realm: deps.realm, request: terms.mpp.request, expires: new Date(deps.now() + deps.challengeTtlMs), description: `${merchant.name}: ${route.summary}` });
-    if (made.ok) {
-      headers['WWW-Authenticate'] = formatWwwAuthenticate(made.value);
-      challengeId = made.value.id;
+    // `expires` carries whole seconds: within one second the same route gets the same challenge, id included.
+    const expiresSecond = Math.floor((deps.now() + deps.challengeTtlMs) / 1000);
+    const mppTerms = terms.mpp;
+    const makeMpp = () => {
+      const made = createChallenge(deps.mppKey, { realm: deps.realm, request: mppTerms.request, expires: new Date(expiresSecond * 1000), description: `${merchant.name}: ${route.summary}` });
+      return made.ok ? `${made.value.id}\n${formatWwwAuthenticate(made.value)}` : undefined;
+    };
+    const packed = memo ? memo.header(`mpp|${stamp}|${expiresSecond}`, makeMpp) : makeMpp();
+    if (packed !== undefined) {
+      const cut = packed.indexOf('\n');
+      challengeId = packed.slice(0, cut);
+      headers['WWW-Authenticate'] = packed.slice(cut + 1);
     }
   }
   if (extra.settle) headers['PAYMENT-RESPONSE'] = encodePaymentResponseHeader(extra.settle);
