@@ -38,7 +38,9 @@ for (const caip2 of SUPPORTED_NETWORKS) {
 
     await t.rejects(pub.simulateContract({ account: wallet.account, address: token, abi, functionName: 'transferWithAuthorization', args }), /used or canceled/, 'reusing the nonce reverts');
 
-    const expired = await signTransferAuthorization(payer, domain, { to: payee, value: 1n, validAfter: 0n, validBefore: now() - 1n });
+    // Expired by the chain's clock, which is what the token reads (the latest block can lag the wall clock).
+    const chainNow = (await pub.getBlock({ blockTag: 'latest' })).timestamp;
+    const expired = await signTransferAuthorization(payer, domain, { to: payee, value: 1n, validAfter: 0n, validBefore: chainNow });
     await t.rejects(
       pub.simulateContract({ account: wallet.account, address: token, abi, functionName: 'transferWithAuthorization', args: [payer.address, payee, 1n, 0n, expired.authorization.validBefore, expired.authorization.nonce, expired.signature] }),
       /expired/,
