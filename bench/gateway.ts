@@ -6,12 +6,12 @@
  *
  *   node --import tsx bench/gateway.ts [--seconds N] [--concurrency N] [--paid N]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Agent, request } from 'undici';
+import { request } from 'undici';
 import { parseUnits } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
@@ -21,67 +21,12 @@ import { Submitter } from '../src/chain/devnet/submitter.ts';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '../src/protocol/x402/headers.ts';
 import { freshAccount, freePort } from '../test/helpers/devnet.ts';
 import { officialPayment } from '../test/helpers/payments.ts';
+import { load, startChild, stopChild } from './load.ts';
 
 const { values: argv } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, concurrency: { type: 'string', default: '64' }, paid: { type: 'string', default: '400' } } });
 const SECONDS = Number(argv.seconds);
 const CONCURRENCY = Number(argv.concurrency);
 const PAID = Number(argv.paid);
-
-function startChild(args: string[], env: Record<string, string> = {}, ready = /^ready$|gate402 is up/m): Promise<ChildProcess> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GATE402_LOG_LEVEL: 'error', ...env } });
-  return new Promise((res, rej) => {
-    let out = '';
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      if (ready.test(out)) res(child);
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-    child.once('exit', (code) => rej(new Error(`${args.join(' ')} exited ${code}:\n${out}`)));
-  });
-}
-
-interface Load {
-  requestsPerSecond: number;
-  p50ms: number;
-  p99ms: number;
-  statuses: Record<string, number>;
-  loadGeneratorCpuPercent: number;
-}
-
-/** `workers` concurrent loops for `seconds` (or until `bodies` run out), each request made by `make(i)`. */
-async function load(make: (i: number) => { url: string; headers?: Record<string, string> } | undefined, seconds: number, workers: number): Promise<Load> {
-  const dispatcher = new Agent({ connections: workers, pipelining: 1 });
-  const latencies: number[] = [];
-  const statuses: Record<string, number> = {};
-  let next = 0;
-  const cpu0 = process.cpuUsage();
-  const started = performance.now();
-  const until = started + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: workers }, async () => {
-      while (performance.now() < until) {
-        const job = make(next++);
-        if (!job) return;
-        const t0 = performance.now();
-        try {
-          const res = await request(job.url, { headers: job.headers ?? {}, dispatcher });
-          await res.body.dump();
-          statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
-        } catch {
-          statuses['error'] = (statuses['error'] ?? 0) + 1;
-        }
-        latencies.push(performance.now() - t0);
-      }
-    }),
-  );
-  const elapsed = (performance.now() - started) / 1000;
-  const cpu = process.cpuUsage(cpu0);
-  await dispatcher.close();
-  latencies.sort((a, b) => a - b);
-  const pct = (p: number) => Number((latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0).toFixed(2));
-  return { requestsPerSecond: Math.round(latencies.length / elapsed), p50ms: pct(0.5), p99ms: pct(0.99), statuses, loadGeneratorCpuPercent: Math.round(((cpu.user + cpu.system) / 1e6 / elapsed) * 100) };
-}
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-gw-'));
@@ -147,7 +92,7 @@ async function main(): Promise<void> {
     mkdirSync('bench/results', { recursive: true });
     writeFileSync('bench/results/gateway.json', JSON.stringify(results, null, 2) + '\n');
   } finally {
-    for (const c of children) c.kill('SIGTERM');
+    for (const c of children) await stopChild(c);
     await devnet.stop();
   }
 }

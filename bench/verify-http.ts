@@ -5,12 +5,10 @@
  *
  *   node --import tsx bench/verify-http.ts [--seconds N] [--concurrency N]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Agent, request } from 'undici';
 import { parseUnits } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
@@ -19,19 +17,11 @@ import { startDevnet } from '../src/chain/devnet/run.ts';
 import { Submitter } from '../src/chain/devnet/submitter.ts';
 import { freshAccount, freePort } from '../test/helpers/devnet.ts';
 import { officialPayment, requirementsFor } from '../test/helpers/payments.ts';
+import { load, startChild, stopChild } from './load.ts';
 
 const { values: argv } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, concurrency: { type: 'string', default: '64' } } });
 const SECONDS = Number(argv.seconds);
 const CONCURRENCY = Number(argv.concurrency);
-
-async function waitHealthy(url: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (child.exitCode !== null) throw new Error('facilitator exited');
-    if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('facilitator did not start');
-}
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-'));
@@ -53,71 +43,20 @@ async function main(): Promise<void> {
   const results: Record<string, unknown> = { machine: { cpus: cpus().length, model: cpus()[0]?.model }, seconds: SECONDS, concurrency: CONCURRENCY };
   for (const simulate of [false, true]) {
     const port = await freePort();
-    const child = spawn(process.execPath, [resolve('src/cli/bin.mjs'), 'facilitator', '--manifest', manifestPath], {
-      stdio: 'ignore',
-      env: {
-        ...process.env,
-        GATE402_FACILITATOR_PORT: String(port),
-        GATE402_DATA_DIR: join(dir, `data-${simulate}`),
-        GATE402_SIMULATE_ON_VERIFY: String(simulate),
-        GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
-        GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
-        GATE402_LOG_LEVEL: 'error',
-      },
+    const child = await startChild([resolve('src/cli/bin.mjs'), 'facilitator', '--manifest', manifestPath], {
+      GATE402_FACILITATOR_PORT: String(port),
+      GATE402_DATA_DIR: join(dir, `data-${simulate}`),
+      GATE402_SIMULATE_ON_VERIFY: String(simulate),
+      GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
+      GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
     });
-    const url = `http://127.0.0.1:${port}`;
-    await waitHealthy(url, child);
-    const dispatcher = new Agent({ connections: CONCURRENCY, pipelining: 1 });
+    const verify = (i: number) => ({ url: `http://127.0.0.1:${port}/verify`, method: 'POST' as const, headers: { 'content-type': 'application/json' }, body: bodies[i % bodies.length] as string });
     // Warm-up, untimed: worker threads load and compile, connections open, caches fill.
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async (_, w) => {
-        for (let i = 0; i < 10; i++) {
-          const res = await request(`${url}/verify`, { method: 'POST', body: bodies[(w * 10 + i) % bodies.length], headers: { 'content-type': 'application/json' }, dispatcher });
-          await res.body.text();
-        }
-      }),
-    );
-    let done = 0;
-    let valid = 0;
-    let errors = 0;
-    const latencies: number[] = [];
-    const cpuStart = process.cpuUsage();
-    const started = performance.now();
-    const until = started + SECONDS * 1000;
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async (_, w) => {
-        let i = w;
-        while (performance.now() < until) {
-          const t0 = performance.now();
-          try {
-            const res = await request(`${url}/verify`, { method: 'POST', body: bodies[i++ % bodies.length], headers: { 'content-type': 'application/json' }, dispatcher });
-            const body = (await res.body.json()) as { isValid?: boolean };
-            if (body.isValid) valid++;
-          } catch {
-            errors++;
-          }
-          latencies.push(performance.now() - t0);
-          done++;
-        }
-      }),
-    );
-    const elapsed = (performance.now() - started) / 1000;
-    const cpu = process.cpuUsage(cpuStart);
-    latencies.sort((a, b) => a - b);
-    const pct = (p: number) => Number((latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0).toFixed(2));
-    const row = {
-      requestsPerSecond: Math.round(done / elapsed),
-      valid,
-      errors,
-      p50ms: pct(0.5),
-      p99ms: pct(0.99),
-      loadGeneratorCpuPercent: Math.round(((cpu.user + cpu.system) / 1e6 / elapsed) * 100),
-    };
+    await load(verify, 1, CONCURRENCY);
+    const row = await load(verify, SECONDS, CONCURRENCY, (status, body) => (status === 200 && (JSON.parse(body) as { isValid?: boolean }).isValid ? 'valid' : `invalid ${status}`));
     results[simulate ? 'simulationOn' : 'simulationOff'] = row;
     process.stdout.write(`/verify, simulation ${simulate ? 'on ' : 'off'}: ${JSON.stringify(row)}\n`);
-    await dispatcher.close();
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
+    await stopChild(child);
   }
   await devnet.stop();
   mkdirSync('bench/results', { recursive: true });

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { transferWithAuthorizationTypes } from './helpers/eip3009.ts';
 import { USDC_BASE_SEPOLIA_ADDRESS } from '../src/chain/canonical.ts';
 import { Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx';
 import { challengeHash } from 'mppx/evm';
@@ -242,16 +243,7 @@ t.test('credential created by the mppx evm client parses with ours', async (t) =
   t.notOk(source !== undefined && sourceMatches(source, 8453, account.address));
   const signer = await recoverTypedDataAddress({
     domain: { name: 'USDC', version: '2', chainId: 84532, verifyingContract: USDC },
-    types: {
-      TransferWithAuthorization: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'validAfter', type: 'uint256' },
-        { name: 'validBefore', type: 'uint256' },
-        { name: 'nonce', type: 'bytes32' },
-      ],
-    },
+    types: transferWithAuthorizationTypes,
     primaryType: 'TransferWithAuthorization',
     message: { from: payload.from, to: payload.to, value: BigInt(payload.value), validAfter: 0n, validBefore: BigInt(payload.validBefore), nonce: payload.nonce },
     signature: payload.signature,

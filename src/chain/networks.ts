@@ -1,18 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { getAddress, type Address } from 'viem';
+import { getAddress } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, USDC_BASE_ADDRESS, USDC_BASE_SEPOLIA_ADDRESS } from './canonical.ts';
-import type { DevnetManifest, NetworkEntry, StablecoinInfo, StockInfo, UniswapInfo } from './manifest.ts';
+import type { DevnetManifest, NetworkEntry, StablecoinInfo } from './manifest.ts';
 
-/** One settlement network as the service sees it. */
-export interface Network {
+/** One settlement network as the service sees it: a manifest entry, named by its CAIP-2 id. */
+export interface Network extends NetworkEntry {
   caip2: string;
-  chainId: number;
-  rpcUrl: string;
-  stablecoin: StablecoinInfo;
-  permit2?: Address;
-  exactPermit2Proxy?: Address;
-  uniswap?: UniswapInfo;
-  stocks?: StockInfo[];
 }
 
 /** The one registry of networks: every address the service uses on a chain is read from here. */
