@@ -9,9 +9,19 @@ export interface SignedTx {
   nonce: number;
   to: Address;
   data: Hex;
+  /** Native value sent with the call, in wei (absent: none). */
+  value?: string;
   gas: string;
   maxFeePerGas: string;
   maxPriorityFeePerGas: string;
+}
+
+/** What a relayer is asked to send: a call, with native value only where one is meant (gas sponsorship). */
+export interface RelayerCall {
+  to: Address;
+  data: Hex;
+  gas: bigint;
+  value?: bigint;
 }
 
 export type BroadcastOutcome = 'sent' | 'known' | 'nonce_too_low' | 'underpriced' | 'rejected';
@@ -102,7 +112,7 @@ export class RelayerPool {
     return best;
   }
 
-  async #sign(r: Relayer, nonce: number, call: { to: Address; data: Hex; gas: bigint }, fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }): Promise<SignedTx> {
+  async #sign(r: Relayer, nonce: number, call: RelayerCall, fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }): Promise<SignedTx> {
     const raw = await r.account.signTransaction!({
       type: 'eip1559',
       chainId: this.chainId,
@@ -110,7 +120,7 @@ export class RelayerPool {
       to: call.to,
       data: call.data,
       gas: call.gas,
-      value: 0n,
+      value: call.value ?? 0n,
       ...fees,
     });
     return {
@@ -121,6 +131,7 @@ export class RelayerPool {
       nonce,
       to: call.to,
       data: call.data,
+      ...(call.value ? { value: call.value.toString() } : {}),
       gas: call.gas.toString(),
       maxFeePerGas: fees.maxFeePerGas.toString(),
       maxPriorityFeePerGas: fees.maxPriorityFeePerGas.toString(),
@@ -128,7 +139,7 @@ export class RelayerPool {
   }
 
   /** Signs a call from the least busy relayer with the next nonce. Nothing is sent. */
-  async sign(call: { to: Address; data: Hex; gas: bigint }): Promise<SignedTx> {
+  async sign(call: RelayerCall): Promise<SignedTx> {
     const fees = await this.#currentFees();
     const r = this.#pick();
     const nonce = r.free.length ? (r.free.sort((a, b) => a - b).shift() as number) : r.next++;
@@ -154,7 +165,7 @@ export class RelayerPool {
       const bumped = (BigInt(old) * 125n) / 100n + 1n;
       return bumped > floor ? bumped : floor;
     };
-    return this.#sign(r, tx.nonce, { to: tx.to, data: tx.data, gas: BigInt(tx.gas) }, {
+    return this.#sign(r, tx.nonce, callOf(tx), {
       maxFeePerGas: raise(tx.maxFeePerGas, fresh.maxFeePerGas),
       maxPriorityFeePerGas: raise(tx.maxPriorityFeePerGas, fresh.maxPriorityFeePerGas),
     });
@@ -204,4 +215,9 @@ export class RelayerPool {
     if (!r) throw new Error(`${address} is not a relayer of chain ${this.chainId}`);
     return r;
   }
+}
+
+/** The call a signed transaction makes, to sign it again (replacement or a new nonce). */
+export function callOf(tx: SignedTx): RelayerCall {
+  return { to: tx.to, data: tx.data, gas: BigInt(tx.gas), ...(tx.value ? { value: BigInt(tx.value) } : {}) };
 }

@@ -11,6 +11,7 @@ import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { fingerprintOf, isFinished, nonceKeyOf, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
+import { awaitMined, resend, sendDurably, type Courier } from './tx-courier.ts';
 import { checkPayment, simulatePayment, verifyPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
 
 export interface EngineOptions extends VerifyDeps {
@@ -36,20 +37,6 @@ function stateName(snapshot: PaymentSnapshot): string {
   const v = snapshot.value;
   return typeof v === 'string' ? v : Object.keys(v)[0] ?? 'unknown';
 }
-
-/** Waits `ms`, or less if `signal` aborts; leaves no listener behind either way. */
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 
 /**
  * Settles x402 payments: one XState actor per payment, its record durable in LMDB at every step, nonces claimed
@@ -88,10 +75,7 @@ export class SettlementEngine {
   /** Resumes every unfinished payment of the store: transactions already signed go out again as they were. */
   async start(): Promise<void> {
     const unfinished = [...this.#records.entries()].map(([, r]) => r).filter((r) => !isFinished(r));
-    for (const r of unfinished) {
-      const tx = r.txs.at(-1);
-      if (tx) await this.#o.relayers(r.network).broadcast(tx); // 'known' when it had reached the node
-    }
+    for (const r of unfinished) await resend({ pool: this.#o.relayers(r.network) }, r.txs);
     await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
     for (const r of unfinished) {
       const tx = r.txs.at(-1);
@@ -236,99 +220,32 @@ export class SettlementEngine {
   async #broadcastStep(record: PaymentRecord): Promise<StepResult> {
     const verdict = this.#verdicts.get(record.attempt);
     if (!verdict?.ok) return { ok: false, reason: Eip3009Reason.simulationFailed, message: 'no verified settlement call' };
-    const pool = this.#o.relayers(record.network);
     const gas = ((BigInt(record.gas ?? '200000') * 13n) / 10n) + 10_000n;
-    let current = record;
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const tx = await pool.sign({ to: verdict.call.to, data: verdict.call.data, gas });
-      current = { ...current, state: 'broadcasting', txs: [...current.txs, tx] };
-      try {
-        await this.#write(current);
-      } catch (err) {
-        pool.abandon(tx); // never sent: its nonce goes back, so the relayer's queue has no gap
-        throw err;
-      }
-      const outcome = await pool.broadcast(tx);
-      if (outcome === 'sent' || outcome === 'known') return { ok: true, record: current };
-      if (outcome === 'nonce_too_low') {
-        pool.done(tx);
-        await pool.resync(tx.relayer);
-        continue;
-      }
-      pool.abandon(tx);
-      return { ok: false, reason: 'broadcast_rejected', message: `the node refused the settlement transaction (${outcome})` };
-    }
-    return { ok: false, reason: 'broadcast_rejected', message: 'no relayer nonce was accepted' };
+    const sent = await sendDurably(this.#courier(record.network), { to: verdict.call.to, data: verdict.call.data, gas }, record.txs, (txs) => this.#write({ ...record, state: 'broadcasting', txs }));
+    if (!sent.ok) return { ok: false, reason: 'broadcast_rejected', message: sent.message };
+    return { ok: true, record: { ...record, state: 'broadcasting', txs: sent.txs } };
   }
 
-  /**
-   * Waits for a receipt of any signed version of the transaction. Meanwhile: one priced out by the base fee is
-   * replaced (same nonce, higher fee); one the node forgot is sent again as it was. Never gives up on RPC errors;
-   * stops only when the engine stops.
-   */
+  /** Waits for a receipt of any signed version of the transaction (see `awaitMined`); stops only when the engine stops. */
   async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
-    const pool = this.#o.relayers(record.network);
-    const client = this.#o.inspector(record.network).client;
     let current = record;
-    let polls = 0;
-    while (!signal.aborted && !this.#abort.signal.aborted) {
-      try {
-        const mined = await this.#minedVersion(current, client);
-        if (mined) return this.#settledBy(current, mined.receipt, pool, mined.tx);
-        if (++polls % 10 === 0) current = await this.#keepInFlight(current, pool, client);
-      } catch (err) {
-        this.#o.log.warn('confirmation poll failed', { payment: current.id, error: err });
-      }
-      await sleep(this.#o.pollMs, signal);
-    }
-    throw new Error('engine stopped while the payment was in flight');
+    const mined = await awaitMined(
+      this.#courier(record.network),
+      record.txs,
+      async (txs) => {
+        current = { ...current, txs };
+        await this.#write({ ...current, state: 'inFlight' });
+      },
+      AbortSignal.any([signal, this.#abort.signal]),
+    );
+    return this.#settledBy({ ...current, txs: mined.txs }, mined.receipt, mined.tx);
   }
 
-  /** The receipt of whichever version mined; a successful one wins over a reverted one. */
-  async #minedVersion(record: PaymentRecord, client: ChainInspector['client']): Promise<{ receipt: TransactionReceipt; tx: SignedTx } | undefined> {
-    const receipts = await Promise.all(record.txs.map((tx) => client.getTransactionReceipt({ hash: tx.hash }).then((receipt) => ({ receipt, tx }), () => undefined)));
-    const mined = receipts.filter((r): r is { receipt: TransactionReceipt; tx: SignedTx } => r !== undefined);
-    return mined.find((m) => m.receipt.status === 'success') ?? mined[0];
+  #courier(network: string): Courier {
+    return { pool: this.#o.relayers(network), client: this.#o.inspector(network).client, pollMs: this.#o.pollMs, log: this.#o.log };
   }
 
-  /** Re-prices a transaction the base fee has outgrown, and re-sends one the node no longer knows. */
-  async #keepInFlight(record: PaymentRecord, pool: RelayerPool, client: ChainInspector['client']): Promise<PaymentRecord> {
-    const tx = record.txs.at(-1) as SignedTx;
-    const block = await client.getBlock({ blockTag: 'latest' });
-    const baseFee = block.baseFeePerGas ?? 0n;
-    if (baseFee > BigInt(tx.maxFeePerGas)) return this.#replace(record, pool, tx, baseFee);
-    const seen = await client.getTransaction({ hash: tx.hash }).then(() => true, () => false);
-    if (seen) return record;
-    const outcome = await pool.broadcast(tx);
-    if (outcome === 'underpriced') return this.#replace(record, pool, tx, baseFee);
-    if (outcome === 'nonce_too_low' && !(await this.#minedVersion(record, client))) return this.#resubmit(record, pool, 'its nonce was taken');
-    return record;
-  }
-
-  async #replace(record: PaymentRecord, pool: RelayerPool, tx: SignedTx, baseFee: bigint): Promise<PaymentRecord> {
-    const bumped = await pool.bump(tx, baseFee);
-    const next = { ...record, txs: [...record.txs, bumped] };
-    await this.#write({ ...next, state: 'inFlight' });
-    const outcome = await pool.broadcast(bumped);
-    this.#o.log.warn('replaced an underpriced settlement', { payment: record.id, from: tx.hash, to: bumped.hash, maxFeePerGas: bumped.maxFeePerGas, outcome });
-    return next;
-  }
-
-  /** None of our transactions mined and the nonce went to something else: sign the same call with a new nonce. */
-  async #resubmit(record: PaymentRecord, pool: RelayerPool, why: string): Promise<PaymentRecord> {
-    const last = record.txs.at(-1) as SignedTx;
-    pool.done(last);
-    await pool.resync(last.relayer);
-    const tx = await pool.sign({ to: last.to, data: last.data, gas: BigInt(last.gas) });
-    const next = { ...record, txs: [...record.txs, tx] };
-    await this.#write({ ...next, state: 'inFlight' });
-    await pool.broadcast(tx);
-    this.#o.log.warn('re-sent a settlement', { payment: record.id, why, tx: tx.hash });
-    return next;
-  }
-
-  #settledBy(record: PaymentRecord, receipt: TransactionReceipt, pool: RelayerPool, tx: SignedTx): StepResult {
-    pool.done(record.txs.at(-1) as SignedTx);
+  #settledBy(record: PaymentRecord, receipt: TransactionReceipt, tx: SignedTx): StepResult {
     const permit2 = 'permit2Authorization' in record.request.paymentPayload.payload;
     if (receipt.status !== 'success') {
       return { ok: false, reason: permit2 ? Permit2Reason.transactionFailed : Eip3009Reason.transactionFailed, message: `settlement ${tx.hash} reverted` };

@@ -1,0 +1,138 @@
+import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
+import type { Logger } from '../log/logger.ts';
+import { callOf, type RelayerCall, type RelayerPool, type SignedTx } from './relayer-pool.ts';
+
+/**
+ * Carries one logical transaction (a settlement, a swap, a refund) from signature to receipt without ever losing
+ * or doubling it: every signed version is handed to `persist` before it is sent, so after a crash the same bytes
+ * go out again and nothing is signed anew by mistake. The trail (`txs`) is every version signed; the last is
+ * current.
+ */
+export interface Courier {
+  pool: RelayerPool;
+  client: PublicClient<Transport, Chain>;
+  /** How often receipts are polled. */
+  pollMs: number;
+  log: Logger;
+}
+
+export type Persist = (txs: SignedTx[]) => Promise<void>;
+export type SendOutcome = { ok: true; txs: SignedTx[] } | { ok: false; txs: SignedTx[]; message: string };
+export interface Mined {
+  receipt: TransactionReceipt;
+  tx: SignedTx;
+  txs: SignedTx[];
+}
+
+/** Waits `ms`, or less if `signal` aborts; leaves no listener behind either way. */
+export const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+
+/** Signs `call`, persists the grown trail, and only then sends it. A nonce the node calls used is re-read and tried again. */
+export async function sendDurably(c: Courier, call: RelayerCall, txs: SignedTx[], persist: Persist): Promise<SendOutcome> {
+  let trail = txs;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const tx = await c.pool.sign(call);
+    const next = [...trail, tx];
+    try {
+      await persist(next);
+    } catch (err) {
+      c.pool.abandon(tx); // never sent: its nonce goes back, so the relayer's queue has no gap
+      throw err;
+    }
+    trail = next;
+    const outcome = await c.pool.broadcast(tx);
+    if (outcome === 'sent' || outcome === 'known') return { ok: true, txs: trail };
+    if (outcome === 'nonce_too_low') {
+      c.pool.done(tx);
+      await c.pool.resync(tx.relayer);
+      continue;
+    }
+    c.pool.abandon(tx);
+    return { ok: false, txs: trail, message: `the node refused the transaction (${outcome})` };
+  }
+  return { ok: false, txs: trail, message: 'no relayer nonce was accepted' };
+}
+
+/**
+ * Waits for a receipt of any version of the trail. Meanwhile a version priced out by the base fee is replaced
+ * (same nonce, higher fee), and one the node forgot is sent again as it was. Never gives up on RPC errors; stops
+ * only when `signal` aborts.
+ */
+export async function awaitMined(c: Courier, txs: SignedTx[], persist: Persist, signal: AbortSignal): Promise<Mined> {
+  let trail = txs;
+  let polls = 0;
+  while (!signal.aborted) {
+    try {
+      const mined = await minedVersion(c.client, trail);
+      if (mined) {
+        c.pool.done(trail.at(-1) as SignedTx);
+        return { ...mined, txs: trail };
+      }
+      if (++polls % 10 === 0) trail = await keepInFlight(c, trail, persist);
+    } catch (err) {
+      c.log.warn('confirmation poll failed', { tx: trail.at(-1)?.hash, error: err });
+    }
+    await sleep(c.pollMs, signal);
+  }
+  throw new Error('stopped while the transaction was in flight');
+}
+
+/** Sends the current version again after a restart: 'known' when it had reached the node. */
+export async function resend(c: Pick<Courier, 'pool'>, txs: SignedTx[]): Promise<void> {
+  const tx = txs.at(-1);
+  if (tx) await c.pool.broadcast(tx);
+}
+
+/** The receipt of whichever version mined; a successful one wins over a reverted one. */
+async function minedVersion(client: Courier['client'], txs: SignedTx[]): Promise<{ receipt: TransactionReceipt; tx: SignedTx } | undefined> {
+  const receipts = await Promise.all(txs.map((tx) => client.getTransactionReceipt({ hash: tx.hash }).then((receipt) => ({ receipt, tx }), () => undefined)));
+  const mined = receipts.filter((r): r is { receipt: TransactionReceipt; tx: SignedTx } => r !== undefined);
+  return mined.find((m) => m.receipt.status === 'success') ?? mined[0];
+}
+
+/** Re-prices a transaction the base fee has outgrown, and re-sends one the node no longer knows. */
+async function keepInFlight(c: Courier, txs: SignedTx[], persist: Persist): Promise<SignedTx[]> {
+  const tx = txs.at(-1) as SignedTx;
+  const block = await c.client.getBlock({ blockTag: 'latest' });
+  const baseFee = block.baseFeePerGas ?? 0n;
+  if (baseFee > BigInt(tx.maxFeePerGas)) return replace(c, txs, tx, baseFee, persist);
+  const seen = await c.client.getTransaction({ hash: tx.hash }).then(() => true, () => false);
+  if (seen) return txs;
+  const outcome = await c.pool.broadcast(tx);
+  if (outcome === 'underpriced') return replace(c, txs, tx, baseFee, persist);
+  if (outcome === 'nonce_too_low' && !(await minedVersion(c.client, txs))) return resubmit(c, txs, persist, 'its nonce was taken');
+  return txs;
+}
+
+async function replace(c: Courier, txs: SignedTx[], tx: SignedTx, baseFee: bigint, persist: Persist): Promise<SignedTx[]> {
+  const bumped = await c.pool.bump(tx, baseFee);
+  const next = [...txs, bumped];
+  await persist(next);
+  const outcome = await c.pool.broadcast(bumped);
+  c.log.warn('replaced an underpriced transaction', { from: tx.hash, to: bumped.hash, maxFeePerGas: bumped.maxFeePerGas, outcome });
+  return next;
+}
+
+/** None of the versions mined and the nonce went to something else: sign the same call with a new nonce. */
+async function resubmit(c: Courier, txs: SignedTx[], persist: Persist, why: string): Promise<SignedTx[]> {
+  const last = txs.at(-1) as SignedTx;
+  c.pool.done(last);
+  await c.pool.resync(last.relayer);
+  const tx = await c.pool.sign(callOf(last));
+  const next = [...txs, tx];
+  await persist(next);
+  await c.pool.broadcast(tx);
+  c.log.warn('re-sent a transaction', { why, tx: tx.hash });
+  return next;
+}
