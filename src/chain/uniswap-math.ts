@@ -1,4 +1,5 @@
 /** Uniswap V3 price arithmetic in exact integers. Pure functions, shared by the devnet seeder and the stock API. */
+import { encodeAbiParameters, getContractAddress, keccak256, type Address, type Hex } from 'viem';
 
 const Q96 = 1n << 96n;
 const Q192 = 1n << 192n;
@@ -49,4 +50,16 @@ export function stockPriceFromSqrtPriceX96(sqrtPriceX96: bigint, stockDecimals: 
 export function fullRangeLiquidityForStable(stableAmount: bigint, sqrtPriceX96: bigint, stableIsToken0: boolean): bigint {
   // amount1 ~= L * sqrtP / Q96 ; amount0 ~= L * Q96 / sqrtP (the far bound's term is negligible at full range)
   return stableIsToken0 ? (stableAmount * sqrtPriceX96) / Q96 : (stableAmount * Q96) / sqrtPriceX96;
+}
+
+/** Tokens in the pool's order: the lower address is token0. */
+export function sortTokens(a: Address, b: Address): [Address, Address] {
+  return a.toLowerCase() < b.toLowerCase() ? [a, b] : [b, a];
+}
+
+/** Where the factory's CREATE2 puts the pool of `a`/`b` at `fee`: the only pool address a swap may trust. */
+export function uniswapPoolAddress(factory: Address, a: Address, b: Address, fee: number, initCodeHash: Hex): Address {
+  const [token0, token1] = sortTokens(a, b);
+  const salt = keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'address' }, { type: 'uint24' }], [token0, token1, fee]));
+  return getContractAddress({ opcode: 'CREATE2', from: factory, salt, bytecodeHash: initCodeHash });
 }

@@ -1,4 +1,4 @@
-import { getAddress, getContractAddress, encodeAbiParameters, keccak256, maxUint256, type Address, type Hex } from 'viem';
+import { getAddress, maxUint256, type Address, type Hex } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../canonical.ts';
 import {
   exactPermit2ProxyArtifact,
@@ -11,7 +11,7 @@ import {
 import { poolInitCodeHash, uniswapArtifacts } from '../contracts/uniswap.ts';
 import type { DevnetManifest, ManifestAccount, NetworkEntry, StablecoinInfo, StockInfo } from '../manifest.ts';
 import { rpcCall } from '../rpc.ts';
-import { fullRangeLiquidityForStable, fullRangeTicks, sqrtPriceX96ForStockPrice } from '../uniswap-math.ts';
+import { fullRangeLiquidityForStable, fullRangeTicks, sqrtPriceX96ForStockPrice, uniswapPoolAddress } from '../uniswap-math.ts';
 import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
 import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from './accounts.ts';
 import { DEVNET_STOCKS } from './stock-catalog.ts';
@@ -58,12 +58,6 @@ async function placeAtCanonical(deployer: Submitter, rpcUrl: string, artifact: {
   await rpcCall(rpcUrl, 'anvil_setCode', [canonical, code]);
 }
 
-function poolAddress(factory: Address, a: Address, b: Address, fee: number): Address {
-  const [token0, token1] = a.toLowerCase() < b.toLowerCase() ? [a, b] : [b, a];
-  const salt = keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'address' }, { type: 'uint24' }], [token0, token1, fee]));
-  return getContractAddress({ opcode: 'CREATE2', from: factory, salt, bytecodeHash: poolInitCodeHash() });
-}
-
 async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): Promise<NetworkEntry> {
   const caip2 = CAIP2.stockChain;
   const stablecoin = await deployStablecoin(deployer, caip2);
@@ -87,7 +81,7 @@ async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): P
     await deployer.call(token, stockTokenArtifact.abi, 'mint', [deployer.address, 10n ** 24n]);
     await deployer.call(token, stockTokenArtifact.abi, 'approve', [seeder, maxUint256]);
     await deployer.call(factory, uniswapArtifacts.factory.abi, 'createPool', [token, stable, STOCK_POOL_FEE]);
-    const pool = poolAddress(factory, token, stable, STOCK_POOL_FEE);
+    const pool = uniswapPoolAddress(factory, token, stable, STOCK_POOL_FEE, poolInitCodeHash());
     const registered = (await deployer.client.readContract({ address: factory, abi: uniswapArtifacts.factory.abi, functionName: 'getPool', args: [token, stable, STOCK_POOL_FEE] })) as Address;
     if (getAddress(registered) !== pool) throw new Error(`factory put the ${seed.symbol} pool at ${registered}, CREATE2 says ${pool}`);
     const price = parseDecimalAmount(seed.priceUsd, USD_DECIMALS);
