@@ -6,8 +6,11 @@ import { DEVNET_ROLES, devnetAccount } from '../../src/chain/devnet/accounts.ts'
 import { readManifest, type DevnetManifest, type NetworkEntry } from '../../src/chain/manifest.ts';
 import { publicClientFor, walletClientFor } from '../../src/chain/clients.ts';
 
-/** The devnet one test run shares, started by test/setup/devnet-start.ts on free ports. */
-export const TEST_DEVNET_DIR = resolve('.tap/devnet');
+/**
+ * The devnet one test run shares, started by test/setup/devnet-start.ts on free ports. GATE402_TEST_DEVNET_DIR
+ * gives a run a devnet of its own, so two runs on one machine do not stop each other's chains.
+ */
+export const TEST_DEVNET_DIR = resolve(process.env.GATE402_TEST_DEVNET_DIR ?? '.tap/devnet');
 export const TEST_MANIFEST_PATH = resolve(TEST_DEVNET_DIR, 'manifest.json');
 
 export function testDevnet(): DevnetManifest {
@@ -34,6 +37,8 @@ export const TESTER_SLOTS = {
   recovery: 7,
   // testers 8 and 9 are the relayers of test/gateway-paid.test.ts's gateway
   gateway: 10,
+  // the stock API tests' funder and market mover
+  stock: 14,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {

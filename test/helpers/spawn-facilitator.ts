@@ -39,7 +39,8 @@ async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> 
   const portVar = part === 'gateway' ? 'GATE402_GATEWAY_PORT' : 'GATE402_FACILITATOR_PORT';
   const child = spawn(process.execPath, [BIN, part, '--manifest', opts.manifestPath], {
     stdio: ['ignore', log, log],
-    env: { ...process.env, [portVar]: String(port), GATE402_DATA_DIR: dataDir, GATE402_LOG_LEVEL: 'warn', ...opts.env },
+    // The stock desk is one key per gateway: only a test that gives it its own key turns it on.
+    env: { ...process.env, [portVar]: String(port), GATE402_DATA_DIR: dataDir, GATE402_LOG_LEVEL: 'warn', GATE402_STOCK_ENABLED: 'false', ...opts.env },
   });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;

@@ -16,6 +16,8 @@ export const DEVNET_ROLES = {
   deployer: 0,
   relayers: [1, 2, 3, 4],
   buyers: [5, 6, 7, 8, 9, 10, 11, 12],
+  /** The stock desk: receives stock-buy payments, swaps, refunds and sponsors gas. */
+  stockDesk: 13,
   /** Funded, minters of every devnet stablecoin, never used by the service: tests take one each. */
   testers: [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35],
   gaslessBuyer: 45,

@@ -1,0 +1,127 @@
+import { createHmac } from 'node:crypto';
+import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
+import { CAIP2, PERMIT2_ADDRESS } from '../chain/canonical.ts';
+import { publicClientFor } from '../chain/clients.ts';
+import type { NetworkRegistry } from '../chain/networks.ts';
+import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
+import { RelayerPool } from '../engine/relayer-pool.ts';
+import { ipRateLimited } from '../http/ip-rate-limited.ts';
+import { TokenBucketLimiter } from '../http/rate-limit.ts';
+import type { HttpHandler } from '../http/server.ts';
+import type { Logger } from '../log/logger.ts';
+import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
+import type { Store } from '../store/open-store.ts';
+import { GasSponsor, type Sponsorship } from './gas-sponsor.ts';
+import { stockHandlers } from './http.ts';
+import { StockMarket } from './market.ts';
+import { StockDesk } from './order-desk.ts';
+import type { StockOrder } from './order-record.ts';
+
+export interface StockConfig {
+  /** Off: the gateway serves no stock API (the desk key is not used). */
+  enabled: boolean;
+  /** The desk's key; on the devnet, the manifest's stock desk when none is given. */
+  deskKey?: `0x${string}`;
+  slippageBps: number;
+  orderWaitMs: number;
+  swapDeadlineSeconds: number;
+  refundRetryMs: number;
+  rpcTimeoutMs: number;
+  pollMs: number;
+  sponsorRate: { capacity: number; refillPerSecond: number };
+}
+
+export function stockConfigFromEnv(env: NodeJS.ProcessEnv): StockConfig {
+  const key = envString(env, 'GATE402_STOCK_DESK_KEY', '');
+  if (key && !/^0x[0-9a-fA-F]{64}$/.test(key)) throw new ConfigError('GATE402_STOCK_DESK_KEY must be a 0x-prefixed 32-byte private key');
+  return {
+    enabled: envBool(env, 'GATE402_STOCK_ENABLED', true),
+    ...(key ? { deskKey: key as `0x${string}` } : {}),
+    slippageBps: envInt(env, 'GATE402_STOCK_SLIPPAGE_BPS', 100, { min: 1, max: 5000 }),
+    orderWaitMs: envInt(env, 'GATE402_STOCK_ORDER_WAIT_MS', 60_000, { min: 100, max: 600_000 }),
+    swapDeadlineSeconds: envInt(env, 'GATE402_STOCK_SWAP_DEADLINE_SECONDS', 120, { min: 10, max: 3600 }),
+    refundRetryMs: envInt(env, 'GATE402_STOCK_REFUND_RETRY_MS', 15_000, { min: 100, max: 3_600_000 }),
+    rpcTimeoutMs: envInt(env, 'GATE402_RPC_TIMEOUT_MS', 10_000, { min: 100, max: 120_000 }),
+    pollMs: envInt(env, 'GATE402_RECEIPT_POLL_MS', 200, { min: 10, max: 60_000 }),
+    sponsorRate: { capacity: envInt(env, 'GATE402_SPONSOR_RATE_CAPACITY', 5, { min: 1, max: 100_000 }), refillPerSecond: 1 / envInt(env, 'GATE402_SPONSOR_RATE_SECONDS_PER_TOKEN', 60, { min: 1, max: 86_400 }) },
+  };
+}
+
+export interface RunningStockDesk {
+  desk: StockDesk;
+  routes: Array<{ method: string; path: string; handler: HttpHandler }>;
+  close(): Promise<void>;
+}
+
+export interface StockParts {
+  networks: NetworkRegistry;
+  store: Store;
+  settle(request: VerifyRequest): Promise<SettleResponse>;
+  /** The gateway's challenge key: the quote key is derived from it. */
+  mppKey: Uint8Array;
+  baseUrl: string;
+  /** Used when no desk key is configured (the devnet's). */
+  defaultDeskAccount?: LocalAccount;
+  log: Logger;
+  onOrderTransition?: (order: StockOrder, from: string | undefined) => void;
+}
+
+/** The stock purchase API on the stock chain, or undefined when that chain lists no stocks. */
+export async function createStockDesk(parts: StockParts, config: StockConfig): Promise<RunningStockDesk | undefined> {
+  if (!config.enabled) return undefined;
+  const network = parts.networks.find(CAIP2.stockChain);
+  if (!network?.stocks?.length || !network.uniswap) return undefined;
+  const account = config.deskKey ? privateKeyToAccount(config.deskKey) : parts.defaultDeskAccount;
+  if (!account) throw new ConfigError('GATE402_STOCK_DESK_KEY is required to sell stocks');
+  const client = publicClientFor(network.chainId, network.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs });
+  const pool = new RelayerPool({ chainId: network.chainId, client, accounts: [account] });
+  const market = new StockMarket(network, client);
+  const log = parts.log;
+  const desk = new StockDesk({
+    market,
+    pool,
+    store: parts.store,
+    settle: parts.settle,
+    pollMs: config.pollMs,
+    refundRetryMs: config.refundRetryMs,
+    swapDeadlineSeconds: config.swapDeadlineSeconds,
+    log,
+    ...(parts.onOrderTransition ? { onTransition: parts.onOrderTransition } : {}),
+  });
+  await desk.start();
+  const abort = new AbortController();
+  const sponsor = new GasSponsor({
+    market,
+    courier: { pool, client, pollMs: config.pollMs, log },
+    permit2: network.permit2 ?? PERMIT2_ADDRESS,
+    claims: parts.store.claims('gas-sponsored'),
+    records: parts.store.collection<Sponsorship>('gas-sponsorships'),
+    log,
+    signal: abort.signal,
+  });
+  const h = stockHandlers({
+    desk,
+    sponsor,
+    quoteKey: createHmac('sha256', parts.mppKey).update('gate402 stock quote').digest(),
+    slippageBps: config.slippageBps,
+    baseUrl: parts.baseUrl,
+    orderWaitMs: config.orderWaitMs,
+    now: Date.now,
+  });
+  log.info('stock desk ready', { desk: desk.address, stocks: market.stocks.length, slippageBps: config.slippageBps });
+  return {
+    desk,
+    routes: [
+      { method: 'GET', path: '/api/stock/list', handler: h.list },
+      { method: 'GET', path: '/api/stock/quote', handler: h.quote },
+      { method: 'POST', path: '/api/stock/buy', handler: h.buy },
+      { method: 'GET', path: '/api/stock/order/:id', handler: h.order },
+      { method: 'GET', path: '/api/stock/orders', handler: h.orders },
+      { method: 'POST', path: '/api/gas/sponsor', handler: ipRateLimited(h.sponsor, new TokenBucketLimiter(config.sponsorRate), 'sponsorship requests') },
+    ],
+    async close() {
+      abort.abort();
+      await desk.stop();
+    },
+  };
+}

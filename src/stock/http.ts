@@ -1,0 +1,278 @@
+import type { Address } from 'viem';
+import { isJsonContentType } from '../http/content-type.ts';
+import { json, type HttpHandler, type HttpResponse } from '../http/server.ts';
+import { formatDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
+import { decodePaymentSignatureHeader, encodePaymentRequiredHeader, encodePaymentResponseHeader } from '../protocol/x402/headers.ts';
+import { selectRequirement } from '../protocol/x402/select.ts';
+import type { PaymentRequired, PaymentRequirements } from '../protocol/x402/types.ts';
+import type { GasSponsor } from './gas-sponsor.ts';
+import type { StockDesk } from './order-desk.ts';
+import type { StockOrder } from './order-record.ts';
+import { buyOffer, FEE_ATOMIC, MAX_DEADLINE_SECONDS, ORDER_LIMITS, parseAddress, parseBuyInput, readQuote, signQuote, slippageFloor, type BuyInput } from './terms.ts';
+
+export interface StockHttpOptions {
+  desk: StockDesk;
+  sponsor: GasSponsor;
+  /** Signs the quote a 402 carries (see `terms.ts`). */
+  quoteKey: Uint8Array;
+  /** The per-token slippage bound, basis points below the quote. */
+  slippageBps: number;
+  baseUrl: string;
+  /** How long a paid buy waits for its order to finish before it answers 202 with the order's address. */
+  orderWaitMs: number;
+  now(): number;
+}
+
+export interface StockHandlers {
+  list: HttpHandler;
+  quote: HttpHandler;
+  buy: HttpHandler;
+  order: HttpHandler;
+  orders: HttpHandler;
+  sponsor: HttpHandler;
+}
+
+const NO_STORE = { 'cache-control': 'no-store' };
+const usd = (atomic: bigint) => formatDecimalAmount(atomic, USD_DECIMALS);
+const LIMITS = { minStableAmount: usd(ORDER_LIMITS.min), maxStableAmount: usd(ORDER_LIMITS.max) };
+const FEES = { amount: usd(FEE_ATOMIC), percent: '0' };
+/** A clock a little ahead of ours must not make a 300-second permit look too long. */
+const DEADLINE_SKEW_SECONDS = 5;
+
+/** The stock purchase API (spec 4.2, 4.3): list, quote, buy, order, orders, and gas sponsorship. */
+export function stockHandlers(o: StockHttpOptions): StockHandlers {
+  const market = o.desk.market;
+  const stocks = market.stocks;
+  const network = market.network;
+  const nowSeconds = () => Math.floor(o.now() / 1000);
+
+  /** The terms of a buy, quoted on chain now; the quote is signed so the paid retry is held to its floor. */
+  async function terms(input: BuyInput): Promise<{ offer: PaymentRequirements; quoted: bigint; floor: bigint; expires: number }> {
+    const quoted = await market.quote(input.stock, input.amount);
+    const floor = slippageFloor(quoted, o.slippageBps);
+    const expires = nowSeconds() + MAX_DEADLINE_SECONDS;
+    const quote = signQuote(o.quoteKey, { symbol: input.stock.symbol, amount: input.amount.toString(), shares: quoted.toString(), minShares: floor.toString(), expires });
+    const base = buyOffer(network, o.desk.address, input.amount);
+    return { offer: { ...base, extra: { ...base.extra, quote } }, quoted, floor, expires };
+  }
+
+  async function challenge(req: { query: string }, input: BuyInput, error?: string): Promise<HttpResponse> {
+    let t;
+    try {
+      t = await terms(input);
+    } catch {
+      return json(503, { error: 'the pool cannot be quoted right now; nothing was charged, try again shortly' }, NO_STORE);
+    }
+    const required: PaymentRequired = {
+      x402Version: 2,
+      ...(error ? { error } : {}),
+      resource: { url: `${o.baseUrl}/api/stock/buy?${req.query}`, description: `Buy ${input.stock.symbol} for ${usd(input.amount)} stablecoin B`, mimeType: 'application/json' },
+      accepts: [t.offer],
+    };
+    const body = {
+      ...required,
+      terms: {
+        symbol: input.stock.symbol,
+        stableAmount: usd(input.amount),
+        total: { amount: usd(input.amount + FEE_ATOMIC), atomic: (input.amount + FEE_ATOMIC).toString() },
+        fees: FEES,
+        estimatedShares: formatDecimalAmount(t.quoted, input.stock.decimals),
+        minimumShares: formatDecimalAmount(t.floor, input.stock.decimals),
+        slippageBps: o.slippageBps,
+        payTo: o.desk.address,
+        spender: t.offer.extra?.['spender'],
+        quoteExpires: new Date(t.expires * 1000).toISOString(),
+        recipient: input.recipient ?? 'the payer',
+      },
+    };
+    return json(402, body, { ...NO_STORE, 'PAYMENT-REQUIRED': encodePaymentRequiredHeader(required) });
+  }
+
+  return {
+    async list(): Promise<HttpResponse> {
+      const prices = await Promise.all(stocks.map((s) => market.livePrice(s).then((p) => usd(p), () => null)));
+      return json(
+        200,
+        {
+          network: network.caip2,
+          stablecoin: { address: network.stablecoin.address, symbol: network.stablecoin.symbol, decimals: network.stablecoin.decimals },
+          stocks: stocks.map((s, i) => ({
+            symbol: s.symbol,
+            name: s.name,
+            address: s.address,
+            decimals: s.decimals,
+            pool: s.pool,
+            poolFee: s.fee,
+            priceUsd: prices[i],
+            fees: FEES,
+            limits: LIMITS,
+            slippageBps: o.slippageBps,
+          })),
+        },
+        NO_STORE,
+      );
+    },
+
+    async quote(req): Promise<HttpResponse> {
+      const input = parseBuyInput(new URLSearchParams(req.query), stocks, { recipient: false });
+      if (!input.ok) return json(input.status, { error: input.error }, NO_STORE);
+      let shares: bigint;
+      try {
+        shares = await market.quote(input.value.stock, input.value.amount);
+      } catch {
+        return json(503, { error: 'the pool cannot be quoted right now; try again shortly' }, NO_STORE);
+      }
+      const { stock, amount } = input.value;
+      const floor = slippageFloor(shares, o.slippageBps);
+      return json(
+        200,
+        {
+          symbol: stock.symbol,
+          stableAmount: usd(amount),
+          total: { amount: usd(amount + FEE_ATOMIC), atomic: (amount + FEE_ATOMIC).toString() },
+          fees: FEES,
+          estimatedShares: formatDecimalAmount(shares, stock.decimals),
+          estimatedSharesAtomic: shares.toString(),
+          minimumShares: formatDecimalAmount(floor, stock.decimals),
+          minimumSharesAtomic: floor.toString(),
+          slippageBps: o.slippageBps,
+          source: `QuoterV2 ${market.uniswap.quoter} on ${network.caip2}, pool ${stock.pool}`,
+          quotedAt: new Date(o.now()).toISOString(),
+        },
+        NO_STORE,
+      );
+    },
+
+    async buy(req): Promise<HttpResponse> {
+      const parsed = parseBuyInput(new URLSearchParams(req.query), stocks, { recipient: true });
+      if (!parsed.ok) return json(parsed.status, { error: parsed.error }, NO_STORE);
+      const input = parsed.value;
+      const header = req.headers['payment-signature'] ?? req.headers['x-payment'];
+      if (header === undefined) return challenge(req, input);
+
+      const decoded = decodePaymentSignatureHeader(header);
+      if (!decoded.ok) return json(400, { error: `PAYMENT-SIGNATURE: ${decoded.error.message}` }, NO_STORE);
+      const offer = selectRequirement([buyOffer(network, o.desk.address, input.amount)], decoded.value.accepted);
+      if (!offer) return challenge(req, input, 'the payment does not accept these terms (amount, asset, network, recipient or spender differ); nothing was charged');
+      const payload = decoded.value.payload;
+      if (!('permit2Authorization' in payload)) return challenge(req, input, 'a stock buy is paid with a Permit2 witness transfer on the stock chain');
+      const deadline = BigInt(payload.permit2Authorization.deadline);
+      if (deadline > BigInt(nowSeconds() + MAX_DEADLINE_SECONDS + DEADLINE_SKEW_SECONDS)) {
+        return challenge(req, input, `the permit deadline must be within ${MAX_DEADLINE_SECONDS} seconds; nothing was charged`);
+      }
+      const quote = readQuote(o.quoteKey, decoded.value.accepted.extra?.['quote'], { symbol: input.stock.symbol, amount: input.amount, nowSeconds: nowSeconds() });
+      if (!quote) return challenge(req, input, 'the quote is missing, altered or expired: pay against these fresh terms; nothing was charged');
+
+      let order: StockOrder | undefined;
+      try {
+        order = await o.desk.place({ x402Version: 2, paymentPayload: decoded.value, paymentRequirements: offer }, input, { quotedShares: BigInt(quote.shares), minShares: BigInt(quote.minShares) });
+      } catch {
+        return json(409, { error: 'this payment is being placed by another request; fetch the order in a moment' }, NO_STORE);
+      }
+      order = (await o.desk.wait(order.id, o.orderWaitMs)) ?? order;
+      return orderAnswer(order);
+    },
+
+    order(req): HttpResponse {
+      const id = req.params['id'] ?? '';
+      const order = o.desk.get(id);
+      if (!order) return json(404, { error: `no order ${JSON.stringify(id.slice(0, 64))}` }, NO_STORE);
+      return json(200, publicOrder(order), NO_STORE);
+    },
+
+    orders(req): HttpResponse {
+      const q = new URLSearchParams(req.query);
+      const rawLimit = q.get('limit');
+      const limit = rawLimit === null || rawLimit === '' ? 20 : /^\d{1,4}$/.test(rawLimit) ? Number(rawLimit) : NaN;
+      if (!Number.isInteger(limit) || limit < 1 || limit > 100) return json(400, { error: 'limit must be a whole number from 1 to 100' }, NO_STORE);
+      const rawPayer = q.get('payer');
+      let payer: Address | undefined;
+      if (rawPayer !== null && rawPayer !== '') {
+        const p = parseAddress(rawPayer, 'payer');
+        if (!p.ok) return json(400, { error: p.error }, NO_STORE);
+        payer = p.value;
+      }
+      return json(200, { orders: o.desk.history(payer, limit).map(publicOrder), ...(payer ? { payer } : { feed: 'global' }) }, NO_STORE);
+    },
+
+    async sponsor(req): Promise<HttpResponse> {
+      if (!isJsonContentType(req.headers['content-type'])) return json(415, { error: 'content-type must be application/json' }, NO_STORE);
+      let address: unknown;
+      try {
+        address = (JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(await req.body())) as { address?: unknown } | null)?.address;
+      } catch {
+        return json(400, { error: 'the body must be JSON: {"address": "0x..."}' }, NO_STORE);
+      }
+      if (typeof address !== 'string') return json(400, { error: 'address is required: {"address": "0x..."}' }, NO_STORE);
+      const checked = parseAddress(address, 'address');
+      if (!checked.ok) return json(400, { error: checked.error }, NO_STORE);
+      let outcome;
+      try {
+        outcome = await o.sponsor.sponsor(checked.value);
+      } catch {
+        return json(503, { error: 'the chain cannot be reached right now; nothing was sent, try again later' }, NO_STORE);
+      }
+      if (!outcome.ok) return json(outcome.status, { error: outcome.error, condition: outcome.condition }, NO_STORE);
+      const s = outcome.sponsorship;
+      return json(
+        200,
+        {
+          address: s.address,
+          amountWei: s.amountWei,
+          transaction: s.transaction,
+          gasEstimate: s.gasEstimate,
+          maxFeePerGas: s.maxFeePerGas,
+          next: `approve ${network.permit2 ?? 'Permit2'} to spend stablecoin B ${market.stable} (once); then every buy is a signature`,
+        },
+        NO_STORE,
+      );
+    },
+  };
+}
+
+/** How a buy answers once its order is over (or still running at the wait's end). */
+function orderAnswer(order: StockOrder): HttpResponse {
+  const view = publicOrder(order);
+  const paid: Record<string, string> = order.settlement?.success ? { 'PAYMENT-RESPONSE': encodePaymentResponseHeader(order.settlement) } : {};
+  switch (order.state) {
+    case 'delivered':
+      return json(200, view, { ...NO_STORE, ...paid });
+    case 'refunded':
+      return json(502, { error: `delivery failed (${order.failure?.reason ?? 'unknown'}); your stablecoin B was refunded`, ...view }, { ...NO_STORE, ...paid });
+    case 'refundWaiting':
+    case 'refunding':
+    case 'confirmingRefund':
+      return json(502, { error: `delivery failed (${order.failure?.reason ?? 'unknown'}); the refund is queued and will be sent`, ...view }, { ...NO_STORE, ...paid });
+    case 'rejected':
+      return json(402, { error: `the payment did not settle (${order.failure?.reason ?? 'unknown'}); nothing was charged`, ...view }, order.settlement ? { ...NO_STORE, 'PAYMENT-RESPONSE': encodePaymentResponseHeader(order.settlement) } : NO_STORE);
+    default:
+      return json(202, { ...view, detail: `the order is still running; GET /api/stock/order/${order.id} for its outcome (do not pay again)` }, { ...NO_STORE, ...paid });
+  }
+}
+
+/** The order as the API shows it: amounts as decimals and atomic units, every transaction hash. */
+export function publicOrder(order: StockOrder): Record<string, unknown> {
+  const shares = (v: string | undefined) => (v === undefined ? undefined : formatDecimalAmount(BigInt(v), order.stockDecimals));
+  return {
+    orderId: order.id,
+    status: order.state,
+    symbol: order.symbol,
+    stock: order.stock,
+    payer: order.payer,
+    recipient: order.recipient,
+    stableAmount: usd(BigInt(order.amount)),
+    amountAtomic: order.amount,
+    quotedShares: shares(order.quotedShares),
+    minimumShares: shares(order.minShares),
+    requotedShares: shares(order.requotedShares),
+    delivered: shares(order.delivered),
+    deliveredAtomic: order.delivered,
+    network: order.network,
+    settlementTx: order.settlement?.success ? order.settlement.transaction : undefined,
+    swapTx: order.swapTx ?? order.swapTxs.at(-1)?.hash,
+    refundTx: order.refundTx ?? order.refundTxs.at(-1)?.hash,
+    failure: order.failure,
+    createdAt: new Date(order.createdAt).toISOString(),
+    updatedAt: new Date(order.updatedAt).toISOString(),
+  };
+}

@@ -1,0 +1,110 @@
+import { encodeFunctionData, erc20Abi, getAddress, parseEventLogs, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
+import { uniswapArtifacts } from '../chain/contracts/uniswap.ts';
+import type { StockInfo, UniswapInfo } from '../chain/manifest.ts';
+import type { Network } from '../chain/networks.ts';
+import { sortTokens, stockPriceFromSqrtPriceX96, uniswapPoolAddress } from '../chain/uniswap-math.ts';
+
+export type PoolCheck = { ok: true } | { ok: false; reason: string };
+
+/**
+ * The stock chain as the stock desk reads it: live prices from the pinned pools, QuoterV2 estimates, the pool
+ * re-verification done before funds move, and the calls a swap and a refund make. Reads only; the desk sends.
+ */
+export class StockMarket {
+  readonly network: Network;
+  readonly uniswap: UniswapInfo;
+  readonly #client: PublicClient<Transport, Chain>;
+
+  constructor(network: Network, client: PublicClient<Transport, Chain>) {
+    if (!network.uniswap || !network.stocks?.length) throw new Error(`${network.caip2} lists no stocks`);
+    this.network = network;
+    this.uniswap = network.uniswap;
+    this.#client = client;
+  }
+
+  get client(): PublicClient<Transport, Chain> {
+    return this.#client;
+  }
+
+  get stocks(): StockInfo[] {
+    return this.network.stocks ?? [];
+  }
+
+  get stable(): Address {
+    return this.network.stablecoin.address;
+  }
+
+  /** Stablecoin B atomic units per whole share at the pool's current price. */
+  async livePrice(stock: StockInfo): Promise<bigint> {
+    const slot0 = (await this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'slot0' })) as readonly [bigint, ...unknown[]];
+    const [token0] = sortTokens(this.stable, stock.address);
+    return stockPriceFromSqrtPriceX96(slot0[0], stock.decimals, token0.toLowerCase() === this.stable.toLowerCase());
+  }
+
+  /** QuoterV2's on-chain estimate of the shares `amountIn` buys now (an eth_call; nothing is sent). */
+  async quote(stock: StockInfo, amountIn: bigint): Promise<bigint> {
+    const { result } = await this.#client.simulateContract({
+      address: this.uniswap.quoter,
+      abi: uniswapArtifacts.quoterV2.abi,
+      functionName: 'quoteExactInputSingle',
+      args: [{ tokenIn: this.stable, tokenOut: stock.address, amountIn, fee: stock.fee, sqrtPriceLimitX96: 0n }],
+    });
+    return (result as readonly [bigint, ...unknown[]])[0];
+  }
+
+  /**
+   * The pinned pool is the one the factory's CREATE2 derives for (stablecoin B, stock, fee), the factory names it
+   * for that pair, and the contract there reports that pair and fee: otherwise no swap goes through it.
+   */
+  async verifyPool(stock: StockInfo): Promise<PoolCheck> {
+    const derived = uniswapPoolAddress(this.uniswap.factory, this.stable, stock.address, stock.fee, this.uniswap.poolInitCodeHash);
+    if (derived.toLowerCase() !== stock.pool.toLowerCase()) return { ok: false, reason: `the pinned ${stock.symbol} pool ${stock.pool} is not the factory-derived ${derived}` };
+    const [registered, token0, token1, fee] = await Promise.all([
+      this.#client.readContract({ address: this.uniswap.factory, abi: uniswapArtifacts.factory.abi, functionName: 'getPool', args: [this.stable, stock.address, stock.fee] }) as Promise<Address>,
+      this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'token0' }) as Promise<Address>,
+      this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'token1' }) as Promise<Address>,
+      this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'fee' }) as Promise<number>,
+    ]);
+    if (getAddress(registered) !== getAddress(stock.pool)) return { ok: false, reason: `the factory names ${registered} as the ${stock.symbol} pool, not ${stock.pool}` };
+    const [want0, want1] = sortTokens(this.stable, stock.address);
+    if (getAddress(token0) !== getAddress(want0) || getAddress(token1) !== getAddress(want1) || Number(fee) !== stock.fee) {
+      return { ok: false, reason: `the ${stock.symbol} pool reports ${token0}/${token1} at fee ${fee}, not the pinned pair` };
+    }
+    return { ok: true };
+  }
+
+  /** The router call that swaps exactly `amountIn` for at least `minOut` shares, delivered to `recipient`. */
+  swapCall(stock: StockInfo, amountIn: bigint, minOut: bigint, recipient: Address, deadline: bigint): { to: Address; data: Hex } {
+    return {
+      to: this.uniswap.router,
+      data: encodeFunctionData({
+        abi: uniswapArtifacts.router.abi,
+        functionName: 'exactInputSingle',
+        args: [{ tokenIn: this.stable, tokenOut: stock.address, fee: stock.fee, recipient, deadline, amountIn, amountOutMinimum: minOut, sqrtPriceLimitX96: 0n }],
+      }),
+    };
+  }
+
+  /** Stablecoin B back to the payer. */
+  refundCall(payer: Address, amount: bigint): { to: Address; data: Hex } {
+    return { to: this.stable, data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [payer, amount] }) };
+  }
+
+  /** Shares a swap receipt delivered to `recipient`: the stock token's own Transfer logs, summed. */
+  static delivered(receipt: TransactionReceipt, stock: Address, recipient: Address): bigint {
+    const logs = parseEventLogs({ abi: erc20Abi, eventName: 'Transfer', logs: receipt.logs, strict: true });
+    let total = 0n;
+    for (const log of logs) {
+      if (log.address.toLowerCase() === stock.toLowerCase() && log.args.to.toLowerCase() === recipient.toLowerCase()) total += log.args.value;
+    }
+    return total;
+  }
+
+  async allowance(token: Address, owner: Address, spender: Address): Promise<bigint> {
+    return this.#client.readContract({ address: token, abi: erc20Abi, functionName: 'allowance', args: [owner, spender] });
+  }
+
+  async balanceOf(token: Address, owner: Address): Promise<bigint> {
+    return this.#client.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [owner] });
+  }
+}

@@ -1,0 +1,332 @@
+import { randomUUID } from 'node:crypto';
+import { encodeFunctionData, erc20Abi, maxUint256, type Address } from 'viem';
+import { createActor, fromPromise, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import type { RelayerPool } from '../engine/relayer-pool.ts';
+import { awaitMined, resend, sendDurably, sleep, type Courier } from '../engine/tx-courier.ts';
+import { nonceKeyOf } from '../engine/payment-record.ts';
+import type { Logger } from '../log/logger.ts';
+import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
+import type { DurableCollection } from '../store/durable-collection.ts';
+import type { NonceClaims } from '../store/nonce-claims.ts';
+import type { Store } from '../store/open-store.ts';
+import { StockMarket } from './market.ts';
+import { orderMachine } from './order-machine.ts';
+import { FINAL_ORDER_STATES, type OrderState, type OrderStep, type StockOrder } from './order-record.ts';
+import type { BuyInput } from './terms.ts';
+
+export interface StockDeskOptions {
+  market: StockMarket;
+  /** The desk's own relayer on the stock chain: it receives payments, swaps, refunds and sponsors gas. */
+  pool: RelayerPool;
+  store: Store;
+  /** Settles a buyer's payment (the settlement engine). */
+  settle(request: VerifyRequest): Promise<SettleResponse>;
+  pollMs: number;
+  refundRetryMs: number;
+  /** The router's deadline for a swap, from when it is signed. */
+  swapDeadlineSeconds: number;
+  log: Logger;
+  now?: () => number;
+  /** Called on every state an order enters (metrics). */
+  onTransition?: (order: StockOrder, from: string | undefined) => void;
+}
+
+type OrderActor = ActorRefFrom<typeof orderMachine>;
+
+/** The order as its actor holds it, named by the state the actor is in. */
+function orderOf(snapshot: SnapshotFrom<typeof orderMachine>): StockOrder {
+  const v = snapshot.value;
+  const state = (typeof v === 'string' ? v : Object.keys(v)[0]) as OrderState;
+  return { ...snapshot.context.order, state };
+}
+
+/** Feed keys sort by time: newest first is a reverse range scan, not a sort. */
+const feedKey = (order: Pick<StockOrder, 'createdAt' | 'id'>) => `${String(order.createdAt).padStart(15, '0')}-${order.id}`;
+
+/**
+ * Runs stock orders: one XState actor per order, its record written to LMDB at every state; after a restart every
+ * unfinished order resumes from its record and completes or refunds, exactly once: a signed swap or refund is
+ * sent again as it was and confirmed, never signed anew.
+ */
+export class StockDesk {
+  readonly market: StockMarket;
+  readonly #o: StockDeskOptions;
+  readonly #orders: DurableCollection<StockOrder>;
+  readonly #feed: DurableCollection<{ id: string }>;
+  readonly #byPayer: DurableCollection<{ id: string }>;
+  readonly #payments: NonceClaims;
+  readonly #active = new Map<string, OrderActor>();
+  readonly #abort = new AbortController();
+  readonly #now: () => number;
+
+  constructor(opts: StockDeskOptions) {
+    this.#o = opts;
+    this.market = opts.market;
+    this.#orders = opts.store.collection<StockOrder>('stock-orders');
+    this.#feed = opts.store.collection<{ id: string }>('stock-order-feed');
+    this.#byPayer = opts.store.collection<{ id: string }>('stock-order-payer');
+    this.#payments = opts.store.claims('stock-order-payments');
+    this.#now = opts.now ?? Date.now;
+  }
+
+  /** The address buyers pay: it holds stablecoin B only between a settlement and its swap or refund. */
+  get address(): Address {
+    return this.#o.pool.addresses[0] as Address;
+  }
+
+  get #courier(): Courier {
+    return { pool: this.#o.pool, client: this.market.client, pollMs: this.#o.pollMs, log: this.#o.log };
+  }
+
+  /** Re-sends what unfinished orders had signed, learns the desk's nonce, approves the router once, resumes every order. */
+  async start(): Promise<void> {
+    const unfinished = [...this.#orders.entries()].map(([, o]) => o).filter((o) => !FINAL_ORDER_STATES.has(o.state));
+    for (const o of unfinished) await resend(this.#courier, o.refundTxs.length ? o.refundTxs : o.swapTxs);
+    await this.#o.pool.init();
+    for (const o of unfinished) {
+      const tx = (o.refundTxs.length ? o.refundTxs : o.swapTxs).at(-1);
+      if (tx) this.#o.pool.adopt(tx);
+    }
+    await this.#approveRouter();
+    for (const o of unfinished) {
+      this.#o.log.info('resuming stock order', { order: o.id, state: o.state });
+      this.#spawn(o);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    for (const actor of this.#active.values()) actor.stop();
+    this.#active.clear();
+  }
+
+  get(id: string): StockOrder | undefined {
+    return this.#orders.get(id);
+  }
+
+  /** Newest first; one payer's orders, or everyone's. */
+  history(payer: Address | undefined, limit: number): StockOrder[] {
+    const index = payer ? this.#byPayer.entries(`${payer.toLowerCase()}|`, { reverse: true }) : this.#feed.entries('', { reverse: true });
+    const out: StockOrder[] = [];
+    for (const [, { id }] of index) {
+      const order = this.#orders.get(id);
+      if (order) out.push(order);
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  /**
+   * The order a payment buys: a new one, or (the same payment sent again) the one it already bought. The payment
+   * key is claimed atomically first, so one payment never starts two orders.
+   */
+  async place(payment: VerifyRequest, input: BuyInput, floor: { quotedShares: bigint; minShares: bigint }): Promise<StockOrder> {
+    const paymentKey = nonceKeyOf(payment);
+    const id = randomUUID();
+    const claim = await this.#payments.claim(paymentKey, id);
+    if (!claim.claimed) {
+      const existing = this.#orders.get(claim.holder);
+      if (existing) return existing;
+      throw new Error('this payment is being placed by another request');
+    }
+    const payload = payment.paymentPayload.payload;
+    const payer = ('permit2Authorization' in payload ? payload.permit2Authorization.from : payload.authorization.from) as Address;
+    const now = this.#now();
+    const order: StockOrder = {
+      id,
+      state: 'settling',
+      network: payment.paymentRequirements.network,
+      symbol: input.stock.symbol,
+      stock: input.stock.address,
+      stockDecimals: input.stock.decimals,
+      payer,
+      recipient: input.recipient ?? payer,
+      amount: input.amount.toString(),
+      payment,
+      paymentKey,
+      quotedShares: floor.quotedShares.toString(),
+      minShares: floor.minShares.toString(),
+      swapTxs: [],
+      refundTxs: [],
+      refundAttempts: 0,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.#write(order);
+    await Promise.all([this.#feed.put(feedKey(order), { id }), this.#byPayer.put(`${payer.toLowerCase()}|${feedKey(order)}`, { id })]);
+    this.#spawn(order);
+    return order;
+  }
+
+  /** The order once it is over, or as it stands after `ms`. */
+  wait(id: string, ms: number): Promise<StockOrder | undefined> {
+    const actor = this.#active.get(id);
+    if (!actor) return Promise.resolve(this.#orders.get(id));
+    return new Promise((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        sub.unsubscribe();
+        resolve(orderOf(actor.getSnapshot()));
+      };
+      const timer = setTimeout(finish, ms);
+      const sub = actor.subscribe((s) => {
+        if (s.status === 'done') finish();
+      });
+      if (actor.getSnapshot().status === 'done') finish();
+    });
+  }
+
+  #spawn(order: StockOrder): OrderActor {
+    const step = (fn: (o: StockOrder, signal: AbortSignal) => Promise<OrderStep>) =>
+      fromPromise<OrderStep, { order: StockOrder }>(({ input, signal }) => fn(input.order, AbortSignal.any([signal, this.#abort.signal])));
+    const machine = orderMachine.provide({
+      actors: {
+        settle: step((o, signal) => this.#settleStep(o, signal)),
+        checkPool: step((o) => this.#checkPoolStep(o)),
+        quote: step((o) => this.#quoteStep(o)),
+        swap: step((o) => this.#swapStep(o)),
+        confirmSwap: step((o, signal) => this.#confirmSwapStep(o, signal)),
+        refund: step((o) => this.#refundStep(o)),
+        confirmRefund: step((o, signal) => this.#confirmRefundStep(o, signal)),
+      },
+    });
+    const actor = createActor(machine, { input: { order, refundRetryMs: this.#o.refundRetryMs } });
+    this.#active.set(order.id, actor);
+    const log = this.#o.log.child({ order: order.id });
+    let last: string | undefined;
+    actor.subscribe({
+      next: (snapshot) => {
+        const current = orderOf(snapshot);
+        const state = current.state as string;
+        if (state === last || state === 'routing') return;
+        const from = last;
+        last = state;
+        log.info('order state', { state, symbol: current.symbol, failure: current.failure?.reason });
+        this.#o.onTransition?.(current, from);
+        this.#write(current).catch((err: unknown) => log.error('could not write an order', { error: err }));
+        if (snapshot.status === 'done' && this.#active.get(order.id) === actor) this.#active.delete(order.id);
+      },
+      error: (err) => log.error('order actor failed', { error: err }),
+    });
+    actor.start();
+    return actor;
+  }
+
+  async #write(order: StockOrder): Promise<void> {
+    await this.#orders.put(order.id, { ...order, updatedAt: this.#now() });
+  }
+
+  /** Settles the payment; a pending settlement is waited for, never paid again. */
+  async #settleStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
+    for (;;) {
+      const r = await this.#o.settle(order.payment);
+      if (r.success) return { ok: true, order: { ...order, payer: (r.payer as Address | undefined) ?? order.payer, settlement: r } };
+      if (r.status !== 'pending' || signal.aborted) {
+        if (signal.aborted) throw new Error('stopped while the settlement was pending');
+        return { ok: false, reason: r.errorReason ?? 'settlement_failed', message: r.errorMessage ?? 'the payment did not settle', order: { ...order, settlement: r } };
+      }
+      await sleep(this.#o.pollMs, signal);
+    }
+  }
+
+  async #checkPoolStep(order: StockOrder): Promise<OrderStep> {
+    const stock = this.#stock(order);
+    const check = await this.market.verifyPool(stock);
+    return check.ok ? { ok: true, order } : { ok: false, reason: 'pool_mismatch', message: check.reason };
+  }
+
+  /** Re-quotes on chain right before the swap: below the floor, the order is refunded without swapping. */
+  async #quoteStep(order: StockOrder): Promise<OrderStep> {
+    const shares = await this.market.quote(this.#stock(order), BigInt(order.amount));
+    const next = { ...order, requotedShares: shares.toString() };
+    if (shares < BigInt(order.minShares)) {
+      return { ok: false, reason: 'below_slippage_floor', message: `the pool now gives ${shares} shares, below the floor of ${order.minShares}`, order: next };
+    }
+    return { ok: true, order: next };
+  }
+
+  /** Signs the swap (floor as amountOutMinimum, the recipient as receiver), stores it, then sends it. */
+  async #swapStep(order: StockOrder): Promise<OrderStep> {
+    const deadline = BigInt(Math.floor(this.#now() / 1000) + this.#o.swapDeadlineSeconds);
+    const call = this.market.swapCall(this.#stock(order), BigInt(order.amount), BigInt(order.minShares), order.recipient, deadline);
+    let gas: bigint;
+    try {
+      gas = await this.market.client.estimateGas({ account: this.address, ...call });
+    } catch (err) {
+      return { ok: false, reason: 'swap_would_revert', message: `the swap would revert: ${String((err as Error).message).split('\n')[0]}` };
+    }
+    let current = order;
+    const sent = await sendDurably(this.#courier, { ...call, gas: (gas * 13n) / 10n }, order.swapTxs, async (txs) => {
+      current = { ...current, swapTxs: txs };
+      await this.#write({ ...current, state: 'swapping' });
+    });
+    if (sent.ok) return { ok: true, order: { ...current, swapTxs: sent.txs } };
+    // Refused by the node: unless it is there after all (a timed-out send that arrived), nothing will mine.
+    const last = sent.txs.at(-1);
+    if (last && (await this.market.client.getTransaction({ hash: last.hash }).then(() => true, () => false))) return { ok: true, order: { ...current, swapTxs: sent.txs } };
+    return { ok: false, reason: 'swap_not_sent', message: sent.message, order: { ...current, swapTxs: [] } };
+  }
+
+  async #confirmSwapStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
+    let current = order;
+    const mined = await awaitMined(this.#courier, order.swapTxs, async (txs) => {
+      current = { ...current, swapTxs: txs };
+      await this.#write({ ...current, state: 'confirmingSwap' });
+    }, signal);
+    const next = { ...current, swapTxs: mined.txs, swapTx: mined.receipt.transactionHash };
+    if (mined.receipt.status !== 'success') return { ok: false, reason: 'swap_reverted', message: `swap ${mined.receipt.transactionHash} reverted (the price moved below the floor, or the deadline passed)`, order: next };
+    return { ok: true, order: { ...next, delivered: StockMarket.delivered(mined.receipt, order.stock, order.recipient).toString() } };
+  }
+
+  /** Stablecoin B back to the payer. */
+  async #refundStep(order: StockOrder): Promise<OrderStep> {
+    // Failed attempts leave no trail behind (refused or reverted); one left here was signed: confirm it, sign nothing.
+    if (order.refundTxs.length) return { ok: true, order };
+    const base = { ...order, refundAttempts: order.refundAttempts + 1 };
+    const call = this.market.refundCall(order.payer, BigInt(order.amount));
+    let current = base;
+    try {
+      const sent = await sendDurably(this.#courier, { ...call, gas: 120_000n }, [], async (txs) => {
+        current = { ...current, refundTxs: txs };
+        await this.#write({ ...current, state: 'refunding' });
+      });
+      if (sent.ok) return { ok: true, order: { ...current, refundTxs: sent.txs } };
+      this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, why: sent.message });
+      return { ok: false, reason: order.failure?.reason ?? 'refund_not_sent', message: sent.message, order: { ...current, refundTxs: [] } };
+    } catch (err) {
+      this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, error: err });
+      return { ok: false, reason: order.failure?.reason ?? 'refund_not_sent', message: String(err), order: { ...current, refundTxs: [] } };
+    }
+  }
+
+  async #confirmRefundStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
+    let current = order;
+    const mined = await awaitMined(this.#courier, order.refundTxs, async (txs) => {
+      current = { ...current, refundTxs: txs };
+      await this.#write({ ...current, state: 'confirmingRefund' });
+    }, signal);
+    if (mined.receipt.status !== 'success') {
+      this.#o.log.error('a refund reverted; it is tried again', { order: order.id, tx: mined.receipt.transactionHash });
+      return { ok: false, reason: 'refund_reverted', message: `refund ${mined.receipt.transactionHash} reverted`, order: { ...current, refundTxs: [] } };
+    }
+    return { ok: true, order: { ...current, refundTxs: mined.txs, refundTx: mined.receipt.transactionHash } };
+  }
+
+  #stock(order: StockOrder) {
+    const stock = this.market.stocks.find((s) => s.address.toLowerCase() === order.stock.toLowerCase());
+    if (!stock) throw new Error(`stock ${order.symbol} is no longer listed`);
+    return stock;
+  }
+
+  /** The router pulls stablecoin B from the desk: one approval, once. */
+  async #approveRouter(): Promise<void> {
+    const router = this.market.uniswap.router;
+    if ((await this.market.allowance(this.market.stable, this.address, router)) >= maxUint256 / 2n) return;
+    const data = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [router, maxUint256] });
+    const sent = await sendDurably(this.#courier, { to: this.market.stable, data, gas: 100_000n }, [], async () => {});
+    if (!sent.ok) throw new Error(`the stock desk could not approve the router: ${sent.message}`);
+    const mined = await awaitMined(this.#courier, sent.txs, async () => {}, this.#abort.signal);
+    if (mined.receipt.status !== 'success') throw new Error('the stock desk router approval reverted');
+    this.#o.log.info('stock desk approved the router', { desk: this.address, router, tx: mined.receipt.transactionHash });
+  }
+}

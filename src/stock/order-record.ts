@@ -1,0 +1,60 @@
+import type { Address, Hex } from 'viem';
+import type { SignedTx } from '../engine/relayer-pool.ts';
+import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
+
+/** Where an order is; each is written to LMDB as it is entered. */
+export type OrderState =
+  | 'settling'
+  | 'checkingPool'
+  | 'quoting'
+  | 'swapping'
+  | 'confirmingSwap'
+  | 'delivered'
+  | 'refunding'
+  | 'refundWaiting'
+  | 'confirmingRefund'
+  | 'refunded'
+  | 'rejected';
+
+/** The order is over: nothing more will be sent for it. */
+export const FINAL_ORDER_STATES: ReadonlySet<string> = new Set(['delivered', 'refunded', 'rejected']);
+
+/** The durable record of one stock buy. */
+export interface StockOrder {
+  id: string;
+  state: OrderState;
+  network: string;
+  symbol: string;
+  stock: Address;
+  stockDecimals: number;
+  payer: Address;
+  /** Who receives the shares (the payer unless the buy named another address). */
+  recipient: Address;
+  /** Stablecoin B atomic units paid (and, on failure, refunded). */
+  amount: string;
+  payment: VerifyRequest;
+  /** The payment's on-chain nonce key: one order per payment, ever. */
+  paymentKey: string;
+  /** Shares the 402 quoted, and the floor below which the swap does not go. */
+  quotedShares: string;
+  minShares: string;
+  /** The on-chain re-quote taken right before the swap. */
+  requotedShares?: string;
+  settlement?: SettleResponse;
+  /** Every signed version of the swap (replacements add one); the last is current. */
+  swapTxs: SignedTx[];
+  swapTx?: Hex;
+  /** Shares the swap delivered to `recipient`, read from the stock token's Transfer log. */
+  delivered?: string;
+  refundTxs: SignedTx[];
+  refundTx?: Hex;
+  /** Why the order was refunded or rejected. */
+  failure?: { reason: string; message: string };
+  /** Refund attempts that could not be sent yet. */
+  refundAttempts: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** What a step returns: the order as it left it, or why it failed. */
+export type OrderStep = { ok: true; order: StockOrder } | { ok: false; reason: string; message: string; order?: StockOrder };
