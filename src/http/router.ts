@@ -17,7 +17,7 @@ interface Route<H> {
 }
 
 export type RouteMatch<H> =
-  | { kind: 'found'; handler: H; params: Record<string, string> }
+  | { kind: 'found'; handler: H; params: Record<string, string>; /** The registered path, e.g. `/m/:slug/*`. */ route: string }
   | { kind: 'not_found' }
   | { kind: 'method_not_allowed'; allow: string[] }
   | { kind: 'bad_path' };
@@ -103,7 +103,7 @@ export class Router<H> {
     }
     for (const { route, params } of candidates) {
       const handler = route.handlers.get(method) ?? (method === 'HEAD' ? route.handlers.get('GET') : undefined);
-      if (handler !== undefined) return { kind: 'found', handler, params };
+      if (handler !== undefined) return { kind: 'found', handler, params, route: route.path };
     }
     if (candidates.length > 0) return { kind: 'method_not_allowed', allow: allowedMethods(candidates.map((c) => c.route)) };
     return badPath ? { kind: 'bad_path' } : { kind: 'not_found' };

@@ -64,6 +64,9 @@ export interface HttpResponse {
 
 export type HttpHandler = (req: HttpRequest) => Promise<HttpResponse> | HttpResponse;
 
+/** Told of each response written: the route's registered path (`unmatched`), method, status, seconds since arrival. */
+export type ResponseObserver = (route: string, method: string, status: number, seconds: number) => void;
+
 export interface HttpServerOptions {
   host: string;
   /** 0 picks a free port; `listen()` resolves to the actual one. */
@@ -73,6 +76,11 @@ export interface HttpServerOptions {
   trustProxy?: boolean;
   /** Where handler failures are logged; defaults to stderr. */
   log?: (line: string) => void;
+  /**
+   * Called once per response written, with the matched route's registered path (`unmatched` when none matched), the
+   * method, the status and the seconds since the request arrived. Not called for a client that went away first.
+   */
+  observe?: ResponseObserver;
 }
 
 export interface HttpServer {
@@ -189,6 +197,9 @@ class Exchange {
   private chunks: Uint8Array[] = [];
   private received = 0;
   private readonly bodyPromise: Promise<Uint8Array>;
+  /** For `observe`: the matched route's path, set once the router has matched. */
+  route = 'unmatched';
+  private readonly started: number;
   private resolveBody!: (b: Uint8Array) => void;
   private rejectBody!: (e: Error) => void;
 
@@ -198,7 +209,10 @@ class Exchange {
     private readonly maxBodyBytes: number,
     private readonly log: (line: string) => void,
     private readonly label: string,
+    private readonly method: string,
+    private readonly observe: ResponseObserver | undefined,
   ) {
+    this.started = observe === undefined ? 0 : performance.now();
     this.bodyPromise = new Promise<Uint8Array>((resolve, reject) => {
       this.resolveBody = resolve;
       this.rejectBody = reject;
@@ -317,6 +331,7 @@ class Exchange {
       else if (this.isHead) res.endWithoutBody(r.body.length, closeConnection);
       else res.end(r.body, closeConnection);
     });
+    this.observe?.(this.route, this.method, r.status, (performance.now() - this.started) / 1000);
   }
 }
 
@@ -341,7 +356,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const query = req.getQuery() ?? ''; // typed as string, but undefined when the URL has no `?`
     const headers = readHeaders(req);
     const label = `${method} ${path}`;
-    const ex = new Exchange(res, method === 'HEAD', maxBodyBytes, log, label);
+    const ex = new Exchange(res, method === 'HEAD', maxBodyBytes, log, label, method, options.observe);
     res.onAborted(() => ex.abort());
     try {
       const peer = formatBinaryAddress(res.getRemoteAddress(), res.getRemoteAddressAsText());
@@ -362,6 +377,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
           ex.respond(errorBody(405, 'method not allowed', { allow: match.allow.join(', ') }));
           return;
         case 'found':
+          ex.route = match.route;
           break;
       }
       const request: HttpRequest = {

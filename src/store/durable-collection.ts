@@ -1,18 +1,18 @@
 import type { Database } from 'lmdb';
+import type { Durable } from './open-store.ts';
 
 /** A named set of records. `put` resolves only once the record is on disk, so it survives a crash that follows. */
 export class DurableCollection<T> {
   readonly #db: Database;
-  readonly #flushed: () => Promise<void>;
+  readonly #durable: Durable;
 
-  constructor(db: Database, flushed: () => Promise<void>) {
+  constructor(db: Database, durable: Durable) {
     this.#db = db;
-    this.#flushed = flushed;
+    this.#durable = durable;
   }
 
   async put(key: string, value: T): Promise<void> {
-    await this.#db.put(key, value);
-    await this.#flushed();
+    await this.#durable(this.#db.put(key, value));
   }
 
   get(key: string): T | undefined {
@@ -20,8 +20,7 @@ export class DurableCollection<T> {
   }
 
   async remove(key: string): Promise<void> {
-    await this.#db.remove(key);
-    await this.#flushed();
+    await this.#durable(this.#db.remove(key));
   }
 
   /** Records whose key starts with `prefix`, in key order. */

@@ -1,4 +1,5 @@
 import type { Database } from 'lmdb';
+import type { Durable } from './open-store.ts';
 
 export type ClaimResult = { claimed: true } | { claimed: false; holder: string };
 
@@ -8,44 +9,45 @@ export type ClaimResult = { claimed: true } | { claimed: false; holder: string }
  */
 export class NonceClaims {
   readonly #db: Database;
-  readonly #flushed: () => Promise<void>;
+  readonly #durable: Durable;
 
-  constructor(db: Database, flushed: () => Promise<void>) {
+  constructor(db: Database, durable: Durable) {
     this.#db = db;
-    this.#flushed = flushed;
+    this.#durable = durable;
   }
 
   async claim(key: string, holder: string): Promise<ClaimResult> {
-    const won = await this.#db.ifNoExists(key, () => {
-      void this.#db.put(key, holder);
-    });
-    if (won) {
-      await this.#flushed();
-      return { claimed: true };
-    }
+    const won = await this.#durable(
+      this.#db.ifNoExists(key, () => {
+        void this.#db.put(key, holder);
+      }),
+    );
+    if (won) return { claimed: true };
     const current = this.#db.get(key) as string | undefined;
     return { claimed: false, holder: current ?? '' };
   }
 
   /** Gives a claim up (the payment failed without settling), if `holder` still holds it. */
   async release(key: string, holder: string): Promise<boolean> {
-    const done = await this.#db.transaction(() => {
-      if (this.#db.get(key) !== holder) return false;
-      void this.#db.remove(key);
-      return true;
-    });
-    await this.#flushed();
+    const done = await this.#durable(
+      this.#db.transaction(() => {
+        if (this.#db.get(key) !== holder) return false;
+        void this.#db.remove(key);
+        return true;
+      }),
+    );
     return done === true;
   }
 
   /** Moves a stale claim (its payment failed, or died before writing a record) from `from` to `to`, atomically. */
   async takeover(key: string, from: string, to: string): Promise<boolean> {
-    const done = await this.#db.transaction(() => {
-      if (this.#db.get(key) !== from) return false;
-      void this.#db.put(key, to);
-      return true;
-    });
-    await this.#flushed();
+    const done = await this.#durable(
+      this.#db.transaction(() => {
+        if (this.#db.get(key) !== from) return false;
+        void this.#db.put(key, to);
+        return true;
+      }),
+    );
     return done === true;
   }
 

@@ -18,7 +18,11 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export function openStore(path: string): Store {
+/** Resolves once `write` is committed and flushed to disk. */
+export type Durable = <T>(write: Promise<T>) => Promise<T>;
+
+/** `onCommit` is told how long each durable write took, from the write until it was on disk (metrics). */
+export function openStore(path: string, opts: { onCommit?: (seconds: number) => void } = {}): Store {
   mkdirSync(path, { recursive: true });
   const root: RootDatabase = open({ path, compression: false, maxDbs: 32 });
   const dbs = new Map<string, Database>();
@@ -30,14 +34,18 @@ export function openStore(path: string): Store {
     }
     return d;
   };
-  const flushed = async (): Promise<void> => {
+  const durable: Durable = async (write) => {
+    const started = performance.now();
+    const result = await write;
     await root.flushed;
+    opts.onCommit?.((performance.now() - started) / 1000);
+    return result;
   };
   return {
     path,
-    nonces: new NonceClaims(db('nonces'), flushed),
-    claims: (name: string) => new NonceClaims(db(`claims:${name}`), flushed),
-    collection: <T>(name: string) => new DurableCollection<T>(db(name), flushed),
+    nonces: new NonceClaims(db('nonces'), durable),
+    claims: (name: string) => new NonceClaims(db(`claims:${name}`), durable),
+    collection: <T>(name: string) => new DurableCollection<T>(db(name), durable),
     close: () => root.close(),
   };
 }

@@ -1,0 +1,339 @@
+/**
+ * Every Prometheus metric of a gate402 process, on one prom-client registry owned by one {@link Metrics} object that
+ * the assembly (`cli/service.ts`) creates and hands to each part. Names start with `gate402_`; labels are
+ * low-cardinality only: route templates (`/m/:slug/*`), never raw paths; merchant slugs, networks, relayer addresses
+ * (a small fixed set), state names, reason codes.
+ *
+ * Hot paths stay cheap: per-request HTTP observations go to label children cached per (route, method, status), and
+ * 402 challenges are plain numbers published when Prometheus scrapes. Gauges (pending payments, relayers, worker
+ * pool, circuit breakers) are read from their owners at scrape time through the `watch*` methods, so nothing is
+ * pushed on their account in between.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { AnyActorRef, StateValue } from 'xstate';
+import type { RpcObserver } from '../chain/clients.ts';
+import type { ResponseObserver } from '../http/server.ts';
+
+export const METRIC_PREFIX = 'gate402_';
+
+/** The statecharts whose actors are measured: `payment` (settlement engine) and `order` (stock orders). */
+export type MachineName = 'payment' | 'order';
+export type ChallengeProtocol = 'x402' | 'mpp';
+export type HttpServerName = 'gateway' | 'facilitator';
+export type BreakerStateName = 'closed' | 'half-open' | 'open';
+
+
+export interface RelayerSample {
+  network: string;
+  address: string;
+  balanceWei: bigint;
+  inFlight: number;
+}
+
+export interface WorkerPoolSample {
+  /** Jobs waiting for a worker. */
+  queued: number;
+  /** Workers busy now. */
+  busy: number;
+  threads: number;
+}
+
+/** A metric as defined here: what the dashboards test checks panel queries against. */
+export interface MetricDefinition {
+  name: string;
+  type: 'counter' | 'gauge' | 'histogram';
+  labelNames: readonly string[];
+}
+
+export interface Metrics {
+  readonly registry: Registry;
+  /** Every metric defined here (the default process metrics are on the registry too, without labels listed). */
+  readonly definitions: readonly MetricDefinition[];
+  /** The text exposition format of the registry, as `GET /metrics` serves it. */
+  scrape(): Promise<{ contentType: string; body: string }>;
+
+  /** The per-response observer for one HTTP server; methods other than the standard ones count as `OTHER`. */
+  httpObserver(server: HttpServerName): ResponseObserver;
+  /** A 402 carried a challenge of this protocol. */
+  challengeIssued(protocol: ChallengeProtocol): void;
+  /** A payment was judged: `reason` is the invalid reason code, or `none` when valid. */
+  verification(valid: boolean, reason: string): void;
+  /** Counts the actor's transitions and times each state it leaves. Call before `actor.start()`. */
+  watchActor(machine: MachineName, actor: AnyActorRef): void;
+  /** A payment actor finished in `outcome` (its final state), `seconds` after the payment was first seen. */
+  settlement(network: string, outcome: string, seconds: number): void;
+  /** The observer for the RPC transport of one chain (`eip155:...`). */
+  rpcObserver(chain: string): RpcObserver;
+  /** One durable LMDB write: from the write until it was committed and flushed to disk. */
+  lmdbCommit(seconds: number): void;
+  /** One upstream call of a merchant: its HTTP status, or `error` when no answer came. */
+  upstreamCall(merchant: string, status: number | 'error', seconds: number): void;
+  /** A paid request was settled: the route's price, in USD. */
+  revenue(merchant: string, protocol: ChallengeProtocol, usd: number): void;
+
+  /** Scrape-time sources. Each may be called more than once (e.g. one per chain); all sources are read. */
+  watchPendingPayments(read: () => number): void;
+  watchRelayers(read: () => Iterable<RelayerSample>): void;
+  watchWorkerPool(pool: string, read: () => WorkerPoolSample): void;
+  watchBreakers(read: () => Iterable<[merchant: string, state: BreakerStateName]>): void;
+
+  /** Stock orders (issue 5), incremented by the stock desk. */
+  readonly stockOrders: Counter<'symbol' | 'outcome'>;
+  readonly stockOrderVolumeUsd: Counter<'symbol'>;
+  readonly stockRefunds: Counter<'reason'>;
+  readonly stockSponsorships: Counter<'outcome'>;
+}
+
+const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']);
+const BREAKER_VALUE: Record<BreakerStateName, number> = { closed: 0, 'half-open': 1, open: 2 };
+const WEI_PER_ETHER = 10n ** 18n;
+
+/** `inFlight.confirming` for `{inFlight: 'confirming'}`; parallel regions joined with `,`. */
+export function statePath(value: StateValue): string {
+  if (typeof value === 'string') return value;
+  return Object.entries(value)
+    .map(([k, v]) => (v === undefined || (typeof v === 'object' && Object.keys(v).length === 0) ? k : `${k}.${statePath(v)}`))
+    .join(',');
+}
+
+/** `clock` is in milliseconds (default `performance.now`); `defaultMetrics: false` leaves out the process metrics. */
+export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boolean } = {}): Metrics {
+  const clock = opts.clock ?? (() => performance.now());
+  const registry = new Registry();
+  const definitions: MetricDefinition[] = [];
+  const registers = [registry];
+  const define = <T extends { name: string; labelNames?: readonly string[] }>(type: MetricDefinition['type'], config: T): T => {
+    definitions.push({ name: config.name, type, labelNames: config.labelNames ?? [] });
+    return config;
+  };
+  const counter = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; collect?: (this: Counter<L>) => void }) =>
+    new Counter<L>({ ...define('counter', config), registers });
+  const gauge = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; collect?: (this: Gauge<L>) => void }) =>
+    new Gauge<L>({ ...define('gauge', config), registers });
+  const histogram = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; buckets: number[] }) =>
+    new Histogram<L>({ ...define('histogram', config), registers });
+
+  const httpDuration = histogram({
+    name: 'gate402_http_request_duration_seconds',
+    help: 'HTTP responses by server, route template (`unmatched` when no route matched), method and status, from request to response written; `_count` is the request count',
+    labelNames: ['server', 'route', 'method', 'status'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  });
+
+  const issued: Record<ChallengeProtocol, number> = { x402: 0, mpp: 0 };
+  counter({
+    name: 'gate402_challenges_total',
+    help: 'Payment challenges issued in 402 answers, by protocol (one 402 usually carries both)',
+    labelNames: ['protocol'],
+    collect() {
+      this.reset();
+      for (const p of ['x402', 'mpp'] as const) this.labels(p).inc(issued[p]);
+    },
+  });
+
+  const verifications = counter({ name: 'gate402_verifications_total', help: 'Payment verifications (facilitator /verify and each settlement) by result and invalid reason', labelNames: ['result', 'reason'] });
+
+  const transitions = counter({ name: 'gate402_actor_transitions_total', help: 'State transitions of payment and order actors (`from` is `start` for the first state)', labelNames: ['machine', 'from', 'to'] });
+  const stateDuration = histogram({
+    name: 'gate402_actor_state_duration_seconds',
+    help: 'Time payment and order actors spent in each state they left',
+    labelNames: ['machine', 'state'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300],
+  });
+
+  const settlements = histogram({
+    name: 'gate402_settlement_duration_seconds',
+    help: 'Finished settlements by network and outcome (the final state: settled, failed, rejected, duplicate, stalled), from first sight of the payment to the end; `_count` is the settlement count',
+    labelNames: ['network', 'outcome'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300],
+  });
+
+  const pendingSources: Array<() => number> = [];
+  gauge({
+    name: 'gate402_payments_pending',
+    help: 'Payments being settled now',
+    labelNames: [],
+    collect() {
+      this.set(pendingSources.reduce((sum, read) => sum + read(), 0));
+    },
+  });
+
+  const relayerSources: Array<() => Iterable<RelayerSample>> = [];
+  const eachRelayer = (gauge: Gauge<'network' | 'relayer'>, value: (r: RelayerSample) => number) => {
+    gauge.reset();
+    for (const read of relayerSources) for (const r of read()) gauge.labels(r.network, r.address).set(value(r));
+  };
+  gauge({
+    name: 'gate402_relayer_balance_ether',
+    help: 'Native gas balance of each relayer, in ether, as last read from the chain',
+    labelNames: ['network', 'relayer'],
+    collect() {
+      eachRelayer(this, (r) => {
+        const whole = r.balanceWei / WEI_PER_ETHER;
+        return Number(whole) + Number(r.balanceWei - whole * WEI_PER_ETHER) / 1e18;
+      });
+    },
+  });
+  gauge({
+    name: 'gate402_relayer_in_flight',
+    help: 'Transactions each relayer has sent and not yet seen mined',
+    labelNames: ['network', 'relayer'],
+    collect() {
+      eachRelayer(this, (r) => r.inFlight);
+    },
+  });
+
+  const rpcDuration = histogram({
+    name: 'gate402_rpc_request_duration_seconds',
+    help: 'JSON-RPC calls by chain, method and outcome (ok, error), retries included; `_count` is the call count',
+    labelNames: ['chain', 'method', 'outcome'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  });
+
+  const poolSources = new Map<string, () => WorkerPoolSample>();
+  gauge({
+    name: 'gate402_worker_pool_queue_depth',
+    help: 'Jobs waiting for a worker',
+    labelNames: ['pool'],
+    collect() {
+      for (const [pool, read] of poolSources) this.labels(pool).set(read().queued);
+    },
+  });
+  gauge({
+    name: 'gate402_worker_pool_utilization',
+    help: 'Share of the worker threads busy now (0 to 1)',
+    labelNames: ['pool'],
+    collect() {
+      for (const [pool, read] of poolSources) {
+        const s = read();
+        this.labels(pool).set(s.threads > 0 ? Math.min(s.busy, s.threads) / s.threads : s.busy > 0 ? 1 : 0);
+      }
+    },
+  });
+
+  const lmdbCommit = histogram({
+    name: 'gate402_lmdb_commit_duration_seconds',
+    help: 'Durable LMDB writes, from the write until it is committed and flushed to disk',
+    labelNames: [],
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+  });
+
+  const upstream = histogram({
+    name: 'gate402_upstream_request_duration_seconds',
+    help: 'Calls to merchant upstreams by merchant and outcome (2xx, 3xx, 4xx, 5xx, error); `_count` is the call count',
+    labelNames: ['merchant', 'outcome'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  });
+  const breakerSources: Array<() => Iterable<[string, BreakerStateName]>> = [];
+  gauge({
+    name: 'gate402_upstream_circuit_state',
+    help: 'Circuit breaker of each merchant upstream: 0 closed, 1 half-open, 2 open',
+    labelNames: ['merchant'],
+    collect() {
+      this.reset();
+      for (const read of breakerSources) for (const [merchant, state] of read()) this.labels(merchant).set(BREAKER_VALUE[state]);
+    },
+  });
+
+  const revenue = counter({ name: 'gate402_revenue_usd_total', help: 'Price of the paid requests served, in USD, by merchant and protocol', labelNames: ['merchant', 'protocol'] });
+
+  const stockOrders = counter({ name: 'gate402_stock_orders_total', help: 'Finished stock orders by symbol and outcome', labelNames: ['symbol', 'outcome'] });
+  const stockOrderVolumeUsd = counter({ name: 'gate402_stock_order_volume_usd_total', help: 'Stablecoin paid for delivered stock orders, in USD, by symbol', labelNames: ['symbol'] });
+  const stockRefunds = counter({ name: 'gate402_stock_refunds_total', help: 'Stock order refunds sent, by reason', labelNames: ['reason'] });
+  const stockSponsorships = counter({ name: 'gate402_stock_sponsorships_total', help: 'Gas sponsorship requests by outcome (sent, or the refusal)', labelNames: ['outcome'] });
+
+  if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
+
+  return {
+    registry,
+    definitions,
+    async scrape() {
+      return { contentType: registry.contentType, body: await registry.metrics() };
+    },
+
+    httpObserver(server) {
+      type Child = ReturnType<typeof httpDuration.labels>;
+      const children = new Map<string, Map<string, Map<number, Child>>>();
+      return (route, method, status, seconds) => {
+        const m = HTTP_METHODS.has(method) ? method : 'OTHER';
+        let byMethod = children.get(route);
+        if (byMethod === undefined) children.set(route, (byMethod = new Map()));
+        let byStatus = byMethod.get(m);
+        if (byStatus === undefined) byMethod.set(m, (byStatus = new Map()));
+        let child = byStatus.get(status);
+        if (child === undefined) byStatus.set(status, (child = httpDuration.labels(server, route, m, String(status))));
+        child.observe(seconds);
+      };
+    },
+
+    challengeIssued(protocol) {
+      issued[protocol]++;
+    },
+
+    verification(valid, reason) {
+      verifications.labels(valid ? 'valid' : 'invalid', valid ? 'none' : reason).inc();
+    },
+
+    watchActor(machine, actor) {
+      let state: string | undefined;
+      let since = clock();
+      actor.subscribe({
+        next: (snapshot: { value: StateValue }) => {
+          const next = statePath(snapshot.value);
+          if (next === state) return;
+          const now = clock();
+          if (state !== undefined) stateDuration.labels(machine, state).observe((now - since) / 1000);
+          transitions.labels(machine, state ?? 'start', next).inc();
+          state = next;
+          since = now;
+        },
+        // The actor's owner reports its errors; this observer only must not make them "unhandled".
+        error: () => {},
+      });
+    },
+
+    settlement(network, outcome, seconds) {
+      settlements.labels(network, outcome).observe(seconds);
+    },
+
+    rpcObserver(chain) {
+      type Child = ReturnType<typeof rpcDuration.labels>;
+      const children = new Map<string, { ok: Child; error: Child }>();
+      return (method, seconds, failed) => {
+        let c = children.get(method);
+        if (c === undefined) children.set(method, (c = { ok: rpcDuration.labels(chain, method, 'ok'), error: rpcDuration.labels(chain, method, 'error') }));
+        (failed ? c.error : c.ok).observe(seconds);
+      };
+    },
+
+    lmdbCommit(seconds) {
+      lmdbCommit.observe(seconds);
+    },
+
+    upstreamCall(merchant, status, seconds) {
+      upstream.labels(merchant, status === 'error' ? 'error' : `${Math.floor(status / 100)}xx`).observe(seconds);
+    },
+
+    revenue(merchant, protocol, usd) {
+      revenue.labels(merchant, protocol).inc(usd);
+    },
+
+    watchPendingPayments(read) {
+      pendingSources.push(read);
+    },
+    watchRelayers(read) {
+      relayerSources.push(read);
+    },
+    watchWorkerPool(pool, read) {
+      poolSources.set(pool, read);
+    },
+    watchBreakers(read) {
+      breakerSources.push(read);
+    },
+
+    stockOrders,
+    stockOrderVolumeUsd,
+    stockRefunds,
+    stockSponsorships,
+  };
+}

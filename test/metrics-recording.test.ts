@@ -1,0 +1,66 @@
+// What an operator reads on /metrics, without a devnet: route templates and bounded labels, the bearer token, actors.
+import t from 'tap';
+import { createActor, createMachine } from 'xstate';
+import { createHttpServer, json } from '../src/http/server.ts';
+import { metricsRoute } from '../src/metrics/endpoint.ts';
+import { createMetrics } from '../src/metrics/metrics.ts';
+import { parseExposition, scrape, valueOf } from './helpers/prometheus.ts';
+
+const REQUESTS = 'gate402_http_request_duration_seconds_count';
+
+t.test('HTTP responses are counted by route template, never by raw path; odd methods fold into OTHER', async (t) => {
+  const metrics = createMetrics();
+  const server = createHttpServer({ host: '127.0.0.1', port: 0, maxBodyBytes: 10, observe: metrics.httpObserver('gateway'), log: () => {} });
+  const route = metricsRoute(metrics, {});
+  server.route('GET', '/m/:slug/*', () => json(402, { pay: true })).route(route.method, route.path, route.handler);
+  const port = await server.listen();
+  t.teardown(() => server.close());
+  const base = `http://127.0.0.1:${port}`;
+  for (const path of ['/m/weather/forecast', '/m/catjoke/joke?lang=en', '/m/0xAbCdEf0123456789/x/y/z']) t.equal((await fetch(`${base}${path}`)).status, 402);
+  t.equal((await fetch(`${base}/no/such/0xdeadbeef`)).status, 404);
+  t.equal((await fetch(`${base}/m/weather/forecast`, { method: 'PURGE' })).status, 405);
+  t.equal((await fetch(`${base}/m/weather/forecast`, { method: 'POST', body: 'far more than ten bytes' })).status, 413);
+
+  const m = await scrape(`${base}/metrics`);
+  t.equal(valueOf(m, REQUESTS, { server: 'gateway', route: '/m/:slug/*', method: 'GET', status: '402' }), 3, 'three 402s under the template');
+  t.equal(valueOf(m, REQUESTS, { route: 'unmatched', method: 'GET', status: '404' }), 1, 'an unknown path counts as unmatched');
+  t.equal(valueOf(m, REQUESTS, { route: 'unmatched', method: 'OTHER', status: '405' }), 1, 'a made-up method is OTHER');
+  t.equal(valueOf(m, REQUESTS, { route: 'unmatched', method: 'POST', status: '413' }), 1);
+  t.ok((valueOf(m, 'gate402_http_request_duration_seconds_sum', { route: '/m/:slug/*' }) ?? 0) > 0, 'latency is observed');
+  const values = m.samples.flatMap((s) => Object.values(s.labels));
+  t.notOk(values.some((v) => /weather|catjoke|0x|deadbeef|PURGE/i.test(v)), 'no raw path, address or method in any label');
+  t.equal(m.types.get('gate402_http_request_duration_seconds'), 'histogram');
+  t.ok(valueOf(m, 'gate402_process_cpu_seconds_total') !== undefined, 'the default process metrics are there, prefixed');
+});
+
+t.test('with GATE402_METRICS_TOKEN set, /metrics wants the bearer token', async (t) => {
+  const metrics = createMetrics({ defaultMetrics: false });
+  const route = metricsRoute(metrics, { token: 's3cret' });
+  const server = createHttpServer({ host: '127.0.0.1', port: 0, maxBodyBytes: 10 }).route(route.method, route.path, route.handler);
+  const port = await server.listen();
+  t.teardown(() => server.close());
+  const url = `http://127.0.0.1:${port}/metrics`;
+  t.equal((await fetch(url)).status, 401);
+  t.equal((await fetch(url, { headers: { authorization: 'Bearer wrong' } })).status, 401);
+  t.ok((await scrape(url, { authorization: 'Bearer s3cret' })).samples.length > 0);
+});
+
+t.test('an actor: every transition counted, the time in each state it left observed', async (t) => {
+  let now = 1000;
+  const metrics = createMetrics({ clock: () => now, defaultMetrics: false });
+  const machine = createMachine({ id: 'order', initial: 'quoting', states: { quoting: { on: { QUOTED: 'swapping' } }, swapping: { on: { SWAPPED: 'delivered' } }, delivered: { type: 'final' } } });
+  const actor = createActor(machine);
+  metrics.watchActor('order', actor);
+  actor.start();
+  now += 1500;
+  actor.send({ type: 'QUOTED' });
+  now += 250;
+  actor.send({ type: 'SWAPPED' });
+  const m = parseExposition((await metrics.scrape()).body);
+  for (const [from, to] of [['start', 'quoting'], ['quoting', 'swapping'], ['swapping', 'delivered']]) {
+    t.equal(valueOf(m, 'gate402_actor_transitions_total', { machine: 'order', from: from as string, to: to as string }), 1, `${from} -> ${to}`);
+  }
+  t.equal(valueOf(m, 'gate402_actor_state_duration_seconds_sum', { machine: 'order', state: 'quoting' }), 1.5);
+  t.equal(valueOf(m, 'gate402_actor_state_duration_seconds_sum', { machine: 'order', state: 'swapping' }), 0.25);
+  t.equal(valueOf(m, 'gate402_actor_state_duration_seconds_count', { machine: 'order', state: 'delivered' }), undefined, 'a final state has no duration');
+});
