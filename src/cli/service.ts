@@ -18,6 +18,8 @@ import { json, type HttpHandler } from '../http/server.ts';
 import { ipRateLimitKey } from '../http/ip.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { createLogger } from '../log/logger.ts';
+import { metricsEndpointConfigFromEnv, metricsRoute } from '../metrics/endpoint.ts';
+import { createMetrics } from '../metrics/metrics.ts';
 
 export interface ServiceOptions {
   networks: NetworkRegistry;
@@ -54,7 +56,10 @@ function rateLimited(handler: HttpHandler, limiter: TokenBucketLimiter): HttpHan
  */
 export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv = process.env): Promise<RunningService> {
   const log = createLogger('gate402');
-  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }));
+  // One registry per process: in `start`, the facilitator's and the gateway's /metrics show the same numbers.
+  const metrics = createMetrics();
+  const metricsEndpoint = metricsRoute(metrics, metricsEndpointConfigFromEnv(env));
+  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics);
   const closers: Array<() => Promise<void>> = [() => engine.close()];
   const running: RunningService = {
     async close() {
@@ -63,7 +68,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   };
   try {
     if (opts.facilitator) {
-      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }));
+      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }), metrics, [metricsEndpoint]);
       closers.push(() => f.close());
       running.facilitatorUrl = f.url;
     }
@@ -110,11 +115,13 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
           readFile: (sha256) => registry.readMerchantFile(sha256),
           extraRoutes: [
+            metricsEndpoint,
             { method: 'POST', path: '/api/merchants', handler: rateLimited(handlers.register, new TokenBucketLimiter({ capacity: 20, refillPerSecond: 0.5 })) },
             { method: 'GET', path: '/api/merchants', handler: handlers.list },
             { method: 'GET', path: '/api/merchants/:slug', handler: handlers.get },
           ],
           log: log.child({ part: 'gateway' }),
+          metrics,
         },
         { ...config, maxBodyBytes: Math.max(config.maxBodyBytes, registrationBodyLimit(merchantConfig.limits.maxFileBytes)) },
       );

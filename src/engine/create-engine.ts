@@ -5,6 +5,7 @@ import { DEVNET_ROLES, devnetAccount } from '../chain/devnet/accounts.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import { openStore, type Store } from '../store/open-store.ts';
 import { SignatureVerifier } from '../verify/signature/pool.ts';
 import { ChainInspector } from './chain-inspector.ts';
@@ -53,16 +54,16 @@ export interface RunningEngine {
 }
 
 /** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
-export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger): Promise<RunningEngine> {
+export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics): Promise<RunningEngine> {
   const accounts: LocalAccount[] = config.relayerKeys.length
     ? config.relayerKeys.map((k) => privateKeyToAccount(k))
     : DEVNET_ROLES.relayers.map((i) => devnetAccount(i));
-  const store = openStore(config.dataDir);
+  const store = openStore(config.dataDir, { onCommit: (seconds) => metrics.lmdbCommit(seconds) });
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();
   const relayers = new Map<string, RelayerPool>();
   for (const n of networks.all()) {
-    const client = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs });
+    const client = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs, observe: metrics.rpcObserver(n.caip2) });
     inspectors.set(n.caip2, new ChainInspector(client));
     relayers.set(n.caip2, new RelayerPool({ chainId: n.chainId, client, accounts, minBalanceWei: config.relayerMinBalanceWei }));
   }
@@ -83,6 +84,13 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     pollMs: config.pollMs,
     simulateOnVerify: config.simulateOnVerify,
     log,
+    metrics,
+  });
+  metrics.watchPendingPayments(() => engine.inFlight);
+  metrics.watchRelayers(() => [...relayers].flatMap(([network, pool]) => pool.status().map((r) => ({ network, address: r.address, balanceWei: r.balance, inFlight: r.inFlight }))));
+  metrics.watchWorkerPool('signatures', () => {
+    const s = signatures.stats;
+    return { queued: s.pending, busy: s.inFlight, threads: s.threads };
   });
   await engine.start();
   const watch = setInterval(() => {

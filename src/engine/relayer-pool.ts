@@ -85,6 +85,11 @@ export class RelayerPool {
 
   async refreshBalances(): Promise<Array<{ address: Address; balance: bigint; inFlight: number }>> {
     await Promise.all(this.#relayers.map(async (r) => (r.balance = await this.#client.getBalance({ address: r.account.address }))));
+    return this.status();
+  }
+
+  /** Each relayer's balance as last read and its transactions in flight, without asking the chain. */
+  status(): Array<{ address: Address; balance: bigint; inFlight: number }> {
     return this.#relayers.map((r) => ({ address: r.account.address, balance: r.balance, inFlight: r.inFlight }));
   }
 

@@ -4,6 +4,7 @@ import { fromPromise } from 'xstate';
 import type { Address, TransactionReceipt } from 'viem';
 import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from '../protocol/x402/types.ts';
 import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
@@ -24,8 +25,11 @@ export interface EngineOptions extends VerifyDeps {
   /** Whether /verify simulates the transfer on chain (settle always does). */
   simulateOnVerify: boolean;
   log: Logger;
+  metrics: EngineMetrics;
   clockMs?: () => number;
 }
+
+export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement'>;
 
 type PaymentActor = ActorRefFrom<typeof paymentMachine>;
 type PaymentSnapshot = SnapshotFrom<typeof paymentMachine>;
@@ -92,7 +96,7 @@ export class SettlementEngine {
   }
 
   async verify(request: VerifyRequest): Promise<VerifyResponse> {
-    const verdict = await verifyPayment(this.#o, request, { simulate: this.#o.simulateOnVerify });
+    const verdict = this.#counted(await verifyPayment(this.#o, request, { simulate: this.#o.simulateOnVerify }));
     if (verdict.ok) return { isValid: true, payer: verdict.payer };
     return { isValid: false, invalidReason: verdict.reason, invalidMessage: verdict.message, ...(verdict.payer ? { payer: verdict.payer } : {}) };
   }
@@ -132,6 +136,7 @@ export class SettlementEngine {
     this.#active.set(record.id, entry);
     const log = this.#o.log.child({ payment: record.id });
     let last = '';
+    this.#o.metrics.watchActor('payment', actor);
     actor.subscribe({
       next: (snapshot) => {
         const state = stateName(snapshot);
@@ -140,6 +145,7 @@ export class SettlementEngine {
         log.debug('payment state', { state });
         if (DURABLE_STATES.has(state)) void this.#write({ ...snapshot.context.record, state });
         if (snapshot.status === 'done') {
+          this.#o.metrics.settlement(this.#o.networks.has(record.network) ? record.network : 'other', state, (this.#clock() - record.createdAt) / 1000);
           if (this.#active.get(record.id) === entry) this.#active.delete(record.id);
           this.#verdicts.delete(record.attempt);
         }
@@ -181,7 +187,7 @@ export class SettlementEngine {
 
   async #verifyStep(record: PaymentRecord): Promise<StepResult> {
     const verdict = await checkPayment(this.#o, record.request);
-    if (!verdict.ok) return { ok: false, reason: verdict.reason, message: verdict.message };
+    if (!verdict.ok) return { ok: false, reason: this.#counted(verdict).reason, message: verdict.message };
     this.#verdicts.set(record.attempt, verdict);
     return { ok: true, record: { ...record, payer: verdict.payer } };
   }
@@ -210,7 +216,7 @@ export class SettlementEngine {
 
   async #simulateStep(record: PaymentRecord): Promise<StepResult> {
     const verdict = this.#verdicts.get(record.attempt) ?? (await checkPayment(this.#o, record.request));
-    const simulated = await simulatePayment(this.#o, record.request, verdict);
+    const simulated = this.#counted(await simulatePayment(this.#o, record.request, verdict));
     if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
     this.#verdicts.set(record.attempt, simulated);
     return { ok: true, record: { ...record, ...(simulated.gas !== undefined ? { gas: simulated.gas.toString() } : {}) } };
@@ -221,7 +227,7 @@ export class SettlementEngine {
     const verdict = this.#verdicts.get(record.attempt);
     if (!verdict?.ok) return { ok: false, reason: Eip3009Reason.simulationFailed, message: 'no verified settlement call' };
     const gas = ((BigInt(record.gas ?? '200000') * 13n) / 10n) + 10_000n;
-    const sent = await sendDurably(this.#courier(record.network), { to: verdict.call.to, data: verdict.call.data, gas }, record.txs, (txs) => this.#write({ ...record, state: 'broadcasting', txs }));
+    const sent = await sendDurably(this.#courier(record), { to: verdict.call.to, data: verdict.call.data, gas }, record.txs, (txs) => this.#write({ ...record, state: 'broadcasting', txs }));
     if (!sent.ok) return { ok: false, reason: 'broadcast_rejected', message: sent.message };
     return { ok: true, record: { ...record, state: 'broadcasting', txs: sent.txs } };
   }
@@ -230,7 +236,7 @@ export class SettlementEngine {
   async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
     let current = record;
     const mined = await awaitMined(
-      this.#courier(record.network),
+      this.#courier(record),
       record.txs,
       async (txs) => {
         current = { ...current, txs };
@@ -241,8 +247,14 @@ export class SettlementEngine {
     return this.#settledBy({ ...current, txs: mined.txs }, mined.receipt, mined.tx);
   }
 
-  #courier(network: string): Courier {
-    return { pool: this.#o.relayers(network), client: this.#o.inspector(network).client, pollMs: this.#o.pollMs, log: this.#o.log };
+  #courier(record: PaymentRecord): Courier {
+    return { pool: this.#o.relayers(record.network), client: this.#o.inspector(record.network).client, pollMs: this.#o.pollMs, log: this.#o.log.child({ payment: record.id }) };
+  }
+
+  /** A verdict, counted in the metrics as it passes. */
+  #counted<V extends Verdict>(verdict: V): V {
+    this.#o.metrics.verification(verdict.ok, verdict.ok ? 'none' : verdict.reason);
+    return verdict;
   }
 
   #settledBy(record: PaymentRecord, receipt: TransactionReceipt, tx: SignedTx): StepResult {

@@ -7,7 +7,7 @@
  */
 import { ipRateLimitKey } from '../http/ip.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
-import { createHttpServer, json, type HttpRequest, type HttpResponse } from '../http/server.ts';
+import { createHttpServer, json, type HttpHandler, type HttpRequest, type HttpResponse, type ResponseObserver } from '../http/server.ts';
 import type { FacilitatorService, ServiceAnswer } from './service.ts';
 
 export interface FacilitatorHttpOptions {
@@ -24,6 +24,10 @@ export interface FacilitatorHttpOptions {
   now?: () => number;
   /** Where unexpected errors are logged; defaults to stderr. */
   log?: (line: string) => void;
+  /** Told of every response (metrics). */
+  observe?: ResponseObserver;
+  /** More routes (`/metrics`). */
+  extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
 }
 
 export interface FacilitatorHttp {
@@ -62,6 +66,7 @@ export async function startFacilitatorHttp(service: FacilitatorService, opts: Fa
     maxBodyBytes,
     trustProxy: opts.trustProxy === true,
     log,
+    observe: opts.observe,
   });
 
   const paid =
@@ -92,6 +97,7 @@ export async function startFacilitatorHttp(service: FacilitatorService, opts: Fa
       }
       return json(h.ok === true ? 200 : 503, { ok: h.ok === true, details: h.details }, NO_STORE);
     });
+  for (const r of opts.extraRoutes ?? []) server.route(r.method, r.path, r.handler);
 
   let port: number;
   try {

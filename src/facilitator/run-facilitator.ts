@@ -1,6 +1,8 @@
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { RunningEngine } from '../engine/create-engine.ts';
+import type { HttpHandler } from '../http/server.ts';
 import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import type { FacilitatorHttpConfig } from './config.ts';
 import { startFacilitatorHttp } from './http-app.ts';
 import { settlementService } from './settlement-service.ts';
@@ -12,7 +14,14 @@ export interface RunningFacilitator {
 }
 
 /** The settlement engine behind the facilitator's HTTP routes. The engine is the caller's: the gateway may share it. */
-export async function runFacilitator(running: RunningEngine, networks: NetworkRegistry, http: FacilitatorHttpConfig, log: Logger): Promise<RunningFacilitator> {
+export async function runFacilitator(
+  running: RunningEngine,
+  networks: NetworkRegistry,
+  http: FacilitatorHttpConfig,
+  log: Logger,
+  metrics: Metrics,
+  extraRoutes: Array<{ method: string; path: string; handler: HttpHandler }> = [],
+): Promise<RunningFacilitator> {
   const health = async () => {
     const chains = await Promise.all(
       networks.all().map(async (n) => {
@@ -30,6 +39,8 @@ export async function runFacilitator(running: RunningEngine, networks: NetworkRe
     rateLimit: http.rateLimit,
     trustProxy: http.trustProxy,
     log: (line) => log.error(line),
+    observe: metrics.httpObserver('facilitator'),
+    extraRoutes,
   });
   const url = `http://${http.host}:${server.port}`;
   log.info('facilitator listening', { url });

@@ -6,6 +6,7 @@ import { ConfigError, envBool, envHost, envInt, envString } from '../config/env.
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
 import { createHttpServer, json, type HttpHandler } from '../http/server.ts';
 import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
 import type { Merchant } from './catalog/merchant.ts';
 import { merchantOpenApi, rootOpenApi } from './discovery/openapi.ts';
@@ -80,6 +81,7 @@ export interface GatewayParts {
   /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
   extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
   log: Logger;
+  metrics: Metrics;
 }
 
 /** The marketplace: discovery, the paid reverse proxy under /m/{slug}/, and whatever extra routes are given. */
@@ -87,6 +89,8 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   const dispatcher = guardedDispatcher(config.upstreamAllowlist, { headersTimeoutMs: config.upstreamTimeoutMs, bodyTimeoutMs: config.upstreamTimeoutMs });
   const receiptSigner = privateKeyToAccount(config.receiptKey).address;
   const discovery = { baseUrl: config.baseUrl, networks: parts.networks, contactEmail: config.contactEmail };
+  const breakers = new CircuitBreakers(config.breaker);
+  parts.metrics.watchBreakers(() => parts.merchants.list().map((m) => [m.slug, breakers.state(m.slug)]));
   const paid = paidRouteHandler({
     networks: parts.networks,
     settle: (request) => parts.engine.settle(request),
@@ -94,7 +98,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     served: parts.store.claims('served'),
     records: parts.store.collection<PaidRequestRecord>('paid-requests'),
     dispatcher,
-    breakers: new CircuitBreakers(config.breaker),
+    breakers,
     readFile: parts.readFile,
     mppKey: config.mppKey,
     realm: config.realm,
@@ -103,9 +107,10 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     upstreamTimeoutMs: config.upstreamTimeoutMs,
     challengeTtlMs: config.challengeTtlMs,
     log: parts.log.child({ part: 'paywall' }),
+    metrics: parts.metrics,
     now: Date.now,
   });
-  const server = createHttpServer({ host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, log: (l) => parts.log.error(l) });
+  const server = createHttpServer({ host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, log: (l) => parts.log.error(l), observe: parts.metrics.httpObserver('gateway') });
   server
     .route('GET', '/health', () => json(200, { ok: true, merchants: parts.merchants.list().length, inFlight: parts.engine.inFlight }))
     .route('GET', '/openapi.json', () => json(200, rootOpenApi(parts.merchants.list(), discovery)))

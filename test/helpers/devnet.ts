@@ -37,6 +37,8 @@ export const TESTER_SLOTS = {
   recovery: 7,
   // testers 8 and 9 are the relayers of test/gateway-paid.test.ts's gateway
   gateway: 10,
+  // testers 12 and 13 are the relayers of test/metrics.test.ts's gateway
+  metrics: 11,
   // the stock API tests' funder and market mover
   stock: 14,
 } as const;

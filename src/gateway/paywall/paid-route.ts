@@ -5,6 +5,7 @@ import type { NetworkRegistry } from '../../chain/networks.ts';
 import { nonceKeyOf } from '../../engine/payment-record.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../../http/server.ts';
 import type { Logger } from '../../log/logger.ts';
+import type { Metrics } from '../../metrics/metrics.ts';
 import { createChallenge, formatWwwAuthenticate } from '../../protocol/mpp/challenge.ts';
 import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.ts';
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
@@ -50,8 +51,11 @@ export interface PaywallDeps {
   upstreamTimeoutMs: number;
   challengeTtlMs: number;
   log: Logger;
+  metrics: PaywallMetrics;
   now(): number;
 }
+
+export type PaywallMetrics = Pick<Metrics, 'challengeIssued' | 'upstreamCall' | 'revenue'>;
 
 const json = (status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse => ({
   status,
@@ -158,6 +162,7 @@ function challenge(
     'cache-control': 'no-store',
     'PAYMENT-REQUIRED': (memo && error === undefined ? memo.header(`x402|${stamp}|${req.path}`, makeRequired) : makeRequired()) as string,
   };
+  deps.metrics.challengeIssued('x402');
   let challengeId: string | undefined;
   if (terms.mpp) {
     // `expires` carries whole seconds: within one second the same route gets the same challenge, id included.
@@ -172,6 +177,7 @@ function challenge(
       const cut = packed.indexOf('\n');
       challengeId = packed.slice(0, cut);
       headers['WWW-Authenticate'] = packed.slice(cut + 1);
+      deps.metrics.challengeIssued('mpp');
     }
   }
   if (extra.settle) headers['PAYMENT-RESPONSE'] = encodePaymentResponseHeader(extra.settle);
@@ -222,6 +228,7 @@ async function paid(
   if (!claim.claimed) return used('this payment has already been used for a request');
 
   const result = await callUpstream(deps, merchant, req, upstreamPath);
+  deps.metrics.upstreamCall(slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
   const upstreamFailed = !result.ok || result.status >= 500;
   if (upstreamFailed) deps.breakers.failure(slug);
   else deps.breakers.success(slug);
@@ -237,9 +244,9 @@ async function paid(
     latencyMs: Math.round(result.latencyMs),
     at: deps.now(),
   };
-  void deps.records.put(`${String(record.at).padStart(15, '0')}-${servedBy}`, record).catch((err: unknown) => deps.log.error('could not record a paid request', { error: err }));
+  void deps.records.put(`${String(record.at).padStart(15, '0')}-${servedBy}`, record).catch((err: unknown) => deps.log.error('could not record a paid request', { payment: key, error: err }));
   if (upstreamFailed) {
-    deps.log.warn('upstream failed after payment', { merchant: slug, route: route.route, transaction: settlement.transaction, error: result.ok ? `status ${result.status}` : result.error });
+    deps.log.warn('upstream failed after payment', { payment: key, merchant: slug, route: route.route, transaction: settlement.transaction, error: result.ok ? `status ${result.status}` : result.error });
     // The buyer keeps the right to the resource: the same credential may be sent again, and is not charged again.
     await deps.served.release(key, servedBy);
     return json(
@@ -248,6 +255,8 @@ async function paid(
       paymentHeaders,
     );
   }
+  // Counted once per payment: a served payment's claim is kept, so the credential buys nothing more.
+  deps.metrics.revenue(slug, credential.kind, Number(route.priceUsd));
   return { status: (result as Extract<UpstreamResult, { ok: true }>).status, headers: { ...(result as Extract<UpstreamResult, { ok: true }>).headers, ...paymentHeaders }, body: (result as Extract<UpstreamResult, { ok: true }>).body };
 }
 
