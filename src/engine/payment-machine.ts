@@ -1,4 +1,4 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, fromPromise, setup, type DoneActorEvent } from 'xstate';
 import type { SettleResponse } from '../protocol/x402/types.ts';
 import type { PaymentRecord } from './payment-record.ts';
 import type { SignedTx } from './relayer-pool.ts';
@@ -47,6 +47,10 @@ export const paymentMachine = setup({
     release: notProvided('release'),
   },
   guards: {
+    /** The step's output says it succeeded (`ok: true`). */
+    stepOk: ({ event }) => (event as DoneActorEvent<StepResult | ClaimResult>).output.ok === true,
+    /** The claim found this payment settled already. */
+    settledBefore: ({ event }) => (event as DoneActorEvent<ClaimResult>).output.ok === 'settled-before',
     resumesInFlight: ({ context }) => context.record.txs.length > 0 && context.record.state !== 'settled' && context.record.state !== 'failed',
     wasSettled: ({ context }) => context.record.state === 'settled',
     wasFailed: ({ context }) => context.record.state === 'failed',
@@ -72,7 +76,7 @@ export const paymentMachine = setup({
         src: 'verify',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: ({ event }) => event.output.ok, target: 'claiming', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'claiming', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
           { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'unexpected_verify_error', message: String(event.error) }) }) },
@@ -83,8 +87,8 @@ export const paymentMachine = setup({
         src: 'claim',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: ({ event }) => event.output.ok === 'settled-before', target: 'duplicate', actions: assign({ recorded: ({ event }) => (event.output as { result: SettleResponse }).result }) },
-          { guard: ({ event }) => event.output.ok === true, target: 'simulating', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'settledBefore', target: 'duplicate', actions: assign({ recorded: ({ event }) => (event.output as { result: SettleResponse }).result }) },
+          { guard: 'stepOk', target: 'simulating', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
           { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output as StepResult) }) },
         ],
         onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'payment_in_progress', message: String(event.error) }) }) },
@@ -95,7 +99,7 @@ export const paymentMachine = setup({
         src: 'simulate',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: ({ event }) => event.output.ok, target: 'broadcasting', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'broadcasting', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
           { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'simulation_error', message: String(event.error) }) }) },
@@ -106,7 +110,7 @@ export const paymentMachine = setup({
         src: 'broadcast',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: ({ event }) => event.output.ok, target: 'inFlight', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'inFlight', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
           { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'broadcast_error', message: String(event.error) }) }) },
@@ -117,7 +121,7 @@ export const paymentMachine = setup({
         src: 'confirm',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: ({ event }) => event.output.ok, target: 'settled', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
           { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         // The confirm step retries its own RPC failures; reaching here means it gave up, and the transaction may
