@@ -9,6 +9,7 @@ import {
   builtinCatalog,
   CATALOG_ROUTES,
   CATALOG_SLUGS,
+  INTERNAL_UPSTREAMS,
   LLM_MODEL_ALIASES,
   ModelAliasError,
   PRODUCTION_UPSTREAMS,
@@ -79,6 +80,22 @@ t.test('builtinCatalog: one merchant per slug with exactly the listed routes', a
     t.same(m.upstream, { kind: 'url', baseUrl: `http://upstream.invalid/${m.slug}`, secretHeaders: { 'x-api-key': `secret-${m.slug}` } });
   }
   t.equal(findRoute(merchants[0]!, 'nope'), undefined);
+});
+
+t.test('chain-stocks is served in-process exactly when the gateway runs the stock-data upstream', async (t) => {
+  t.same(INTERNAL_UPSTREAMS, { 'chain-stocks': 'stock-data' });
+  const upstreamFor = (slug: string) => ({ kind: 'url' as const, baseUrl: `http://upstream.invalid/${slug}`, secretHeaders: {} });
+  const served = builtinCatalog({ payTo: PAY_TO, networks: NETWORKS, upstreamFor, internal: new Set(['stock-data'] as const), owner: OWNER, now: 1 });
+  const off = builtinCatalog({ payTo: PAY_TO, networks: NETWORKS, upstreamFor, internal: new Set(), owner: OWNER, now: 1 });
+  for (const [i, m] of served.entries()) {
+    t.same(m.upstream, m.slug === 'chain-stocks' ? { kind: 'internal', name: 'stock-data' } : upstreamFor(m.slug), `${m.slug} upstream`);
+    t.same(off[i]!.upstream, upstreamFor(m.slug), `${m.slug} upstream with the stock API off`);
+    t.same({ ...m, upstream: null }, { ...off[i]!, upstream: null }, `${m.slug}: nothing else differs`);
+  }
+  const pub = publicMerchant(served[0]!);
+  t.same(pub.upstream, { kind: 'url' }, 'the public view does not tell an in-process upstream from a URL one');
+  t.same(pub, publicMerchant(off[0]!));
+  t.notMatch(JSON.stringify(pub), /internal|stock-data/);
 });
 
 t.test('every call builds fresh merchants', async (t) => {

@@ -269,6 +269,15 @@ t.test('documents never reveal the upstream', async (t) => {
   for (const text of texts) t.notMatch(text, /hidden-origin|TOP-SECRET-VALUE|x-api-key|secretHeaders|baseUrl/);
 });
 
+t.test('chain-stocks served in-process is discovered exactly as before', async (t) => {
+  const inProcess = merchants.map((m): Merchant => (m.slug === 'chain-stocks' ? { ...m, upstream: { kind: 'internal', name: 'stock-data' } } : m));
+  t.same(rootOpenApi(inProcess, ctx), rootOpenApi(merchants, ctx), 'the index');
+  const stocks = inProcess.find((m) => m.slug === 'chain-stocks')!;
+  t.same(merchantOpenApi(stocks, ctx), merchantOpenApi(merchants.find((m) => m.slug === 'chain-stocks')!, ctx), 'its own document');
+  t.same(wellKnownX402(inProcess, BASE_URL), wellKnownX402(merchants, BASE_URL), '/.well-known/x402');
+  t.notMatch(JSON.stringify(merchantOpenApi(stocks, ctx)), /stock-data|"internal"/);
+});
+
 t.test('merchants without shapes, on other networks, with files', async (t) => {
   const plain: Merchant = {
     ...merchants[0]!,

@@ -262,6 +262,7 @@ t.test('validation refusals (400), nothing stored', async (t) => {
     ['header value with newline', { upstream: { kind: 'url', baseUrl: `https://${UPSTREAM_HOST}/`, secretHeaders: { 'x-key': 'a\r\nInjected: 1' } } }, /printable ASCII/],
     ['duplicate header', { upstream: { kind: 'url', baseUrl: `https://${UPSTREAM_HOST}/`, secretHeaders: { 'X-Key': 'a', 'x-key': 'b' } } }, /given twice/],
     ['unknown upstream kind', { upstream: { kind: 'ftp' } }, /kind: must be one of/],
+    ['an in-process upstream (built-in merchants only)', { upstream: { kind: 'internal', name: 'stock-data' } }, /kind: must be one of/],
     ['unknown field', { extra: true }, /extra: is not allowed/],
     ['html file', { upstream: { kind: 'file', fileName: 'a.html', contentType: 'text/html', contentBase64: 'PGI+aGk8L2I+' } }, /not allowed \(active content\)/],
     ['svg file', { upstream: { kind: 'file', fileName: 'a.svg', contentType: 'image/svg+xml', contentBase64: 'PHN2Zy8+' } }, /active content/],

@@ -18,6 +18,7 @@ import { json, type HttpHandler } from '../http/server.ts';
 import { ipRateLimitKey } from '../http/ip.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { createLogger } from '../log/logger.ts';
+import { createStockDesk, stockConfigFromEnv } from '../stock/create-stock-desk.ts';
 import { metricsEndpointConfigFromEnv, metricsRoute } from '../metrics/endpoint.ts';
 import { createMetrics } from '../metrics/metrics.ts';
 
@@ -73,10 +74,34 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       running.facilitatorUrl = f.url;
     }
     if (opts.gateway) {
-      const merchants: Merchant[] = [];
       const devnet = opts.manifest;
+      const config = gatewayConfigFromEnv(env, devnet ? { receiptKey: devnetPrivateKey(DEVNET_RECEIPT_KEY_INDEX) as Hex, upstreamAllowlist: ['127.0.0.1', '::1'] } : {});
+      const merchantConfig = merchantConfigFromEnv(env);
+      const registry = new MerchantRegistry({
+        store: engine.store,
+        networks: opts.networks,
+        filesDir: merchantConfig.filesDir,
+        upstreamAllowlist: config.upstreamAllowlist,
+        limits: merchantConfig.limits,
+        log: log.child({ part: 'merchants' }),
+      });
+      const stock = await createStockDesk(
+        {
+          networks: opts.networks,
+          store: engine.store,
+          settle: (request) => engine.engine.settle(request),
+          mppKey: config.mppKey,
+          baseUrl: config.baseUrl,
+          ...(devnet ? { defaultDeskAccount: devnetAccount(DEVNET_ROLES.stockDesk) } : {}),
+          log: log.child({ part: 'stock' }),
+        },
+        stockConfigFromEnv(env),
+      );
+      if (stock) closers.push(() => stock.close());
+      const merchants: Merchant[] = [];
       if (devnet) {
-        // The built-in catalog against local fixture upstreams, so everything works offline.
+        // The built-in catalog against local fixture upstreams, so everything works offline; chain-stocks from the
+        // stock chain itself while the stock API runs.
         const fixtureBase = envString(env, 'GATE402_CATALOG_UPSTREAM_BASE', '');
         let baseFor = (slug: string) => `${fixtureBase.replace(/\/$/, '')}/${slug}`;
         if (!fixtureBase) {
@@ -89,21 +114,12 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           payTo: (slug) => payees[[...slug].reduce((h, c) => h + c.charCodeAt(0), 0) % payees.length] as `0x${string}`,
           networks: opts.networks.all().map((n) => n.caip2),
           upstreamFor: (slug) => ({ kind: 'url', baseUrl: baseFor(slug), secretHeaders: { 'x-api-key': DEVNET_UPSTREAM_SECRET } }),
+          internal: new Set(stock ? (['stock-data'] as const) : []),
           owner: devnetAccount(DEVNET_ROLES.deployer).address,
           now: Date.now(),
         });
         merchants.push(...catalog);
       }
-      const config = gatewayConfigFromEnv(env, devnet ? { receiptKey: devnetPrivateKey(DEVNET_RECEIPT_KEY_INDEX) as Hex, upstreamAllowlist: ['127.0.0.1', '::1'] } : {});
-      const merchantConfig = merchantConfigFromEnv(env);
-      const registry = new MerchantRegistry({
-        store: engine.store,
-        networks: opts.networks,
-        filesDir: merchantConfig.filesDir,
-        upstreamAllowlist: config.upstreamAllowlist,
-        limits: merchantConfig.limits,
-        log: log.child({ part: 'merchants' }),
-      });
       const seeded = await registry.upsertBuiltin(merchants);
       if (seeded.conflicts.length) log.warn('built-in merchants whose slug a registered merchant holds were left alone', { slugs: seeded.conflicts });
       const handlers = merchantHandlers({ registry });
@@ -114,11 +130,13 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           store: engine.store,
           merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
           readFile: (sha256) => registry.readMerchantFile(sha256),
+          internalUpstream: (name, request) => (stock ? stock.data(request) : { ok: false, status: 503, error: `the ${name} upstream is off on this gateway` }),
           extraRoutes: [
             metricsEndpoint,
             { method: 'POST', path: '/api/merchants', handler: rateLimited(handlers.register, new TokenBucketLimiter({ capacity: 20, refillPerSecond: 0.5 })) },
             { method: 'GET', path: '/api/merchants', handler: handlers.list },
             { method: 'GET', path: '/api/merchants/:slug', handler: handlers.get },
+            ...(stock?.routes ?? []),
           ],
           log: log.child({ part: 'gateway' }),
           metrics,

@@ -12,6 +12,7 @@ import type { Merchant } from './catalog/merchant.ts';
 import { merchantOpenApi, rootOpenApi } from './discovery/openapi.ts';
 import { wellKnownX402 } from './discovery/well-known.ts';
 import { CircuitBreakers } from './paywall/circuit-breaker.ts';
+import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
 import { guardedDispatcher } from './upstream-guard/guard.ts';
 
@@ -78,6 +79,8 @@ export interface GatewayParts {
   store: Store;
   merchants: MerchantDirectory;
   readFile(sha256: string): Promise<Uint8Array | undefined>;
+  /** The upstreams served inside the gateway, which built-in merchants may name. */
+  internalUpstream: InternalUpstream;
   /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
   extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
   log: Logger;
@@ -100,6 +103,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     dispatcher,
     breakers,
     readFile: parts.readFile,
+    internalUpstream: parts.internalUpstream,
     mppKey: config.mppKey,
     realm: config.realm,
     receiptKey: config.receiptKey,

@@ -8,6 +8,7 @@ import { RelayerPool } from '../engine/relayer-pool.ts';
 import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';
+import type { PreparedCall, UpstreamRequest } from '../gateway/paywall/forward.ts';
 import type { Logger } from '../log/logger.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { Store } from '../store/open-store.ts';
@@ -16,6 +17,7 @@ import { stockHandlers } from './http.ts';
 import { StockMarket } from './market.ts';
 import { StockDesk } from './order-desk.ts';
 import type { StockOrder } from './order-record.ts';
+import { stockData } from './stock-data.ts';
 
 export interface StockConfig {
   /** Off: the gateway serves no stock API (the desk key is not used). */
@@ -50,6 +52,8 @@ export function stockConfigFromEnv(env: NodeJS.ProcessEnv): StockConfig {
 export interface RunningStockDesk {
   desk: StockDesk;
   routes: Array<{ method: string; path: string; handler: HttpHandler }>;
+  /** The `stock-data` upstream: the built-in `chain-stocks` merchant, served from this desk's market. */
+  data(request: UpstreamRequest): PreparedCall;
   close(): Promise<void>;
 }
 
@@ -119,6 +123,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
       { method: 'GET', path: '/api/stock/orders', handler: h.orders },
       { method: 'POST', path: '/api/gas/sponsor', handler: ipRateLimited(h.sponsor, new TokenBucketLimiter(config.sponsorRate), 'sponsorship requests') },
     ],
+    data: stockData({ market, slippageBps: config.slippageBps, now: Date.now }),
     async close() {
       abort.abort();
       await desk.stop();

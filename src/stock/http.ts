@@ -8,7 +8,7 @@ import type { PaymentRequired, PaymentRequirements } from '../protocol/x402/type
 import type { GasSponsor } from './gas-sponsor.ts';
 import type { StockDesk } from './order-desk.ts';
 import type { StockOrder } from './order-record.ts';
-import { buyOffer, FEE_ATOMIC, MAX_DEADLINE_SECONDS, ORDER_LIMITS, parseAddress, parseBuyInput, readQuote, signQuote, slippageFloor, type BuyInput } from './terms.ts';
+import { buyOffer, FEE_ATOMIC, FEES, MAX_DEADLINE_SECONDS, parseAddress, parseBuyInput, readQuote, signQuote, slippageFloor, stockListing, type BuyInput } from './terms.ts';
 
 export interface StockHttpOptions {
   desk: StockDesk;
@@ -34,8 +34,6 @@ export interface StockHandlers {
 
 const NO_STORE = { 'cache-control': 'no-store' };
 const usd = (atomic: bigint) => formatDecimalAmount(atomic, USD_DECIMALS);
-const LIMITS = { minStableAmount: usd(ORDER_LIMITS.min), maxStableAmount: usd(ORDER_LIMITS.max) };
-const FEES = { amount: usd(FEE_ATOMIC), percent: '0' };
 /** A clock a little ahead of ours must not make a 300-second permit look too long. */
 const DEADLINE_SKEW_SECONDS = 5;
 
@@ -90,27 +88,8 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
 
   return {
     async list(): Promise<HttpResponse> {
-      const prices = await Promise.all(stocks.map((s) => market.livePrice(s).then((p) => usd(p), () => null)));
-      return json(
-        200,
-        {
-          network: network.caip2,
-          stablecoin: { address: network.stablecoin.address, symbol: network.stablecoin.symbol, decimals: network.stablecoin.decimals },
-          stocks: stocks.map((s, i) => ({
-            symbol: s.symbol,
-            name: s.name,
-            address: s.address,
-            decimals: s.decimals,
-            pool: s.pool,
-            poolFee: s.fee,
-            priceUsd: prices[i],
-            fees: FEES,
-            limits: LIMITS,
-            slippageBps: o.slippageBps,
-          })),
-        },
-        NO_STORE,
-      );
+      const prices = await Promise.all(stocks.map((s) => market.livePrice(s).catch(() => null)));
+      return json(200, stockListing(network, prices, o.slippageBps), NO_STORE);
     },
 
     async quote(req): Promise<HttpResponse> {

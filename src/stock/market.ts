@@ -34,20 +34,26 @@ export class StockMarket {
     return this.network.stablecoin.address;
   }
 
-  /** Stablecoin B atomic units per whole share at the pool's current price. */
-  async livePrice(stock: StockInfo): Promise<bigint> {
-    const slot0 = (await this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'slot0' })) as readonly [bigint, ...unknown[]];
+  /** The chain's latest block number, read now (not cached): reads given it agree with each other. */
+  async blockNumber(): Promise<bigint> {
+    return this.#client.getBlockNumber({ cacheTime: 0 });
+  }
+
+  /** Stablecoin B atomic units per whole share at the pool's current price (or at `blockNumber`). */
+  async livePrice(stock: StockInfo, blockNumber?: bigint): Promise<bigint> {
+    const slot0 = (await this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'slot0', ...at(blockNumber) })) as readonly [bigint, ...unknown[]];
     const [token0] = sortTokens(this.stable, stock.address);
     return stockPriceFromSqrtPriceX96(slot0[0], stock.decimals, token0.toLowerCase() === this.stable.toLowerCase());
   }
 
-  /** QuoterV2's on-chain estimate of the shares `amountIn` buys now (an eth_call; nothing is sent). */
-  async quote(stock: StockInfo, amountIn: bigint): Promise<bigint> {
+  /** QuoterV2's on-chain estimate of the shares `amountIn` buys now, or at `blockNumber` (an eth_call; nothing is sent). */
+  async quote(stock: StockInfo, amountIn: bigint, blockNumber?: bigint): Promise<bigint> {
     const { result } = await this.#client.simulateContract({
       address: this.uniswap.quoter,
       abi: uniswapArtifacts.quoterV2.abi,
       functionName: 'quoteExactInputSingle',
       args: [{ tokenIn: this.stable, tokenOut: stock.address, amountIn, fee: stock.fee, sqrtPriceLimitX96: 0n }],
+      ...at(blockNumber),
     });
     return (result as readonly [bigint, ...unknown[]])[0];
   }
@@ -104,7 +110,16 @@ export class StockMarket {
     return this.#client.readContract({ address: token, abi: erc20Abi, functionName: 'allowance', args: [owner, spender] });
   }
 
-  async balanceOf(token: Address, owner: Address): Promise<bigint> {
-    return this.#client.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [owner] });
+  async balanceOf(token: Address, owner: Address, blockNumber?: bigint): Promise<bigint> {
+    return this.#client.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [owner], ...at(blockNumber) });
   }
+
+  async totalSupply(token: Address, blockNumber?: bigint): Promise<bigint> {
+    return this.#client.readContract({ address: token, abi: erc20Abi, functionName: 'totalSupply', ...at(blockNumber) });
+  }
+}
+
+/** A read at `blockNumber`, or at the latest block when none is given. */
+function at(blockNumber: bigint | undefined): { blockNumber?: bigint } {
+  return blockNumber === undefined ? {} : { blockNumber };
 }

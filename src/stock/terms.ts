@@ -17,9 +17,13 @@ export const MAX_DEADLINE_SECONDS = 300;
 /** Fees are zero: the challenge demands exactly `stable_amount`. */
 export const FEE_ATOMIC = 0n;
 const BPS = 10_000n;
+const usd = (atomic: bigint) => formatDecimalAmount(atomic, USD_DECIMALS);
+/** Fees and order limits as the stock API shows them. */
+export const FEES = { amount: usd(FEE_ATOMIC), percent: '0' };
+export const LIMITS = { minStableAmount: usd(ORDER_LIMITS.min), maxStableAmount: usd(ORDER_LIMITS.max) };
 
 export type Checked<T> = { ok: true; value: T } | { ok: false; status: 400 | 404; error: string };
-const bad = (error: string, status: 400 | 404 = 400): { ok: false; status: 400 | 404; error: string } => ({ ok: false, status, error });
+export const bad = (error: string, status: 400 | 404 = 400): { ok: false; status: 400 | 404; error: string } => ({ ok: false, status, error });
 
 export interface BuyInput {
   stock: StockInfo;
@@ -65,6 +69,32 @@ export function parseBuyInput(query: URLSearchParams, stocks: readonly StockInfo
   const recipient = parseAddress(raw, 'recipient');
   if (!recipient.ok) return recipient;
   return { ok: true, value: { stock: stock.value, amount: amount.value, recipient: recipient.value } };
+}
+
+/**
+ * The stock list (`GET /api/stock/list`, and the paid `/m/chain-stocks/stocks`): every listed stock of `n` with its
+ * live price (`prices[i]`, stablecoin B atomic units per share; null where it could not be read), fees and limits.
+ */
+export function stockListing(n: Network, prices: readonly (bigint | null)[], slippageBps: number): Record<string, unknown> {
+  return {
+    network: n.caip2,
+    stablecoin: { address: n.stablecoin.address, symbol: n.stablecoin.symbol, decimals: n.stablecoin.decimals },
+    stocks: (n.stocks ?? []).map((s, i) => {
+      const price = prices[i];
+      return {
+        symbol: s.symbol,
+        name: s.name,
+        address: s.address,
+        decimals: s.decimals,
+        pool: s.pool,
+        poolFee: s.fee,
+        priceUsd: price === null || price === undefined ? null : usd(price),
+        fees: FEES,
+        limits: LIMITS,
+        slippageBps,
+      };
+    }),
+  };
 }
 
 /** The one offer of a buy: Permit2 with stablecoin B, through the exact-permit proxy, to the stock desk. */

@@ -41,6 +41,8 @@ export const TESTER_SLOTS = {
   metrics: 11,
   // the stock API tests' funder and market mover
   stock: 14,
+  // test/stock-data.test.ts's funder
+  stockData: 15,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {

@@ -1,11 +1,12 @@
 /**
  * The built-in catalog: the marketplace's own merchants, one per slug of `routes.json`, with their routes,
- * prices, texts and input shapes. Where the merchants' upstreams live is the caller's choice (`upstreamFor`):
- * {@link PRODUCTION_UPSTREAMS} in production, the local fixture upstreams offline and in tests.
+ * prices, texts and input shapes. A merchant gate402 serves itself ({@link INTERNAL_UPSTREAMS}) is served
+ * in-process when the gateway runs that upstream; otherwise where the merchants' upstreams live is the caller's
+ * choice (`upstreamFor`): {@link PRODUCTION_UPSTREAMS} in production, the local fixture upstreams offline and in tests.
  */
 import routesData from './routes.json' with { type: 'json' };
 import { MERCHANT_TEXTS, ROUTE_TEXTS } from './builtin-texts.ts';
-import { amountAtomic, routePath, type HttpMethod, type Merchant, type MerchantRoute, type Upstream } from './merchant.ts';
+import { amountAtomic, routePath, type HttpMethod, type InternalUpstreamName, type Merchant, type MerchantRoute, type Upstream } from './merchant.ts';
 
 export { LLM_ALIAS_NAMES, LLM_MODEL_ALIASES, ModelAliasError, resolveModelAlias, resolveModelAliasInBody, resolveModelId } from './llm-aliases.ts';
 export type { LlmAlias, LlmModelAliases, ModelAliasErrorCode } from './llm-aliases.ts';
@@ -66,11 +67,14 @@ export const CATALOG_ROUTES: readonly CatalogRouteRecord[] = Object.freeze(check
 /** Catalog slugs in table order. */
 export const CATALOG_SLUGS: readonly string[] = Object.freeze([...new Set(CATALOG_ROUTES.map((r) => r.slug))]);
 
+/** Built-in merchants gate402 serves from its own data, by slug: `chain-stocks` from the stock chain it sells on. */
+export const INTERNAL_UPSTREAMS: Readonly<Record<string, InternalUpstreamName>> = Object.freeze({ 'chain-stocks': 'stock-data' });
+
 /**
  * Production upstream base URLs by slug (public APIs of each kind). The gateway forwards
  * `/m/{slug}/{route}/{rest}?{query}` to `{base}/{route}/{rest}?{query}`; where a public API names its routes
- * differently, the operator points the slug at an adapter instead. `chain-stocks` is served by the operator's own
- * stock-data service (its host is the operator's to configure).
+ * differently, the operator points the slug at an adapter instead. `chain-stocks` is served in-process while the
+ * stock API runs; with it off, by the operator's own stock-data service (its host is the operator's to configure).
  */
 export const PRODUCTION_UPSTREAMS: Readonly<Record<string, string>> = Object.freeze({
   'chain-stocks': 'https://stocks-data.gate402.invalid/v1',
@@ -97,6 +101,8 @@ export interface BuiltinCatalogOptions {
   /** CAIP-2 ids every built-in merchant accepts. */
   networks: string[];
   upstreamFor: (slug: string) => Upstream;
+  /** The in-process upstreams this gateway runs: a merchant of {@link INTERNAL_UPSTREAMS} uses its own when listed. */
+  internal?: ReadonlySet<InternalUpstreamName>;
   owner: `0x${string}`;
   /** Unix milliseconds, for createdAt and updatedAt. */
   now: number;
@@ -116,6 +122,11 @@ function catalogRoute(r: CatalogRouteRecord): MerchantRoute {
   };
 }
 
+function builtinUpstream(slug: string, opts: BuiltinCatalogOptions): Upstream {
+  const name = Object.hasOwn(INTERNAL_UPSTREAMS, slug) ? INTERNAL_UPSTREAMS[slug] : undefined;
+  return name !== undefined && opts.internal?.has(name) ? { kind: 'internal', name } : opts.upstreamFor(slug);
+}
+
 /** One fresh Merchant per catalog slug, in table order. */
 export function builtinCatalog(opts: BuiltinCatalogOptions): Merchant[] {
   return CATALOG_SLUGS.map((slug): Merchant => {
@@ -126,7 +137,7 @@ export function builtinCatalog(opts: BuiltinCatalogOptions): Merchant[] {
       description: text.description,
       payTo: opts.payTo(slug),
       networks: [...opts.networks],
-      upstream: opts.upstreamFor(slug),
+      upstream: builtinUpstream(slug, opts),
       routes: CATALOG_ROUTES.filter((r) => r.slug === slug).map(catalogRoute),
       owner: opts.owner,
       createdAt: opts.now,

@@ -67,9 +67,17 @@ export interface MerchantRoute {
   shape?: RouteShape;
 }
 
+/** The upstreams gate402 serves in-process: `stock-data` is its own stock chain data (`src/stock/stock-data.ts`). */
+export type InternalUpstreamName = 'stock-data';
+
+/**
+ * Where paid calls go: a URL, an uploaded file, or (built-in merchants only: registration never accepts it) an
+ * upstream served inside the gateway.
+ */
 export type Upstream =
   | { kind: 'url'; baseUrl: string; secretHeaders: Record<string, string> }
-  | { kind: 'file'; sha256: string; contentType: string; size: number; fileName: string };
+  | { kind: 'file'; sha256: string; contentType: string; size: number; fileName: string }
+  | { kind: 'internal'; name: InternalUpstreamName };
 
 export interface Merchant {
   slug: string;
@@ -120,7 +128,7 @@ function copyRoute(r: MerchantRoute): MerchantRoute {
 /**
  * The merchant as buyers and the merchant's listing may see it: a fresh object built field by field (so that
  * nothing else a stored record might carry leaks), without the upstream origin, its secret headers or the
- * uploaded file's name.
+ * uploaded file's name. An in-process upstream shows as a URL one: how a merchant is served is not the buyer's business.
  */
 export function publicMerchant(m: Merchant): PublicMerchant {
   const upstream: PublicUpstream =

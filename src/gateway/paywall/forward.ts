@@ -1,5 +1,5 @@
 import { request, type Dispatcher } from 'undici';
-import type { Upstream } from '../catalog/merchant.ts';
+import type { InternalUpstreamName, Upstream } from '../catalog/merchant.ts';
 
 /** Request headers a buyer may pass to the upstream; everything else (payment credentials included) stays here. */
 const FORWARDED_REQUEST_HEADERS = ['accept', 'accept-language', 'content-type', 'user-agent'];
@@ -19,6 +19,15 @@ export interface UpstreamRequest {
 export type UpstreamResult =
   | { ok: true; status: number; headers: Record<string, string>; body: Uint8Array; latencyMs: number }
   | { ok: false; error: string; latencyMs: number };
+
+/**
+ * A paid request's upstream call, made ready before the payment settles; or the refusal of a request that can only
+ * fail (its input is bad), answered then, so that nothing is charged for it.
+ */
+export type PreparedCall = { ok: true; call(): Promise<UpstreamResult> } | { ok: false; status: number; error: string };
+
+/** The upstreams served inside the gateway (`Upstream` kind `internal`): what `name` makes of a request. */
+export type InternalUpstream = (name: InternalUpstreamName, request: UpstreamRequest) => PreparedCall;
 
 /** The upstream URL for a request: the merchant's base URL, the route path, the query string as it came. */
 export function upstreamUrl(baseUrl: string, path: string, query: string): string {

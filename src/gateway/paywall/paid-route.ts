@@ -17,7 +17,7 @@ import type { NonceClaims } from '../../store/nonce-claims.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 import type { CircuitBreakers } from './circuit-breaker.ts';
 import { readCredential, type Credential, type RouteTerms } from './credentials.ts';
-import { forwardToUpstream, type UpstreamResult } from './forward.ts';
+import { forwardToUpstream, type InternalUpstream, type PreparedCall, type UpstreamResult } from './forward.ts';
 import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
 
 /** One paid request, as recorded: enough to reconcile revenue, disputes and upstream health. */
@@ -44,6 +44,8 @@ export interface PaywallDeps {
   dispatcher: Dispatcher;
   breakers: CircuitBreakers;
   readFile(sha256: string): Promise<Uint8Array | undefined>;
+  /** The upstreams served inside the gateway (built-in merchants only). */
+  internalUpstream: InternalUpstream;
   mppKey: Uint8Array;
   realm: string;
   receiptKey: Hex;
@@ -203,6 +205,12 @@ async function paid(
     return challenge(deps, req, merchant, route, terms, credential, { problem: 'verification-failed', detail });
   };
   if (deps.served.holder(key) !== undefined) return used('this payment has already been used for a request');
+  // The upstream call is made ready first: a request it can only refuse is refused before anything is charged.
+  const upstream = await prepareUpstream(deps, merchant, req, upstreamPath);
+  if (!upstream.ok) {
+    deps.breakers.release(slug);
+    return json(upstream.status, { error: `${upstream.error}; nothing was charged` });
+  }
 
   const settlement = await deps.settle(credential.request);
   const paymentHeaders = await paymentHeadersFor(deps, credential, settlement);
@@ -227,7 +235,7 @@ async function paid(
   const claim = await deps.served.claim(key, servedBy);
   if (!claim.claimed) return used('this payment has already been used for a request');
 
-  const result = await callUpstream(deps, merchant, req, upstreamPath);
+  const result = await upstream.call();
   deps.metrics.upstreamCall(slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
   const upstreamFailed = !result.ok || result.status >= 500;
   if (upstreamFailed) deps.breakers.failure(slug);
@@ -260,16 +268,24 @@ async function paid(
   return { status: (result as Extract<UpstreamResult, { ok: true }>).status, headers: { ...(result as Extract<UpstreamResult, { ok: true }>).headers, ...paymentHeaders }, body: (result as Extract<UpstreamResult, { ok: true }>).body };
 }
 
-async function callUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpRequest, path: string): Promise<UpstreamResult> {
+/** The upstream call of a paid request, ready to make once the payment settles; or its refusal before that. */
+async function prepareUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpRequest, path: string): Promise<PreparedCall> {
   const upstream = merchant.upstream;
   if (upstream.kind === 'file') {
-    const started = performance.now();
-    const body = await deps.readFile(upstream.sha256);
-    if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
-    return { ok: true, status: 200, headers: { 'content-type': upstream.contentType, 'x-content-type-options': 'nosniff' }, body, latencyMs: performance.now() - started };
+    return {
+      ok: true,
+      async call(): Promise<UpstreamResult> {
+        const started = performance.now();
+        const body = await deps.readFile(upstream.sha256);
+        if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
+        return { ok: true, status: 200, headers: { 'content-type': upstream.contentType, 'x-content-type-options': 'nosniff' }, body, latencyMs: performance.now() - started };
+      },
+    };
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
-  return forwardToUpstream(upstream, { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) }, deps.dispatcher, deps.upstreamTimeoutMs);
+  const request = { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) };
+  if (upstream.kind === 'internal') return deps.internalUpstream(upstream.name, request);
+  return { ok: true, call: () => forwardToUpstream(upstream, request, deps.dispatcher, deps.upstreamTimeoutMs) };
 }
 
 /** x402 answers with PAYMENT-RESPONSE; MPP with a signed Payment-Receipt once settled. */
