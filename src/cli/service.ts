@@ -14,13 +14,12 @@ import { merchantHandlers } from '../gateway/merchants/http.ts';
 import { MerchantRegistry } from '../gateway/merchants/registry.ts';
 import { registrationBodyLimit } from '../gateway/merchants/validate.ts';
 import { gatewayConfigFromEnv, runGateway } from '../gateway/run-gateway.ts';
-import { json, type HttpHandler } from '../http/server.ts';
-import { ipRateLimitKey } from '../http/ip.ts';
+import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { createLogger } from '../log/logger.ts';
-import { createStockDesk, stockConfigFromEnv } from '../stock/create-stock-desk.ts';
 import { metricsEndpointConfigFromEnv, metricsRoute } from '../metrics/endpoint.ts';
 import { createMetrics } from '../metrics/metrics.ts';
+import { createStockDesk, stockConfigFromEnv } from '../stock/create-stock-desk.ts';
 
 export interface ServiceOptions {
   networks: NetworkRegistry;
@@ -41,15 +40,6 @@ export interface RunningService {
 const DEVNET_RECEIPT_KEY_INDEX = 60;
 /** DEVNET ONLY: the secret header the built-in catalog sends to its local fixture upstreams. */
 export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
-
-/** Registration writes to disk and resolves DNS: a per-IP token bucket keeps one client from hogging it. */
-function rateLimited(handler: HttpHandler, limiter: TokenBucketLimiter): HttpHandler {
-  return (req) => {
-    const taken = limiter.take(ipRateLimitKey(req.remoteIp));
-    if (!taken.allowed) return json(429, { error: 'too many registrations from this address' }, { 'retry-after': String(taken.retryAfterSeconds) });
-    return handler(req);
-  };
-}
 
 /**
  * One settlement engine, shared by the facilitator and the gateway of this process: two engines over the same
@@ -133,7 +123,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           internalUpstream: (name, request) => (stock ? stock.data(request) : { ok: false, status: 503, error: `the ${name} upstream is off on this gateway` }),
           extraRoutes: [
             metricsEndpoint,
-            { method: 'POST', path: '/api/merchants', handler: rateLimited(handlers.register, new TokenBucketLimiter({ capacity: 20, refillPerSecond: 0.5 })) },
+            { method: 'POST', path: '/api/merchants', handler: ipRateLimited(handlers.register, new TokenBucketLimiter({ capacity: 20, refillPerSecond: 0.5 }), 'registrations') },
             { method: 'GET', path: '/api/merchants', handler: handlers.list },
             { method: 'GET', path: '/api/merchants/:slug', handler: handlers.get },
             ...(stock?.routes ?? []),

@@ -5,6 +5,7 @@
  * token bucket on verify/settle (429 with `Retry-After`), and turning {@link FacilitatorService} answers into
  * JSON responses. Decoding and judging payments is the service's job.
  */
+import { isJsonContentType } from '../http/content-type.ts';
 import { ipRateLimitKey } from '../http/ip.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { createHttpServer, json, type HttpHandler, type HttpRequest, type HttpResponse, type ResponseObserver } from '../http/server.ts';
@@ -39,11 +40,6 @@ export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 export const DEFAULT_RATE_LIMIT = { capacity: 50, refillPerSecond: 20 } as const;
 
 const NO_STORE = { 'cache-control': 'no-store' };
-
-function isJsonContentType(value: string | undefined): boolean {
-  if (value === undefined) return false;
-  return value.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
-}
 
 function answer(a: ServiceAnswer): HttpResponse {
   if (a === null || typeof a !== 'object' || !Number.isInteger(a.status)) throw new TypeError('service returned no {status, body}');

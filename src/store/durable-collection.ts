@@ -23,11 +23,17 @@ export class DurableCollection<T> {
     await this.#durable(this.#db.remove(key));
   }
 
-  /** Records whose key starts with `prefix`, in key order. */
-  *entries(prefix = ''): Generator<[string, T]> {
-    for (const { key, value } of this.#db.getRange(prefix ? { start: prefix } : {})) {
+  /** Records whose key starts with `prefix`, in key order (or the reverse: newest first for time-ordered keys). */
+  *entries(prefix = '', opts: { reverse?: boolean } = {}): Generator<[string, T]> {
+    const range = opts.reverse
+      ? { reverse: true, ...(prefix ? { start: `${prefix}\uffff`, end: prefix } : {}) }
+      : prefix ? { start: prefix } : {};
+    for (const { key, value } of this.#db.getRange(range)) {
       const k = String(key);
-      if (prefix && !k.startsWith(prefix)) break;
+      if (prefix && !k.startsWith(prefix)) {
+        if (opts.reverse) continue;
+        break;
+      }
       yield [k, value as T];
     }
   }
