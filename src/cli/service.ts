@@ -84,6 +84,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           baseUrl: config.baseUrl,
           ...(devnet ? { defaultDeskAccount: devnetAccount(DEVNET_ROLES.stockDesk) } : {}),
           log: log.child({ part: 'stock' }),
+          metrics,
         },
         stockConfigFromEnv(env),
       );

@@ -10,13 +10,13 @@ import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';
 import type { PreparedCall, UpstreamRequest } from '../gateway/paywall/forward.ts';
 import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { Store } from '../store/open-store.ts';
 import { GasSponsor, type Sponsorship } from './gas-sponsor.ts';
 import { stockHandlers } from './http.ts';
 import { StockMarket } from './market.ts';
 import { StockDesk } from './order-desk.ts';
-import type { StockOrder } from './order-record.ts';
 import { stockData } from './stock-data.ts';
 
 export interface StockConfig {
@@ -67,7 +67,7 @@ export interface StockParts {
   /** Used when no desk key is configured (the devnet's). */
   defaultDeskAccount?: LocalAccount;
   log: Logger;
-  onOrderTransition?: (order: StockOrder, from: string | undefined) => void;
+  metrics?: Metrics;
 }
 
 /** The stock purchase API on the stock chain, or undefined when that chain lists no stocks. */
@@ -90,7 +90,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     refundRetryMs: config.refundRetryMs,
     swapDeadlineSeconds: config.swapDeadlineSeconds,
     log,
-    ...(parts.onOrderTransition ? { onTransition: parts.onOrderTransition } : {}),
+    ...(parts.metrics ? { metrics: parts.metrics } : {}),
   });
   await desk.start();
   const abort = new AbortController();
@@ -102,6 +102,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     records: parts.store.collection<Sponsorship>('gas-sponsorships'),
     log,
     signal: abort.signal,
+    ...(parts.metrics ? { metrics: parts.metrics } : {}),
   });
   const h = stockHandlers({
     desk,

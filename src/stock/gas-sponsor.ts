@@ -3,6 +3,7 @@ import { encodeFunctionData, erc20Abi, maxUint256, type Address, type Hex } from
 import { awaitMined, sendDurably, type Courier } from '../engine/tx-courier.ts';
 import type { SignedTx } from '../engine/relayer-pool.ts';
 import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
 import type { StockMarket } from './market.ts';
@@ -34,6 +35,7 @@ export interface GasSponsorOptions {
   log: Logger;
   now?: () => number;
   signal: AbortSignal;
+  metrics?: Pick<Metrics, 'stockSponsorships'>;
 }
 
 /**
@@ -49,6 +51,12 @@ export class GasSponsor {
   }
 
   async sponsor(address: Address): Promise<SponsorOutcome> {
+    const outcome = await this.#sponsor(address);
+    this.#o.metrics?.stockSponsorships.labels(outcome.ok ? 'sent' : outcome.condition).inc();
+    return outcome;
+  }
+
+  async #sponsor(address: Address): Promise<SponsorOutcome> {
     const key = address.toLowerCase();
     const { market, permit2 } = this.#o;
     if (this.#o.claims.holder(key) !== undefined) return { ok: false, status: 409, condition: 'already_sponsored', error: `${address} was sponsored before; sponsorship is once per address` };

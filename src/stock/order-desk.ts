@@ -5,6 +5,7 @@ import type { RelayerPool } from '../engine/relayer-pool.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from '../engine/tx-courier.ts';
 import { nonceKeyOf } from '../engine/payment-record.ts';
 import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
@@ -27,8 +28,7 @@ export interface StockDeskOptions {
   swapDeadlineSeconds: number;
   log: Logger;
   now?: () => number;
-  /** Called on every state an order enters (metrics). */
-  onTransition?: (order: StockOrder, from: string | undefined) => void;
+  metrics?: Pick<Metrics, 'watchActor' | 'stockOrders' | 'stockOrderVolumeUsd' | 'stockRefunds'>;
 }
 
 type OrderActor = ActorRefFrom<typeof orderMachine>;
@@ -202,14 +202,25 @@ export class StockDesk {
         const from = last;
         last = state;
         log.info('order state', { state, symbol: current.symbol, failure: current.failure?.reason });
-        this.#o.onTransition?.(current, from);
+        this.#count(current, from, snapshot.status === 'done');
         this.#write(current).catch((err: unknown) => log.error('could not write an order', { error: err }));
         if (snapshot.status === 'done' && this.#active.get(order.id) === actor) this.#active.delete(order.id);
       },
       error: (err) => log.error('order actor failed', { error: err }),
     });
+    this.#o.metrics?.watchActor('order', actor);
     actor.start();
     return actor;
+  }
+
+  /** Outcomes and refunds, counted on the transitions this process makes (a resumed order is not counted twice). */
+  #count(order: StockOrder, from: string | undefined, done: boolean): void {
+    const m = this.#o.metrics;
+    if (!m) return;
+    if (order.state === 'confirmingRefund' && from !== undefined) m.stockRefunds.labels(order.failure?.reason ?? 'unknown').inc();
+    if (!done) return;
+    m.stockOrders.labels(order.symbol, order.state).inc();
+    if (order.state === 'delivered') m.stockOrderVolumeUsd.labels(order.symbol).inc(Number(order.amount) / 1e6);
   }
 
   async #write(order: StockOrder): Promise<void> {
