@@ -84,6 +84,15 @@ function sameAddress(a: string, b: string): boolean {
   return a.toLowerCase() === b.toLowerCase();
 }
 
+/** `value`, frozen all the way down: cached records are shared by every caller. */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
 export class MerchantRegistry {
   readonly #merchants: DurableCollection<MerchantRecord>;
   readonly #files: MerchantFiles;
@@ -94,6 +103,12 @@ export class MerchantRegistry {
   readonly #limits: RegistrationLimits;
   readonly #log: Logger | undefined;
   readonly #locks = new Map<string, Promise<unknown>>();
+  /**
+   * Every record read or written, frozen, by slug: the paid route looks its merchant up on every request, and
+   * decoding it from LMDB each time cost more than the rest of the 402. Sound because this registry is the only
+   * writer of its collection (see the top of this file) and updates the cache once a write is durable.
+   */
+  readonly #cache = new Map<string, Readonly<MerchantRecord> | null>();
 
   constructor(options: MerchantRegistryOptions) {
     this.#merchants = options.store.collection<MerchantRecord>(MERCHANTS_COLLECTION);
@@ -104,6 +119,21 @@ export class MerchantRegistry {
     this.#resolveTimeoutMs = options.resolveTimeoutMs;
     this.#limits = resolveLimits(options.limits);
     this.#log = options.log;
+  }
+
+  #read(slug: string): Readonly<MerchantRecord> | undefined {
+    let hit = this.#cache.get(slug);
+    if (hit === undefined) {
+      hit = deepFreeze(this.#merchants.get(slug)) ?? null;
+      this.#cache.set(slug, hit);
+    }
+    return hit ?? undefined;
+  }
+
+  async #write(slug: string, record: MerchantRecord): Promise<void> {
+    this.#cache.delete(slug); // a failed write leaves the next read to LMDB
+    await this.#merchants.put(slug, record);
+    this.#cache.set(slug, deepFreeze(structuredClone(record)));
   }
 
   get limits(): Readonly<RegistrationLimits> {
@@ -117,13 +147,13 @@ export class MerchantRegistry {
   /** The live merchant of `slug`. */
   get(slug: string): Merchant | undefined {
     if (!validKey(slug)) return undefined;
-    return this.#merchants.get(slug)?.merchant ?? undefined;
+    return this.#read(slug)?.merchant ?? undefined;
   }
 
   /** Whether `slug` is a built-in (operator) merchant. */
   isBuiltin(slug: string): boolean {
     if (!validKey(slug)) return false;
-    const r = this.#merchants.get(slug);
+    const r = this.#read(slug);
     return r?.merchant != null && r.builtin;
   }
 
@@ -137,7 +167,7 @@ export class MerchantRegistry {
   /** The stored record of `slug` (tombstones included), for inspection and tests. */
   record(slug: string): MerchantRecord | undefined {
     if (!validKey(slug)) return undefined;
-    return this.#merchants.get(slug);
+    return this.#read(slug);
   }
 
   readMerchantFile(sha256: string): Promise<Uint8Array | undefined> {
@@ -171,7 +201,7 @@ export class MerchantRegistry {
 
     const result = await this.#withLock(registration.slug, async (): Promise<RegistryResult> => {
       const slug = registration.slug;
-      const record = this.#merchants.get(slug);
+      const record = this.#read(slug);
       if (record?.nonces.some((n) => n.nonce === registration.nonce)) return refuse(400, `nonce already used for ${slug}: sign a new registration with a fresh nonce`);
       const current = record?.merchant ?? null;
       if (registration.action === 'register') {
@@ -185,7 +215,7 @@ export class MerchantRegistry {
       nonces.push({ nonce: registration.nonce, issuedAt: registration.issuedAt });
 
       if (registration.action === 'delete') {
-        await this.#merchants.put(slug, { merchant: null, builtin: false, nonces });
+        await this.#write(slug, { merchant: null, builtin: false, nonces });
         return { ok: true, action: 'delete', merchant: current! };
       }
       const upstream = await this.#storeUpstream(registration);
@@ -202,7 +232,7 @@ export class MerchantRegistry {
         createdAt: current?.createdAt ?? now,
         updatedAt: now,
       };
-      await this.#merchants.put(slug, { merchant, builtin: false, nonces });
+      await this.#write(slug, { merchant, builtin: false, nonces });
       return { ok: true, action: registration.action, merchant };
     });
     if (result.ok) this.#log?.info('merchant ' + (result.action === 'delete' ? 'deleted' : result.action === 'update' ? 'updated' : 'registered'), { slug: registration.slug, owner: signer, upstreamKind: result.merchant.upstream.kind });
@@ -239,9 +269,9 @@ export class MerchantRegistry {
   async delete(slug: string): Promise<boolean> {
     if (!validKey(slug)) return false;
     return this.#withLock(slug, async () => {
-      const record = this.#merchants.get(slug);
+      const record = this.#read(slug);
       if (!record?.merchant) return false;
-      await this.#merchants.put(slug, { merchant: null, builtin: false, nonces: this.#liveNonces(record, Date.now()) });
+      await this.#write(slug, { merchant: null, builtin: false, nonces: this.#liveNonces(record, Date.now()) });
       this.#log?.info('merchant removed by the operator', { slug });
       return true;
     });
@@ -255,7 +285,7 @@ export class MerchantRegistry {
     const report: BuiltinSeedReport = { written: [], unchanged: [], conflicts: [] };
     for (const m of merchants) {
       await this.#withLock(m.slug, async () => {
-        const record = this.#merchants.get(m.slug);
+        const record = this.#read(m.slug);
         if (record?.merchant && !record.builtin) {
           report.conflicts.push(m.slug);
           this.#log?.warn('built-in merchant slug is held by a registered merchant; skipping it', { slug: m.slug });
@@ -266,7 +296,7 @@ export class MerchantRegistry {
           report.unchanged.push(m.slug);
           return;
         }
-        await this.#merchants.put(m.slug, next);
+        await this.#write(m.slug, next);
         report.written.push(m.slug);
       });
     }
