@@ -3,11 +3,15 @@
  * the marketplace gateway.
  *
  * Handlers are `async (req) => ({ status, headers?, body? })`. The wrapper owns every uWS rule:
- * - the uWS request object is only valid synchronously inside the route callback, so method, path, query,
- *   headers and the peer address are copied there, before anything else;
- * - `onAborted` and `onData` are attached in that same callback, before any asynchronous work;
+ * - the uWS request object is only valid synchronously inside the route callback, so method, path, query and
+ *   headers are copied there, before anything else (the peer address too, unless the handler answered
+ *   synchronously without asking for it);
+ * - a handler that returns a response rather than a promise is answered inside that callback;
+ * - `onAborted` and `onData` are attached in that same callback, before any asynchronous work (`onData` only when
+ *   the request has a body, `onAborted` only when the callback returns without having answered, or for HEAD);
  * - every `onData` chunk is copied (uWS neuters the ArrayBuffer when the callback returns);
- * - the response is written once, inside `res.cork(...)`, and never after the client went away;
+ * - the response is written once, corked (uWS corks the synchronous part of the route callback itself; later
+ *   writes go through `res.cork(...)`), and never after the client went away;
  * - the body is bounded by `maxBodyBytes`: a larger declared `content-length` is answered 413 before reading,
  *   and a streamed (chunked) body is answered 413 as soon as it crosses the limit, without buffering more.
  *   Both 413s close the connection so that the client cannot keep the server reading. The body is collected
@@ -27,12 +31,13 @@ import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.j
 import type {
   HttpRequest as UwsRequest,
   HttpResponse as UwsResponse,
+  RecognizedString,
   TemplatedApp,
   us_listen_socket,
   us_socket,
 } from 'uWebSockets.js';
 import { formatBinaryAddress, leftmostForwardedFor } from './ip.ts';
-import { Router } from './router.ts';
+import { Router, StringRecord } from './router.ts';
 
 export interface HttpRequest {
   /** As sent (HTTP methods are case-sensitive), e.g. `GET`. */
@@ -55,6 +60,10 @@ export interface HttpRequest {
   body(): Promise<Uint8Array>;
 }
 
+/**
+ * A frozen response (`Object.freeze` on it and on its `headers`) may be returned again and again: the server checks
+ * and encodes it once, on its first use.
+ */
 export interface HttpResponse {
   status: number;
   /** Must not contain `content-length`, `transfer-encoding` or `connection` (the server writes those). */
@@ -62,6 +71,7 @@ export interface HttpResponse {
   body?: string | Uint8Array;
 }
 
+/** A handler that returns a response (not a promise) is answered before the route callback returns. */
 export type HttpHandler = (req: HttpRequest) => Promise<HttpResponse> | HttpResponse;
 
 /** Told of each response written: the route's registered path (`unmatched`), method, status, seconds since arrival. */
@@ -137,15 +147,30 @@ const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const RESERVED_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection']);
 const EMPTY = new Uint8Array(0);
+/** The body of every request that has none: no promise to make per request. */
+const NO_BODY: Promise<Uint8Array> = Promise.resolve(EMPTY);
 
 interface PreparedResponse {
   status: number;
-  headers: [string, string][];
+  /** `statusLine(status)` */
+  line: RecognizedString;
+  headers: [RecognizedString, RecognizedString][];
   body: Uint8Array;
 }
 
+/**
+ * Frozen responses, checked and encoded once (see {@link HttpResponse}), status line and headers included: uWS takes
+ * bytes as they are, where it would encode a string on every write.
+ */
+const preparedFrozen = new WeakMap<HttpResponse, PreparedResponse>();
+
 function prepare(r: HttpResponse): PreparedResponse {
   if (r === null || typeof r !== 'object') throw new TypeError('handler returned no response object');
+  const frozen = Object.isFrozen(r) && (r.headers === undefined || Object.isFrozen(r.headers));
+  if (frozen) {
+    const hit = preparedFrozen.get(r);
+    if (hit !== undefined) return hit;
+  }
   const { status } = r;
   if (!Number.isInteger(status) || status < 200 || status > 599) throw new TypeError(`invalid response status ${String(status)}`);
   const headers: [string, string][] = [];
@@ -158,7 +183,11 @@ function prepare(r: HttpResponse): PreparedResponse {
   const body = r.body === undefined ? EMPTY : typeof r.body === 'string' ? Buffer.from(r.body, 'utf8') : r.body;
   if (!(body instanceof Uint8Array)) throw new TypeError('response body must be a string or a Uint8Array');
   if ((status === 204 || status === 304) && body.length > 0) throw new TypeError(`a ${status} response has no body`);
-  return { status, headers, body };
+  if (!frozen) return { status, line: statusLine(status), headers, body };
+  const utf8 = (text: string) => Buffer.from(text, 'utf8'); // as uWS encodes a string
+  const prepared = { status, line: utf8(statusLine(status)), headers: headers.map(([n, v]): [Buffer, Buffer] => [utf8(n), utf8(v)]), body };
+  preparedFrozen.set(r, prepared);
+  return prepared;
 }
 
 function errorBody(status: number, message: string, headers?: Record<string, string>): PreparedResponse {
@@ -166,7 +195,7 @@ function errorBody(status: number, message: string, headers?: Record<string, str
 }
 
 function readHeaders(req: UwsRequest): Record<string, string> {
-  const headers = Object.create(null) as Record<string, string>;
+  const headers = new StringRecord();
   req.forEach((key, value) => {
     const k = key.toLowerCase();
     const prev = headers[k];
@@ -180,6 +209,45 @@ function describe(err: unknown): string {
 }
 
 /**
+ * What a handler sees. The client address costs a copy out of uWS, so it is read on first use (the rate-limited
+ * routes), or by {@link keepPeer} before the route callback returns when the handler goes on asynchronously.
+ */
+class RouteRequest implements HttpRequest {
+  #remoteIp: string | undefined;
+  #peer: ArrayBuffer | undefined;
+  #peerText: ArrayBuffer | undefined;
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly query: string,
+    readonly headers: Readonly<Record<string, string>>,
+    readonly params: Readonly<Record<string, string>>,
+    private readonly exchange: Exchange,
+    private readonly res: UwsResponse,
+    private readonly trustProxy: boolean,
+  ) {}
+
+  get remoteIp(): string {
+    this.#remoteIp ??= (this.trustProxy ? leftmostForwardedFor(this.headers['x-forwarded-for']) : undefined) ?? formatBinaryAddress(...this.keepPeer());
+    return this.#remoteIp;
+  }
+
+  /** Copies the peer address out of uWS, once: from the route callback, or while the response is still open. */
+  keepPeer(): [ArrayBuffer, ArrayBuffer | undefined] {
+    if (this.#peer === undefined) {
+      this.#peer = this.res.getRemoteAddress();
+      // Only used for an address of unexpected length (see formatBinaryAddress).
+      if (this.#peer.byteLength !== 4 && this.#peer.byteLength !== 16) this.#peerText = this.res.getRemoteAddressAsText();
+    }
+    return [this.#peer, this.#peerText];
+  }
+
+  body(): Promise<Uint8Array> {
+    return this.exchange.body();
+  }
+}
+
+/**
  * One request/response pair: body collection, abort tracking and the single write.
  *
  * A response decided before the request body has fully arrived (e.g. a 429 before reading) is held until
@@ -190,34 +258,34 @@ class Exchange {
   aborted = false;
   /** A response has been chosen (it may still be held, see above). */
   decided = false;
-  private written = false;
+  written = false;
+  /** Still in the uWS route callback, where the response is corked already. */
+  inCallback = true;
+  /** For `observe`: the matched route's path, set once the router has matched. */
+  route = 'unmatched';
   private held: PreparedResponse | undefined;
   private bodyComplete = true;
   private overLimit = false;
   private chunks: Uint8Array[] = [];
   private received = 0;
-  private readonly bodyPromise: Promise<Uint8Array>;
-  /** For `observe`: the matched route's path, set once the router has matched. */
-  route = 'unmatched';
+  private bodyPromise = NO_BODY;
+  private resolveBody: ((b: Uint8Array) => void) | undefined;
+  private rejectBody: ((e: Error) => void) | undefined;
   private readonly started: number;
-  private resolveBody!: (b: Uint8Array) => void;
-  private rejectBody!: (e: Error) => void;
 
   constructor(
     private readonly res: UwsResponse,
-    private readonly isHead: boolean,
+    readonly method: string,
+    readonly path: string,
     private readonly maxBodyBytes: number,
     private readonly log: (line: string) => void,
-    private readonly label: string,
-    private readonly method: string,
     private readonly observe: ResponseObserver | undefined,
   ) {
     this.started = observe === undefined ? 0 : performance.now();
-    this.bodyPromise = new Promise<Uint8Array>((resolve, reject) => {
-      this.resolveBody = resolve;
-      this.rejectBody = reject;
-    });
-    this.bodyPromise.catch(() => {}); // a handler that never reads the body must not cause an unhandled rejection
+  }
+
+  get label(): string {
+    return `${this.method} ${this.path}`;
   }
 
   body(): Promise<Uint8Array> {
@@ -229,7 +297,7 @@ class Exchange {
     this.aborted = true;
     this.held = undefined;
     this.chunks = [];
-    this.rejectBody(new RequestAbortedError());
+    this.rejectBody?.(new RequestAbortedError());
   }
 
   /** Synchronously, in the route callback. Returns false when a 413 was sent up front. */
@@ -237,14 +305,18 @@ class Exchange {
     const declared = headers['content-length'];
     const length = declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : undefined;
     if (length !== undefined && length > this.maxBodyBytes) {
-      this.overLimit = true;
-      this.rejectBody(new PayloadTooLargeError(this.maxBodyBytes));
+      this.overLimit = true; // no handler runs, so nobody waits on the body
       this.decided = true;
       this.write(errorBody(413, `request body larger than ${this.maxBodyBytes} bytes`), true);
       return false;
     }
     this.bodyComplete = !(headers['transfer-encoding'] !== undefined || (length !== undefined && length > 0));
-    if (this.bodyComplete) this.resolveBody(EMPTY); // uWS still calls onData(empty, true); that is then a no-op
+    if (this.bodyComplete) return true; // no body: body() is NO_BODY, and there is nothing to read
+    this.bodyPromise = new Promise<Uint8Array>((resolve, reject) => {
+      this.resolveBody = resolve;
+      this.rejectBody = reject;
+    });
+    this.bodyPromise.catch(() => {}); // a handler that never reads the body must not cause an unhandled rejection
     this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
     return true;
   }
@@ -255,7 +327,7 @@ class Exchange {
     if (this.received > this.maxBodyBytes) {
       this.overLimit = true;
       this.chunks = [];
-      this.rejectBody(new PayloadTooLargeError(this.maxBodyBytes));
+      this.rejectBody?.(new PayloadTooLargeError(this.maxBodyBytes));
       const held = this.held;
       this.held = undefined;
       this.decided = true;
@@ -267,7 +339,7 @@ class Exchange {
       this.bodyComplete = true;
       const body = this.chunks.length === 1 ? this.chunks[0]! : new Uint8Array(Buffer.concat(this.chunks));
       this.chunks = [];
-      this.resolveBody(body);
+      this.resolveBody?.(body);
       const held = this.held;
       this.held = undefined;
       if (held !== undefined) this.write(held, false);
@@ -318,20 +390,23 @@ class Exchange {
     if (this.written || this.aborted) return;
     this.written = true;
     this.chunks = [];
-    const res = this.res;
-    res.cork(() => {
-      res.writeStatus(statusLine(r.status));
-      for (const [name, value] of r.headers) res.writeHeader(name, value);
-      // endWithoutBody() without arguments writes no Content-Length (an explicit `undefined` length is
-      // written as 9223372036854775808); with closeConnection a length must be given, 0 is tolerated.
-      if (r.status === 204 || r.status === 304) {
-        if (closeConnection) res.endWithoutBody(0, true);
-        else res.endWithoutBody();
-      }
-      else if (this.isHead) res.endWithoutBody(r.body.length, closeConnection);
-      else res.end(r.body, closeConnection);
-    });
+    if (this.inCallback) this.emit(r, closeConnection);
+    else this.res.cork(() => this.emit(r, closeConnection));
     this.observe?.(this.route, this.method, r.status, (performance.now() - this.started) / 1000);
+  }
+
+  private emit(r: PreparedResponse, closeConnection: boolean): void {
+    const res = this.res;
+    res.writeStatus(r.line);
+    for (const [name, value] of r.headers) res.writeHeader(name, value);
+    // endWithoutBody() without arguments writes no Content-Length (an explicit `undefined` length is
+    // written as 9223372036854775808); with closeConnection a length must be given, 0 is tolerated.
+    if (r.status === 204 || r.status === 304) {
+      if (closeConnection) res.endWithoutBody(0, true);
+      else res.endWithoutBody();
+    }
+    else if (this.method === 'HEAD') res.endWithoutBody(r.body.length, closeConnection);
+    else res.end(r.body, closeConnection);
   }
 }
 
@@ -349,71 +424,86 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   let inflight = 0;
   let drained: (() => void) | undefined;
 
-  function onRequest(res: UwsResponse, req: UwsRequest): void {
-    // Everything from `req` is read here: it is stack-allocated and invalid after this callback returns.
-    const method = req.getCaseSensitiveMethod();
-    const path = req.getUrl();
+  const settled = () => {
+    inflight--;
+    if (inflight === 0) drained?.();
+  };
+
+  /** Answers now when it can; otherwise once the handler's promise settles (counted in `inflight` for `close`). */
+  function onRequest(res: UwsResponse, req: UwsRequest, ex: Exchange): void {
     const query = req.getQuery() ?? ''; // typed as string, but undefined when the URL has no `?`
     const headers = readHeaders(req);
-    const label = `${method} ${path}`;
-    const ex = new Exchange(res, method === 'HEAD', maxBodyBytes, log, label, method, options.observe);
-    res.onAborted(() => ex.abort());
-    try {
-      const peer = formatBinaryAddress(res.getRemoteAddress(), res.getRemoteAddressAsText());
-      if (!ex.startBody(headers)) return;
-      if (closing) {
-        ex.respond(errorBody(503, 'shutting down'), true);
+    if (!ex.startBody(headers)) return;
+    if (closing) {
+      ex.respond(errorBody(503, 'shutting down'), true);
+      return;
+    }
+    const { method, path } = ex;
+    const match = router.match(method, path);
+    switch (match.kind) {
+      case 'not_found':
+        ex.respond(errorBody(404, 'not found'));
         return;
-      }
-      const match = router.match(method, path);
-      switch (match.kind) {
-        case 'not_found':
-          ex.respond(errorBody(404, 'not found'));
-          return;
-        case 'bad_path':
-          ex.respond(errorBody(400, 'malformed path'));
-          return;
-        case 'method_not_allowed':
-          ex.respond(errorBody(405, 'method not allowed', { allow: match.allow.join(', ') }));
-          return;
-        case 'found':
-          ex.route = match.route;
-          break;
-      }
-      const request: HttpRequest = {
-        method,
-        path,
-        query,
-        headers,
-        remoteIp: (trustProxy ? leftmostForwardedFor(headers['x-forwarded-for']) : undefined) ?? peer,
-        params: match.params,
-        body: () => ex.body(),
-      };
-      let pending: Promise<HttpResponse>;
-      try {
-        pending = Promise.resolve(match.handler(request));
-      } catch (err) {
-        pending = Promise.reject(err);
-      }
-      inflight++;
-      pending
-        .then(
-          (r) => ex.send(r),
-          (err: unknown) => ex.fail(err),
-        )
-        .catch((err: unknown) => log(`http: ${label}: writing the response failed: ${describe(err)}`))
-        .finally(() => {
-          inflight--;
-          if (inflight === 0) drained?.();
-        });
+      case 'bad_path':
+        ex.respond(errorBody(400, 'malformed path'));
+        return;
+      case 'method_not_allowed':
+        ex.respond(errorBody(405, 'method not allowed', { allow: match.allow.join(', ') }));
+        return;
+      case 'found':
+        ex.route = match.route;
+        break;
+    }
+    const request = new RouteRequest(method, path, query, headers, match.params, ex, res, trustProxy);
+    let result: Promise<HttpResponse> | HttpResponse;
+    try {
+      result = match.handler(request);
     } catch (err) {
       ex.fail(err);
+      return;
     }
+    if (typeof (result as Partial<PromiseLike<HttpResponse>> | null)?.then !== 'function') {
+      ex.send(result as HttpResponse);
+      return;
+    }
+    request.keepPeer(); // the handler may ask for it after `res` is gone
+    inflight++;
+    Promise.resolve(result).then(
+      (r) => {
+        try {
+          ex.send(r);
+        } catch (err) {
+          log(`http: ${ex.label}: writing the response failed: ${describe(err)}`);
+        }
+        settled();
+      },
+      (err: unknown) => {
+        try {
+          ex.fail(err);
+        } catch (e) {
+          log(`http: ${ex.label}: writing the response failed: ${describe(e)}`);
+        }
+        settled();
+      },
+    );
   }
 
   app.any('/*', (res, req) => {
     try {
-      onRequest(res, req);
+      // Everything from `req` is read in this callback: it is stack-allocated and invalid once it returns.
+      const ex = new Exchange(res, req.getCaseSensitiveMethod(), req.getUrl(), maxBodyBytes, log, options.observe);
+      // uWS must know what to do should the client leave before the answer. That is set up only when the callback
+      // returns unanswered, except for HEAD: uWS counts the Content-Length a HEAD answer announces as still owed,
+      // so there it must be in place before the answer.
+      const isHead = ex.method === 'HEAD';
+      if (isHead) res.onAborted(() => ex.abort());
+      try {
+        onRequest(res, req, ex);
+      } catch (err) {
+        ex.fail(err);
+      }
+      ex.inCallback = false;
+      if (!ex.written && !isHead) res.onAborted(() => ex.abort());
     } catch (err) {
       // Only reachable if uWS itself threw (e.g. a discarded response); never let it escape into uWS.
       log(`http: request callback failed: ${describe(err)}`);

@@ -68,11 +68,15 @@ const json = (status: number, value: unknown, headers: Record<string, string> = 
 /**
  * The unpaid 402 is the hot path, and everything in it is deterministic: a route's terms change only with the
  * merchant, PAYMENT-REQUIRED only with the path, and an MPP challenge id only with its `expires` second. So they
- * are memoized; the bytes sent are the same as computed afresh.
+ * are memoized; the bytes sent are the same as computed afresh. Within one `expires` second a path's whole unpaid
+ * 402 is one frozen response, which the server then encodes only once.
  */
 class ChallengeMemo {
   readonly #terms = new Map<string, { terms: Omit<RouteTerms, 'nowMs'>; at: number }>();
-  readonly #headers = new Map<string, string>();
+  /** The `expires` second the two maps below are for: MPP challenges, and whole unpaid 402s. */
+  #second = Number.NaN;
+  readonly #mpp = new Map<string, string | undefined>();
+  readonly #unpaid = new Map<string, HttpResponse>();
   readonly #max = 4096;
 
   terms(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute): RouteTerms {
@@ -84,12 +88,33 @@ class ChallengeMemo {
     return fresh;
   }
 
-  header(key: string, make: () => string | undefined): string | undefined {
-    const hit = this.#headers.get(key);
-    if (hit !== undefined) return hit;
+  /** An MPP challenge, packed as `id\nWWW-Authenticate` (`undefined` when it cannot be made). */
+  mpp(second: number, key: string, make: () => string | undefined): string | undefined {
+    this.#at(second);
+    if (this.#mpp.has(key)) return this.#mpp.get(key);
     const made = make();
-    if (made !== undefined) this.#bounded(this.#headers).set(key, made);
+    this.#bounded(this.#mpp).set(key, made);
     return made;
+  }
+
+  /** This second's unpaid 402 for `key`, when it has been made. */
+  unpaid(second: number, key: string): HttpResponse | undefined {
+    this.#at(second);
+    return this.#unpaid.get(key);
+  }
+
+  /** Keeps `made` as this second's unpaid 402 for `key`; returns it frozen, as it is kept. */
+  keepUnpaid(key: string, made: HttpResponse): HttpResponse {
+    const frozen = Object.freeze({ ...made, ...(made.headers ? { headers: Object.freeze({ ...made.headers }) } : {}) });
+    this.#bounded(this.#unpaid).set(key, frozen);
+    return frozen;
+  }
+
+  #at(second: number): void {
+    if (second === this.#second) return;
+    this.#second = second;
+    this.#mpp.clear();
+    this.#unpaid.clear();
   }
 
   #bounded<K, V>(map: Map<K, V>): Map<K, V> {
@@ -101,12 +126,14 @@ class ChallengeMemo {
 /** `/m/{slug}/{route}[/appended/segments]`: 402 until paid, then the upstream's answer, verbatim. */
 export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
   const memo = new ChallengeMemo();
-  return async (req) => {
+  // Not `async`: the unpaid 402 is answered synchronously, before the server's route callback returns.
+  return (req) => {
     const slug = req.params['slug'] ?? '';
     const merchant = deps.merchant(slug);
     if (!merchant) return json(404, { error: `no merchant '${slug}'` });
     const rest = req.params['*'] ?? '';
-    const [routeName = '', ...appended] = rest.split('/');
+    const cut = rest.indexOf('/');
+    const routeName = cut < 0 ? rest : rest.slice(0, cut);
     const route = findRoute(merchant, decodeURIComponent(routeName));
     if (!route) return json(404, { error: `merchant '${slug}' has no route '${routeName}'` });
     if (!route.methods.includes(req.method === 'HEAD' ? 'GET' : (req.method as 'GET' | 'POST'))) {
@@ -118,11 +145,21 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
     }
     const terms = memo.terms(deps, merchant, route);
     const credential = readCredential(req.headers, terms);
-    if (credential.kind === 'none' || credential.kind === 'invalid') {
+    if (credential.kind === 'none') {
       deps.breakers.release(slug);
-      return challenge(deps, req, merchant, route, terms, credential, {}, memo);
+      const key = `${merchant.slug}|${merchant.updatedAt}|${route.route}|${req.path}`;
+      const kept = memo.unpaid(expiresSecond(deps, terms.nowMs), key);
+      if (kept === undefined) return memo.keepUnpaid(key, challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo));
+      // Counted as challenge() counts the 402s it makes.
+      deps.metrics.challengeIssued('x402');
+      if (kept.headers?.['WWW-Authenticate'] !== undefined) deps.metrics.challengeIssued('mpp');
+      return kept;
     }
-    return paid(deps, req, merchant, route, terms, credential, [routeName, ...appended].join('/'));
+    if (credential.kind === 'invalid') {
+      deps.breakers.release(slug);
+      return challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo);
+    }
+    return paid(deps, req, merchant, route, terms, credential, rest);
   };
 }
 
@@ -138,6 +175,11 @@ function routeTerms(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute)
   };
 }
 
+/** `expires` of an MPP challenge made at `nowMs`, in whole seconds. */
+function expiresSecond(deps: PaywallDeps, nowMs: number): number {
+  return Math.floor((nowMs + deps.challengeTtlMs) / 1000);
+}
+
 /** The 402: x402 offers in PAYMENT-REQUIRED, a fresh MPP challenge in WWW-Authenticate, problem+json in the body. */
 function challenge(
   deps: PaywallDeps,
@@ -146,35 +188,33 @@ function challenge(
   route: MerchantRoute,
   terms: RouteTerms,
   credential: Credential,
+  nowMs: number,
   extra: { settle?: SettleResponse; problem?: ProblemCode; detail?: string } = {},
   memo?: ChallengeMemo,
 ): HttpResponse {
   const invalid = credential.kind === 'invalid' ? credential : undefined;
   const error = invalid || extra.detail ? extra.detail ?? invalid?.detail : undefined;
-  const makeRequired = () =>
-    encodePaymentRequiredHeader({
+  const headers: Record<string, string> = {
+    'content-type': PROBLEM_CONTENT_TYPE,
+    'cache-control': 'no-store',
+    'PAYMENT-REQUIRED': encodePaymentRequiredHeader({
       x402Version: 2,
       ...(error !== undefined ? { error } : {}),
       resource: { url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' },
       accepts: terms.offers,
-    } satisfies PaymentRequired);
-  const stamp = `${merchant.slug}|${merchant.updatedAt}|${route.route}`;
-  const headers: Record<string, string> = {
-    'content-type': PROBLEM_CONTENT_TYPE,
-    'cache-control': 'no-store',
-    'PAYMENT-REQUIRED': (memo && error === undefined ? memo.header(`x402|${stamp}|${req.path}`, makeRequired) : makeRequired()) as string,
+    } satisfies PaymentRequired),
   };
   deps.metrics.challengeIssued('x402');
   let challengeId: string | undefined;
   if (terms.mpp) {
     // `expires` carries whole seconds: within one second the same route gets the same challenge, id included.
-    const expiresSecond = Math.floor((deps.now() + deps.challengeTtlMs) / 1000);
+    const second = expiresSecond(deps, nowMs);
     const mppTerms = terms.mpp;
     const makeMpp = () => {
-      const made = createChallenge(deps.mppKey, { realm: deps.realm, request: mppTerms.request, expires: new Date(expiresSecond * 1000), description: `${merchant.name}: ${route.summary}` });
+      const made = createChallenge(deps.mppKey, { realm: deps.realm, request: mppTerms.request, expires: new Date(second * 1000), description: `${merchant.name}: ${route.summary}` });
       return made.ok ? `${made.value.id}\n${formatWwwAuthenticate(made.value)}` : undefined;
     };
-    const packed = memo ? memo.header(`mpp|${stamp}|${expiresSecond}`, makeMpp) : makeMpp();
+    const packed = memo ? memo.mpp(second, `${merchant.slug}|${merchant.updatedAt}|${route.route}`, makeMpp) : makeMpp();
     if (packed !== undefined) {
       const cut = packed.indexOf('\n');
       challengeId = packed.slice(0, cut);
@@ -202,7 +242,7 @@ async function paid(
   const key = nonceKeyOf(credential.request);
   const used = (detail: string) => {
     deps.breakers.release(slug);
-    return challenge(deps, req, merchant, route, terms, credential, { problem: 'verification-failed', detail });
+    return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail });
   };
   if (deps.served.holder(key) !== undefined) return used('this payment has already been used for a request');
   // The upstream call is made ready first: a request it can only refuse is refused before anything is charged.
@@ -229,7 +269,7 @@ async function paid(
   }
   if (!settlement.success) {
     deps.breakers.release(slug);
-    return challenge(deps, req, merchant, route, terms, credential, { settle: settlement, problem: 'verification-failed', detail: `payment refused: ${settlement.errorReason ?? 'unknown'}` });
+    return challenge(deps, req, merchant, route, terms, credential, deps.now(), { settle: settlement, problem: 'verification-failed', detail: `payment refused: ${settlement.errorReason ?? 'unknown'}` });
   }
   const servedBy = randomUUID();
   const claim = await deps.served.claim(key, servedBy);
