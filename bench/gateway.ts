@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- gateway`: in one run on this machine,
  *  1. 402 challenges per second from gate402's gateway, a bare uWebSockets.js hello-world, and the official
- *     @x402/express paywall serving the same route (each server its own process; the load generator here);
+ *     @x402/express paywall serving the same route (each server its own process, warmed up for a second first;
+ *     the load from `wrk` when it is installed, else from this process, see load.ts);
  *  2. paid requests per second end to end on the devnet (verify, settle, forward to a local upstream), p50/p99.
  *
  *   node --import tsx bench/gateway.ts [--seconds N] [--concurrency N] [--paid N]
@@ -65,10 +66,14 @@ async function main(): Promise<void> {
     );
 
     const results: Record<string, unknown> = { machine: { cpus: cpus().length, model: cpus()[0]?.model }, seconds: SECONDS, concurrency: CONCURRENCY };
+    const challengeRate = async (url: string) => {
+      await load({ url }, 1, CONCURRENCY); // warm-up, untimed: JIT, connections
+      return load({ url }, SECONDS, CONCURRENCY);
+    };
     const challenge = {
-      gate402: await load(() => ({ url: gatewayUrl }), SECONDS, CONCURRENCY),
-      bareUws: await load(() => ({ url: `http://127.0.0.1:${barePort}/m/catjoke/joke` }), SECONDS, CONCURRENCY),
-      x402Express: await load(() => ({ url: `http://127.0.0.1:${expressPort}/m/catjoke/joke` }), SECONDS, CONCURRENCY),
+      gate402: await challengeRate(gatewayUrl),
+      bareUws: await challengeRate(`http://127.0.0.1:${barePort}/m/catjoke/joke`),
+      x402Express: await challengeRate(`http://127.0.0.1:${expressPort}/m/catjoke/joke`),
     };
     results['challenge'] = {
       ...challenge,
