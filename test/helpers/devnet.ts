@@ -43,6 +43,13 @@ export const TESTER_SLOTS = {
   stock: 14,
   // test/stock-data.test.ts's funder
   stockData: 15,
+  // the web front end's browser tests
+  web: 16,
+  // test/bench-quick.test.ts
+  bench: 17,
+  // the settlement batching tests
+  batching: 18,
+  spare: 19,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {

@@ -19,7 +19,7 @@ export const DEVNET_ROLES = {
   /** The stock desk: receives stock-buy payments, swaps, refunds and sponsors gas. */
   stockDesk: 13,
   /** Funded, minters of every devnet stablecoin, never used by the service: tests take one each. */
-  testers: [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35],
+  testers: [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39],
   gaslessBuyer: 45,
   merchants: [50, 51, 52, 53],
 } as const;
