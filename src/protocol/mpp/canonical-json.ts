@@ -7,7 +7,7 @@
  * is not JSON (bigint, NaN/Infinity, functions, symbols, class instances, lone surrogates, nesting deeper
  * than {@link MAX_CANONICAL_DEPTH}) gives an `invalid_value` result; nothing throws.
  */
-import { fail, ok, type Result } from '../x402/codec.ts';
+import { fail, ok, type Result } from '../result.ts';
 
 export const MAX_CANONICAL_DEPTH = 64;
 
