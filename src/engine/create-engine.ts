@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
+import { BlockWatcher } from '../chain/block-watcher.ts';
 import { publicClientFor } from '../chain/clients.ts';
 import { DEVNET_ROLES, devnetAccount } from '../chain/devnet/accounts.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
@@ -62,10 +63,12 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();
   const relayers = new Map<string, RelayerPool>();
+  const watchers = new Map<string, BlockWatcher>();
   for (const n of networks.all()) {
     const client = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs, observe: metrics.rpcObserver(n.caip2) });
     inspectors.set(n.caip2, new ChainInspector(client));
     relayers.set(n.caip2, new RelayerPool({ chainId: n.chainId, client, accounts, minBalanceWei: config.relayerMinBalanceWei }));
+    watchers.set(n.caip2, new BlockWatcher({ client, pollMs: config.pollMs, timeoutMs: config.rpcTimeoutMs, log: log.child({ network: n.caip2 }) }));
   }
   const pick = <T>(map: Map<string, T>, caip2: string): T => {
     const v = map.get(caip2);
@@ -78,6 +81,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     signatures,
     inspector: (caip2) => pick(inspectors, caip2),
     relayers: (caip2) => pick(relayers, caip2),
+    watcher: (caip2) => pick(watchers, caip2),
     simulateFrom: (caip2) => pick(relayers, caip2).addresses[0] as `0x${string}`,
     now: () => BigInt(Math.floor(Date.now() / 1000)),
     confirmDeadlineMs: config.confirmDeadlineMs,
@@ -114,6 +118,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     async close() {
       clearInterval(watch);
       await engine.stop();
+      for (const w of watchers.values()) w.stop();
       await signatures.close();
       await store.close();
     },

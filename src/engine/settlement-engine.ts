@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { fromPromise } from 'xstate';
 import type { Address, TransactionReceipt } from 'viem';
+import type { BlockWatcher } from '../chain/block-watcher.ts';
 import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from '../protocol/x402/types.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -18,9 +19,11 @@ import { checkPayment, simulatePayment, verifyPayment, type Verdict, type Verify
 export interface EngineOptions extends VerifyDeps {
   store: Store;
   relayers(caip2: string): RelayerPool;
+  /** The chain's one block watcher, which every payment in flight on it awaits its receipt from. */
+  watcher(caip2: string): BlockWatcher;
   /** How long /settle waits for a receipt before it answers pending with the broadcast hash. */
   confirmDeadlineMs: number;
-  /** How often receipts are polled. */
+  /** How often the chain head is read while transactions are in flight. */
   pollMs: number;
   /** Whether /verify simulates the transfer on chain (settle always does). */
   simulateOnVerify: boolean;
@@ -248,7 +251,8 @@ export class SettlementEngine {
   }
 
   #courier(record: PaymentRecord): Courier {
-    return { pool: this.#o.relayers(record.network), client: this.#o.inspector(record.network).client, pollMs: this.#o.pollMs, log: this.#o.log.child({ payment: record.id }) };
+    const network = record.network;
+    return { pool: this.#o.relayers(network), client: this.#o.inspector(network).client, watcher: this.#o.watcher(network), pollMs: this.#o.pollMs, log: this.#o.log.child({ payment: record.id }) };
   }
 
   /** A verdict, counted in the metrics as it passes. */

@@ -1,4 +1,5 @@
 import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
+import { BlockWatcher } from '../chain/block-watcher.ts';
 import type { Logger } from '../log/logger.ts';
 import { callOf, type RelayerCall, type RelayerPool, type SignedTx } from './relayer-pool.ts';
 
@@ -11,9 +12,11 @@ import { callOf, type RelayerCall, type RelayerPool, type SignedTx } from './rel
 export interface Courier {
   pool: RelayerPool;
   client: PublicClient<Transport, Chain>;
-  /** How often receipts are polled. */
+  /** How often the chain head is read while a transaction is awaited. */
   pollMs: number;
   log: Logger;
+  /** The chain's block watcher; without one, couriers of the same client share one made for it. */
+  watcher?: BlockWatcher;
 }
 
 export type Persist = (txs: SignedTx[]) => Promise<void>;
@@ -64,26 +67,41 @@ export async function sendDurably(c: Courier, call: RelayerCall, txs: SignedTx[]
   return { ok: false, txs: trail, message: 'no relayer nonce was accepted' };
 }
 
+/** How long a transaction may go unmined before its fee and its presence at the node are checked. */
+const KEEP_IN_FLIGHT_MS = 2000;
+
+const sharedWatchers = new WeakMap<object, BlockWatcher>();
+
+/** The courier's block watcher, or the one shared by every courier of its client. */
+function watcherOf(c: Courier): BlockWatcher {
+  if (c.watcher) return c.watcher;
+  let watcher = sharedWatchers.get(c.client);
+  if (!watcher) sharedWatchers.set(c.client, (watcher = new BlockWatcher({ client: c.client, pollMs: c.pollMs, timeoutMs: 10_000, log: c.log })));
+  return watcher;
+}
+
 /**
- * Waits for a receipt of any version of the trail. Meanwhile a version priced out by the base fee is replaced
- * (same nonce, higher fee), and one the node forgot is sent again as it was. Never gives up on RPC errors; stops
- * only when `signal` aborts.
+ * Waits for a receipt of any version of the trail, from the chain's block watcher. Every few seconds without one,
+ * a version priced out by the base fee is replaced (same nonce, higher fee), and one the node forgot is sent again as
+ * it was. Never gives up on RPC errors; stops only when `signal` aborts (or the watcher stops).
  */
 export async function awaitMined(c: Courier, txs: SignedTx[], persist: Persist, signal: AbortSignal): Promise<Mined> {
+  const watcher = watcherOf(c);
+  const keepInFlightMs = Math.max(KEEP_IN_FLIGHT_MS, c.pollMs * 10);
   let trail = txs;
-  let polls = 0;
-  while (!signal.aborted) {
-    try {
-      const mined = await minedVersion(c.client, trail);
-      if (mined) {
-        c.pool.done(trail.at(-1) as SignedTx);
-        return { ...mined, txs: trail };
-      }
-      if (++polls % 10 === 0) trail = await keepInFlight(c, trail, persist);
-    } catch (err) {
-      c.log.warn('confirmation poll failed', { tx: trail.at(-1)?.hash, error: err });
+  while (!signal.aborted && !watcher.stopped) {
+    const receipt = await watcher.receipt(trail.map((tx) => tx.hash), { signal, waitMs: keepInFlightMs });
+    if (receipt) {
+      const tx = trail.find((t) => t.hash.toLowerCase() === receipt.transactionHash.toLowerCase()) as SignedTx;
+      c.pool.done(trail.at(-1) as SignedTx);
+      return { receipt, tx, txs: trail };
     }
-    await sleep(c.pollMs, signal);
+    if (signal.aborted || watcher.stopped) break;
+    try {
+      trail = await keepInFlight(c, trail, persist);
+    } catch (err) {
+      c.log.warn('could not check a transaction in flight', { tx: trail.at(-1)?.hash, error: err });
+    }
   }
   throw new Error('stopped while the transaction was in flight');
 }

@@ -1,0 +1,84 @@
+import t from 'tap';
+import { parseEther, type Hex } from 'viem';
+import { startAnvil } from '../src/chain/anvil.ts';
+import { BlockWatcher } from '../src/chain/block-watcher.ts';
+import { publicClientFor } from '../src/chain/clients.ts';
+import { DEVNET_TEST_MNEMONIC, devnetAccount } from '../src/chain/devnet/accounts.ts';
+import { rpcCall } from '../src/chain/rpc.ts';
+import { createLogger } from '../src/log/logger.ts';
+import { freePort, freshAccount } from './helpers/devnet.ts';
+
+// A bare chain of this file's own, mined by hand: nothing else sends to it, so every call counted is the watcher's.
+const anvil = await startAnvil({ chainId: 31_337, port: await freePort(), mnemonic: DEVNET_TEST_MNEMONIC, fundedAccounts: 4 });
+t.teardown(() => anvil.stop());
+await rpcCall(anvil.rpcUrl, 'evm_setAutomine', [false]);
+
+const calls = new Map<string, number>();
+const count = (method: string) => calls.get(method) ?? 0;
+const client = publicClientFor(31_337, anvil.rpcUrl, { observe: (method) => calls.set(method, count(method) + 1) });
+const log = createLogger('test', { level: 'error' });
+const watcher = new BlockWatcher({ client, pollMs: 20, timeoutMs: 2000, log });
+t.teardown(() => watcher.stop());
+const sender = devnetAccount(1);
+let nonce = 0;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Signs and sends a transfer without waiting for anything, through a connection the watcher does not count. */
+async function send(): Promise<Hex> {
+  const raw = await sender.signTransaction({ type: 'eip1559', chainId: 31_337, nonce: nonce++, to: freshAccount().address, value: parseEther('0.001'), gas: 21_000n, maxFeePerGas: 10n ** 10n, maxPriorityFeePerGas: 1n });
+  return rpcCall<Hex>(anvil.rpcUrl, 'eth_sendRawTransaction', [raw]);
+}
+
+t.test('twenty transactions in one block: each waiter gets its own receipt, for one block fetch', async (t) => {
+  const hashes: Hex[] = [];
+  for (let i = 0; i < 20; i++) hashes.push(await send());
+  const waiting = hashes.map((h) => watcher.receipt([h]));
+  await sleep(300); // a dozen rounds with nothing mined
+  const before = { receipts: count('eth_getTransactionReceipt'), blocks: count('eth_getBlockReceipts') };
+  await rpcCall(anvil.rpcUrl, 'evm_mine', []);
+  const receipts = await Promise.all(waiting);
+  t.same(receipts.map((r) => r?.transactionHash), hashes, 'every waiter got the receipt of its own transaction');
+  t.ok(receipts.every((r) => r?.status === 'success' && r.blockNumber === receipts[0]?.blockNumber), 'all from the one block');
+  t.equal(count('eth_getTransactionReceipt'), 20, 'each hash was looked up on its own once, when it was registered, and never polled again');
+  t.equal(count('eth_getBlockReceipts') - before.blocks, 1, "the block's receipts were fetched once for all twenty");
+  t.equal(count('eth_getTransactionReceipt') - before.receipts, 0);
+});
+
+t.test('a transaction mined before it is awaited is found at once', async (t) => {
+  const hash = await send();
+  await rpcCall(anvil.rpcUrl, 'evm_mine', []);
+  await rpcCall(anvil.rpcUrl, 'evm_mine', []);
+  const receipt = await watcher.receipt([hash], { waitMs: 2000 });
+  t.equal(receipt?.transactionHash, hash);
+});
+
+t.test('of several versions awaited together, the one that mines answers; an unmined one times out', async (t) => {
+  const never = `0x${'ab'.repeat(32)}` as Hex;
+  const hash = await send();
+  const either = watcher.receipt([never, hash]);
+  const alone = watcher.receipt([never], { waitMs: 150 });
+  await sleep(50);
+  await rpcCall(anvil.rpcUrl, 'evm_mine', []);
+  t.equal((await either)?.transactionHash, hash);
+  t.equal(await alone, undefined, 'undefined after waitMs');
+});
+
+t.test('idle, it makes no calls; an aborted waiter and a stopped watcher resolve undefined', async (t) => {
+  await sleep(100);
+  const idle = [...calls.values()].reduce((a, b) => a + b, 0);
+  await sleep(300);
+  t.equal([...calls.values()].reduce((a, b) => a + b, 0), idle, 'no RPC while nothing is awaited');
+  const abort = new AbortController();
+  const aborted = watcher.receipt([`0x${'cd'.repeat(32)}`], { signal: abort.signal });
+  const pending = watcher.receipt([`0x${'ef'.repeat(32)}`]);
+  abort.abort();
+  t.equal(await aborted, undefined);
+  watcher.stop();
+  t.equal(await pending, undefined, 'stop releases every waiter');
+  t.equal(watcher.watching, 0);
+  await sleep(50); // a call already on the wire may still land
+  const after = [...calls.values()].reduce((a, b) => a + b, 0);
+  await sleep(200);
+  t.equal([...calls.values()].reduce((a, b) => a + b, 0), after, 'and the loop has ended');
+  t.equal(await watcher.receipt([`0x${'12'.repeat(32)}`]), undefined, 'a stopped watcher answers at once');
+});
