@@ -1,9 +1,11 @@
 import { x402Client } from '@x402/core/client';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { erc20Abi, parseEther, toHex, type Address, type LocalAccount } from 'viem';
+import { erc20Abi, parseEther, toHex, type Account, type Address, type LocalAccount, type TransactionReceipt } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import type { NetworkEntry } from '../../src/chain/manifest.ts';
+import { stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
+import { uniswapArtifacts } from '../../src/chain/contracts/uniswap.ts';
+import type { NetworkEntry, StockInfo } from '../../src/chain/manifest.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { clientsFor, freshAccount } from './devnet.ts';
 
@@ -31,4 +33,23 @@ export function officialBuyer(payer: LocalAccount, beforeRetry?: () => Promise<v
 export async function tokenBalance(n: NetworkEntry, token: Address, who: Address): Promise<bigint> {
   const { pub } = clientsFor(n, freshAccount());
   return pub.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+}
+
+/**
+ * A trader (a tester, minter of stablecoin B) buys `stock` for `amount` stablecoin B atomic units on its pool: the
+ * price moves against the next buyer. Returns the swap's receipt.
+ */
+export async function buyInPool(n: NetworkEntry, trader: Account, stock: StockInfo, amount: bigint): Promise<TransactionReceipt> {
+  const { pub, wallet } = clientsFor(n, trader);
+  if (!n.uniswap) throw new Error('the network has no Uniswap router');
+  await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'mint', args: [trader.address, amount] }) });
+  await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'approve', args: [n.uniswap.router, amount] }) });
+  const block = await pub.getBlock();
+  const hash = await wallet.writeContract({
+    address: n.uniswap.router,
+    abi: uniswapArtifacts.router.abi,
+    functionName: 'exactInputSingle',
+    args: [{ tokenIn: n.stablecoin.address, tokenOut: stock.address, fee: stock.fee, recipient: trader.address, deadline: block.timestamp + 60n, amountIn: amount, amountOutMinimum: 0n, sqrtPriceLimitX96: 0n }],
+  });
+  return pub.waitForTransactionReceipt({ hash });
 }
