@@ -11,7 +11,7 @@
  */
 import { Buffer } from 'node:buffer';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +26,11 @@ export interface LoadRequest {
 
 export interface LoadResult {
   requestsPerSecond: number;
+  /** Requests answered, and the seconds from the first sent to the last answered. */
+  requests: number;
+  seconds: number;
   p50ms: number;
+  p90ms: number;
   p99ms: number;
   /** Count per status code (`error` for a failed request), or per `classify` outcome when one is given. */
   outcomes: Record<string, number>;
@@ -51,7 +55,7 @@ const ms = (value: number) => Number(value.toFixed(2));
 function summarize(latenciesMs: number[], elapsedS: number, outcomes: Record<string, number>, loadGenerator: LoadResult['loadGenerator'], cpuS: number): LoadResult {
   latenciesMs.sort((a, b) => a - b);
   const pct = (p: number) => ms(latenciesMs[Math.min(latenciesMs.length - 1, Math.floor(latenciesMs.length * p))] ?? 0);
-  return { requestsPerSecond: Math.round(latenciesMs.length / elapsedS), p50ms: pct(0.5), p99ms: pct(0.99), outcomes, loadGenerator, loadGeneratorCpuPercent: Math.round((cpuS / elapsedS) * 100) };
+  return { requestsPerSecond: Math.round(latenciesMs.length / elapsedS), requests: latenciesMs.length, seconds: ms(elapsedS), p50ms: pct(0.5), p90ms: pct(0.9), p99ms: pct(0.99), outcomes, loadGenerator, loadGeneratorCpuPercent: Math.round((cpuS / elapsedS) * 100) };
 }
 
 // ---- node:net ----
@@ -280,8 +284,8 @@ function done(summary, latency, requests)
   f:close()
   local fields = {}
   for field in stat:match("%) (.*)"):gmatch("%S+") do table.insert(fields, field) end
-  io.write(string.format('\\nLOAD {"requests":%d,"durationUs":%d,"p50us":%d,"p99us":%d,"cpuTicks":%d,"outcomes":{%s}}\\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), tonumber(fields[12]) + tonumber(fields[13]), table.concat(outcomes, ",")))
+  io.write(string.format('\\nLOAD {"requests":%d,"durationUs":%d,"p50us":%d,"p90us":%d,"p99us":%d,"cpuTicks":%d,"outcomes":{%s}}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(90), latency:percentile(99), tonumber(fields[12]) + tonumber(fields[13]), table.concat(outcomes, ",")))
 end
 `;
 
@@ -305,10 +309,10 @@ async function loadWithWrk(r: LoadRequest, seconds: number, connections: number)
     });
     const line = /^LOAD (\{.*\})$/m.exec(out);
     if (!line) throw new Error(`wrk printed no result:\n${out}`);
-    const w = JSON.parse(line[1] as string) as { requests: number; durationUs: number; p50us: number; p99us: number; cpuTicks: number; outcomes: Record<string, number> };
+    const w = JSON.parse(line[1] as string) as { requests: number; durationUs: number; p50us: number; p90us: number; p99us: number; cpuTicks: number; outcomes: Record<string, number> };
     const elapsed = w.durationUs / 1e6;
     const cpuPercent = Math.round((w.cpuTicks / clockTicksPerSecond() / elapsed) * 100);
-    return { requestsPerSecond: Math.round(w.requests / elapsed), p50ms: ms(w.p50us / 1000), p99ms: ms(w.p99us / 1000), outcomes: w.outcomes, loadGenerator: 'wrk', loadGeneratorCpuPercent: cpuPercent };
+    return { requestsPerSecond: Math.round(w.requests / elapsed), requests: w.requests, seconds: ms(elapsed), p50ms: ms(w.p50us / 1000), p90ms: ms(w.p90us / 1000), p99ms: ms(w.p99us / 1000), outcomes: w.outcomes, loadGenerator: 'wrk', loadGeneratorCpuPercent: cpuPercent };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -339,9 +343,33 @@ export function startChild(args: string[], env: Record<string, string> = {}, rea
   });
 }
 
+/**
+ * Peak resident memory of a process under test, from Linux's /proc/<pid>/status (VmHWM, in MiB); undefined where
+ * there is no /proc. {@link resetPeakRss} first, and the figure covers only what ran since.
+ */
+export function peakRssMb(pid: number | undefined): number | undefined {
+  try {
+    const kb = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return kb ? Math.round(Number(kb[1]) / 1024) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sets a process's peak resident memory back to its current one (Linux: `5` into /proc/<pid>/clear_refs). */
+export function resetPeakRss(pid: number | undefined): void {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+  } catch {
+    // no /proc, or not ours: the peak then covers the process's whole life, which is still an upper bound
+  }
+}
+
 export async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');
+  const stuck = setTimeout(() => child.kill('SIGKILL'), 10_000);
   await exited;
+  clearTimeout(stuck);
 }
