@@ -1,23 +1,9 @@
 import type { Address, Hex } from 'viem';
 import type { SignedTx } from '../engine/relayer-pool.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
+import type { OrderState } from './order-states.ts';
 
-/** Where an order is; each is written to LMDB as it is entered. */
-export type OrderState =
-  | 'settling'
-  | 'checkingPool'
-  | 'quoting'
-  | 'swapping'
-  | 'confirmingSwap'
-  | 'delivered'
-  | 'refunding'
-  | 'refundWaiting'
-  | 'confirmingRefund'
-  | 'refunded'
-  | 'rejected';
-
-/** The order is over: nothing more will be sent for it. */
-export const FINAL_ORDER_STATES: ReadonlySet<string> = new Set(['delivered', 'refunded', 'rejected']);
+export { FINAL_ORDER_STATES, type OrderState } from './order-states.ts';
 
 /** The durable record of one stock buy. */
 export interface StockOrder {
