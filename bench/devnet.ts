@@ -1,0 +1,125 @@
+/**
+ * The bench's chains: a devnet of its own (or a running one it may drive, `--manifest`), block times, funded
+ * buyers, and what a run left on chain.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseAbiItem, type Address, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { CAIP2 } from '../src/chain/canonical.ts';
+import { publicClientFor, walletClientFor } from '../src/chain/clients.ts';
+import { stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
+import { DEVNET_ROLES, devnetAccount } from '../src/chain/devnet/accounts.ts';
+import { manifestIsLive, startDevnet } from '../src/chain/devnet/run.ts';
+import { readManifest, type DevnetManifest, type NetworkEntry } from '../src/chain/manifest.ts';
+import { rpcCall } from '../src/chain/rpc.ts';
+import { freePort } from '../test/helpers/devnet.ts';
+
+export interface BenchDevnet {
+  manifest: DevnetManifest;
+  manifestPath: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The devnet at `manifestPath` when given (it must be running; the bench funds buyers from testers 20-27 and sets
+ * the block time of its chains, so give it one it may drive), else three fresh chains on free ports, stopped by
+ * `stop()`.
+ */
+export async function benchDevnet(manifestPath?: string): Promise<BenchDevnet> {
+  if (manifestPath !== undefined) {
+    const manifest = readManifest(manifestPath);
+    if (!(await manifestIsLive(manifest))) throw new Error(`the devnet of ${manifestPath} is not running`);
+    return { manifest, manifestPath, stop: async () => {} };
+  }
+  const path = join(mkdtempSync(join(tmpdir(), 'gate402-bench-devnet-')), 'devnet.json');
+  const ports = { [CAIP2.base]: await freePort(), [CAIP2.baseSepolia]: await freePort(), [CAIP2.stockChain]: await freePort() };
+  const devnet = await startDevnet({ manifestPath: path, host: '127.0.0.1', ports, fresh: true });
+  return { manifest: devnet.manifest, manifestPath: path, stop: () => devnet.stop() };
+}
+
+export function networkOf(manifest: DevnetManifest, caip2: string): NetworkEntry {
+  const n = manifest.networks[caip2];
+  if (!n) throw new Error(`the devnet has no ${caip2}`);
+  return n;
+}
+
+/**
+ * Mines a block every `seconds` from now on (anvil's interval mining, the mode `--block-time` starts it in), or a
+ * block per transaction for 0, mining whatever waits at once.
+ */
+export async function setBlockTime(n: NetworkEntry, seconds: number): Promise<void> {
+  if (seconds > 0) {
+    await rpcCall(n.rpcUrl, 'evm_setIntervalMining', [seconds]);
+    return;
+  }
+  await rpcCall(n.rpcUrl, 'evm_setAutomine', [true]);
+  await rpcCall(n.rpcUrl, 'evm_mine', []);
+}
+
+export interface Buyer {
+  key: Hex;
+  address: Address;
+}
+
+/** The devnet testers that fund bench buyers side by side (minters of every devnet stablecoin). */
+export const BENCH_FUNDERS = DEVNET_ROLES.testers.slice(0, 8);
+
+/**
+ * `count` fresh buyers holding `amount` of the network's stablecoin each: BENCH_FUNDERS mint side by side, each
+ * sending its mints back to back with its own nonces, and every receipt is checked.
+ */
+export async function fundBuyers(n: NetworkEntry, count: number, amount: bigint): Promise<Buyer[]> {
+  const buyers = Array.from({ length: count }, (): Buyer => {
+    const key = generatePrivateKey();
+    return { key, address: privateKeyToAccount(key).address };
+  });
+  const pub = publicClientFor(n.chainId, n.rpcUrl, { pollingIntervalMs: 20 });
+  const fees = await pub.estimateFeesPerGas();
+  const hashes: Hex[] = [];
+  await Promise.all(
+    BENCH_FUNDERS.map(async (index, f) => {
+      const funder = devnetAccount(index);
+      const wallet = walletClientFor(n.chainId, n.rpcUrl, funder);
+      let nonce = await pub.getTransactionCount({ address: funder.address, blockTag: 'pending' });
+      for (let i = f; i < count; i += BENCH_FUNDERS.length) {
+        const to = (buyers[i] as Buyer).address;
+        hashes.push(await wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'mint', args: [to, amount], nonce: nonce++, gas: 200_000n, ...fees }));
+      }
+    }),
+  );
+  for (const hash of hashes) {
+    const receipt = await pub.waitForTransactionReceipt({ hash, timeout: 60_000 });
+    if (receipt.status !== 'success') throw new Error(`funding mint ${hash} reverted`);
+  }
+  return buyers;
+}
+
+export async function blockNumber(n: NetworkEntry): Promise<bigint> {
+  return publicClientFor(n.chainId, n.rpcUrl).getBlockNumber();
+}
+
+export interface OnChain {
+  /** Stablecoin transfers of exactly `amount` to `payTo` mined in the blocks: the payments settled. */
+  payments: number;
+  /** The transactions that carried them, and how many distinct accounts sent those. */
+  transactions: number;
+  senders: number;
+}
+
+const TRANSFER = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
+
+/** What reached the chain for `payTo` in blocks `fromBlock`..`toBlock`: settled payments, their transactions and senders. */
+export async function settledOnChain(n: NetworkEntry, payTo: Address, amount: bigint, fromBlock: bigint, toBlock: bigint): Promise<OnChain> {
+  const pub = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: 60_000 });
+  const logs = fromBlock > toBlock ? [] : await pub.getLogs({ address: n.stablecoin.address, event: TRANSFER, args: { to: payTo }, fromBlock, toBlock });
+  const paid = logs.filter((l) => l.args.value === amount);
+  const txs = [...new Set(paid.map((l) => l.transactionHash))];
+  const senders = new Set<string>();
+  for (let i = 0; i < txs.length; i += 100) {
+    const batch = await Promise.all(txs.slice(i, i + 100).map((hash) => pub.getTransaction({ hash })));
+    for (const tx of batch) senders.add(tx.from.toLowerCase());
+  }
+  return { payments: paid.length, transactions: txs.length, senders: senders.size };
+}

@@ -1,0 +1,200 @@
+/**
+ * What a scenario's result file holds (bench/results/<scenario>.json), the issue's goals checked against it, and
+ * bench/results/summary.md: one table with every figure, goal and ratio of the latest result of each scenario.
+ * Pure functions of the figures the scripts wrote.
+ */
+import type { LoadResult } from './load.ts';
+import type { PaidFigures } from './paid-run.ts';
+
+export interface Machine {
+  cores: number;
+  cpuModel: string;
+  node: string;
+  platform: string;
+  memoryGb: number;
+  /** 1, 5 and 15 minute load averages: well above 0 before a run means other work shared the cores. */
+  loadAverageBefore: number[];
+  loadAverageAfter: number[];
+}
+
+export interface ScenarioResult {
+  scenario: string;
+  about: string;
+  profile: string;
+  date: string;
+  /** The command that produced this file, and each script it ran. */
+  command: string;
+  scripts: string[];
+  durationSeconds: number;
+  machine: Machine;
+  /** What the scripts wrote, merged (challenge, signatures and http, paid, stock, scaling). */
+  figures: Record<string, unknown>;
+  goals: Goal[];
+  /** Set when a script failed; the figures then hold what the others wrote. */
+  error?: string;
+}
+
+export interface Goal {
+  goal: string;
+  measured: string;
+  /** null: not evaluated, and `note` says why. */
+  met: boolean | null;
+  note?: string;
+}
+
+interface Row {
+  measurement: string;
+  figure: string;
+  goal?: Goal;
+}
+
+// ---- the figures' shapes, as the scripts write them ----
+
+type Load = LoadResult;
+type Paid = PaidFigures;
+interface Figures {
+  challenge?: { concurrency: number; gate402: Load; bareUws: Load; x402Express: Load; gate402VsBareUws: number; gate402VsX402Express: number };
+  signatures?: { environment: { cores: number }; rows: { name: string; perSecond: number; wrong: number }[]; ratios: Record<string, number> };
+  http?: { simulationOff?: Load; simulationOn?: Load };
+  paid?: { concurrency: number; runs: { blockTime: number; gate402: Paid; reference: Paid; gate402VsReference: number }[] };
+  stock?: { orders: number; ordersPerSecond: number; delivered: number; belowSlippageFloor: number } & Omit<Load, 'requestsPerSecond'>;
+  scaling?: { levels: Paid[] };
+}
+
+// ---- formatting ----
+
+const int = (x: number) => Math.round(x).toLocaleString('en-US');
+const times = (x: number) => `${x.toFixed(2)}×`;
+const latency = (l: Pick<Load, 'p50ms' | 'p90ms' | 'p99ms'>) => `p50 ${l.p50ms} / p90 ${l.p90ms} / p99 ${l.p99ms} ms`;
+const generator = (l: Load) => `${l.loadGenerator} generator at ${l.loadGeneratorCpuPercent}% of a core`;
+const outcomes = (o: Record<string, number>) =>
+  Object.entries(o)
+    .map(([k, v]) => `${v} × ${k}`)
+    .join(', ');
+const atLeast = (goal: string, value: number, min: number, measured: string, note?: string): Goal => ({ goal, measured, met: value >= min, ...(note ? { note } : {}) });
+
+function paidRow(label: string, p: Paid): Row {
+  const rss = p.peakRssMb.total === undefined ? '' : `; peak RSS ${p.peakRssMb.total} MiB`;
+  const chain = `; ${p.onChain.payments} settled in ${p.onChain.transactions} tx from ${p.onChain.senders} relayer(s)`;
+  return { measurement: label, figure: `${int(p.paidPerSecond)} paid/s (${latency(p)}; ${outcomes(p.outcomes)}${rss}${chain}${p.ranOut ? '; ran out of pre-signed payments' : ''})` };
+}
+
+/**
+ * The rows of one scenario's figures, each goal of the issue attached to the figure it judges. Goals judged on a
+ * quick or tiny run say so: those runs check that the bench works, they measure little.
+ */
+export function rowsOf(figures: Record<string, unknown>, profile: string): Row[] {
+  const rows = figureRows(figures);
+  if (profile === 'full') return rows;
+  const caveat = `a ${profile} run, not a measurement`;
+  return rows.map((r) => (r.goal ? { ...r, goal: { ...r.goal, note: r.goal.note ? `${r.goal.note}; ${caveat}` : caveat } } : r));
+}
+
+function figureRows(figures: Record<string, unknown>): Row[] {
+  const f = figures as Figures;
+  const rows: Row[] = [];
+  if (f.challenge) {
+    const c = f.challenge;
+    rows.push({ measurement: `402 challenges, gate402 (${c.concurrency} connections)`, figure: `${int(c.gate402.requestsPerSecond)}/s (${latency(c.gate402)}; ${generator(c.gate402)})` });
+    rows.push({ measurement: '402s, bare uWebSockets.js hello-world', figure: `${int(c.bareUws.requestsPerSecond)}/s (${generator(c.bareUws)})` });
+    rows.push({ measurement: '402s, official @x402/express paywall', figure: `${int(c.x402Express.requestsPerSecond)}/s (${generator(c.x402Express)})` });
+    rows.push({ measurement: 'gate402 / bare uWebSockets.js', figure: times(c.gate402VsBareUws), goal: atLeast('at least half the bare uWebSockets.js rate', c.gate402VsBareUws, 0.5, times(c.gate402VsBareUws)) });
+    rows.push({ measurement: 'gate402 / @x402/express paywall', figure: times(c.gate402VsX402Express), goal: atLeast('at least 5× the official paywall', c.gate402VsX402Express, 5, times(c.gate402VsX402Express)) });
+  }
+  if (f.signatures) {
+    const s = f.signatures;
+    const rate = (prefix: string) => s.rows.find((r) => r.name.startsWith(prefix))?.perSecond ?? 0;
+    const pool = rate('(c) SignatureVerifier pool, 1024');
+    const ratio = s.ratios['c/d (pool vs reference facilitator)'] ?? 0;
+    const cores = s.environment.cores;
+    const wrong = s.rows.reduce((n, r) => n + r.wrong, 0);
+    rows.push({
+      measurement: 'signature verifications through the worker pool',
+      figure: `${int(pool)}/s${wrong ? ` (${wrong} WRONG)` : ''}`,
+      goal: atLeast('at least 10,000 per second on 2 cores', pool, 10_000, `${int(pool)}/s on ${cores} cores`, cores === 2 ? undefined : `measured on ${cores} cores, the goal is for 2`),
+    });
+    rows.push({ measurement: 'the reference @x402/evm scheme verify, same payloads', figure: `${int(rate('(d)'))}/s` });
+    rows.push({ measurement: 'viem recoverTypedDataAddress, same payloads', figure: `${int(rate('(a)'))}/s` });
+    rows.push({ measurement: 'worker pool / reference scheme', figure: times(ratio), goal: atLeast('at least 15× the reference scheme', ratio, 15, times(ratio)) });
+  }
+  if (f.http) {
+    for (const [key, label] of [['simulationOff', 'simulation off'], ['simulationOn', 'simulation on']] as const) {
+      const l = f.http[key];
+      if (l) rows.push({ measurement: `/verify over HTTP, ${label}`, figure: `${int(l.requestsPerSecond)}/s (${latency(l)}; ${outcomes(l.outcomes)})` });
+    }
+  }
+  if (f.paid) {
+    const c = f.paid.concurrency;
+    for (const run of f.paid.runs) {
+      const bt = run.blockTime === 0 ? 'automine' : `${run.blockTime} s blocks`;
+      rows.push(paidRow(`paid end to end, gate402, ${bt}, ${c} concurrent buyers`, run.gate402));
+      rows.push(paidRow(`paid end to end, @x402/express + reference facilitator, ${bt}`, run.reference));
+      const budget = run.blockTime * 1000 + 100;
+      rows.push({
+        measurement: `gate402 p99, ${bt}`,
+        figure: `${run.gate402.p99ms} ms`,
+        goal: { goal: `p99 under one block time plus 100 ms (${budget} ms)`, measured: `${run.gate402.p99ms} ms`, met: run.gate402.p99ms < budget },
+      });
+      rows.push({
+        measurement: `gate402 / reference stack, ${bt}`,
+        figure: times(run.gate402VsReference),
+        goal:
+          c === 100
+            ? atLeast('at least 10× the reference stack at 100 concurrent buyers', run.gate402VsReference, 10, times(run.gate402VsReference))
+            : { goal: 'at least 10× the reference stack at 100 concurrent buyers', measured: times(run.gate402VsReference), met: null, note: `measured at ${c} concurrent buyers` },
+      });
+      const spread = run.gate402.onChain;
+      if (spread.payments > 1) {
+        rows.push({
+          measurement: `gate402 settlement transactions, ${bt}`,
+          figure: `${spread.senders} relayer(s), ${spread.paymentsPerTransaction} payments per transaction`,
+          goal: {
+            goal: "throughput not limited by one relayer's nonce sequence (several relayers, or several payments per transaction)",
+            measured: `${spread.senders} relayer(s), ${spread.paymentsPerTransaction} per tx`,
+            met: spread.senders > 1 || spread.paymentsPerTransaction > 1,
+          },
+        });
+      }
+    }
+  }
+  if (f.stock) {
+    const s = f.stock;
+    rows.push({ measurement: `stock orders end to end (${s.orders} orders)`, figure: `${int(s.ordersPerSecond)}/s (${latency(s)}; ${s.delivered} of ${s.orders} delivered, ${s.belowSlippageFloor} below the slippage floor)` });
+  }
+  if (f.scaling) {
+    for (const level of f.scaling.levels) rows.push(paidRow(`paid, gate402, automine, ${level.concurrency} concurrent buyers`, level));
+  }
+  return rows;
+}
+
+export function goalsOf(figures: Record<string, unknown>, profile: string): Goal[] {
+  return rowsOf(figures, profile).flatMap((r) => (r.goal ? [r.goal] : []));
+}
+
+const cell = (s: string) => s.replace(/\|/g, '\\|');
+const verdict = (g: Goal) => (g.met === null ? `not evaluated (${g.note ?? ''})` : `${g.met ? 'met' : '**not met**'}${g.note ? ` (${g.note})` : ''}`);
+
+/** bench/results/summary.md: every scenario's figures, goals and ratios in one table, then where each came from. */
+export function renderSummary(results: ScenarioResult[]): string {
+  const lines = [
+    '# gate402 benchmarks',
+    '',
+    'Written by `npm run bench` from the latest `bench/results/<scenario>.json` of each scenario. Peer figures are',
+    'measured in the same run on the same machine; the machine and its load are listed below the table.',
+    '',
+    '| scenario | measurement | figure | goal | met |',
+    '|---|---|---|---|---|',
+  ];
+  for (const r of results) {
+    if (r.error) lines.push(`| ${r.scenario} | **failed** | ${cell(r.error.split('\n')[0] ?? '')} | | |`);
+    for (const row of rowsOf(r.figures, r.profile)) lines.push(`| ${r.scenario} | ${cell(row.measurement)} | ${cell(row.figure)} | ${row.goal ? cell(row.goal.goal) : ''} | ${row.goal ? verdict(row.goal) : ''} |`);
+  }
+  lines.push('', '| scenario | date | profile | command | machine | load average before → after | took |', '|---|---|---|---|---|---|---|');
+  for (const r of results) {
+    const m = r.machine;
+    lines.push(
+      `| ${r.scenario} | ${r.date} | ${r.profile} | \`${cell(r.command)}\` | ${m.cores} cores, ${cell(m.cpuModel)}, ${m.memoryGb} GB, Node ${m.node}, ${m.platform} | ${m.loadAverageBefore.join(' ')} → ${m.loadAverageAfter.join(' ')} | ${r.durationSeconds} s |`,
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}

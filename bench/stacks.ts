@@ -1,0 +1,117 @@
+/**
+ * The servers a bench compares, each in a process of its own on a free port: gate402 (`gate402 start` on the
+ * devnet), the official stack (the @x402/express seller and the reference facilitator), a bare uWebSockets.js
+ * hello-world, and the local upstream both paid stacks forward to.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { request } from 'undici';
+import { privateKeyToAccount } from 'viem/accounts';
+import type { Address } from 'viem';
+import type { NetworkEntry } from '../src/chain/manifest.ts';
+import { DEVNET_UPSTREAM_SECRET } from '../src/cli/service.ts';
+import { decodePaymentRequiredHeader } from '../src/protocol/x402/headers.ts';
+import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
+import { freePort } from '../test/helpers/devnet.ts';
+import { gassedKey } from '../test/helpers/stock.ts';
+import { startChild, stopChild } from './load.ts';
+
+/** The route every comparison serves: gate402's built-in `catjoke` merchant, 0.01 of a stablecoin a call. */
+export const ROUTE = '/m/catjoke/joke';
+
+export interface Server {
+  url: string;
+  /** The processes that serve it, by role, for their memory figures. */
+  processes: Record<string, ChildProcess>;
+  stop(): Promise<void>;
+}
+
+function server(url: string, processes: Record<string, ChildProcess>): Server {
+  return {
+    url,
+    processes,
+    stop: async () => {
+      for (const child of Object.values(processes).reverse()) await stopChild(child);
+    },
+  };
+}
+
+const tsx = (file: string, ...args: string[]) => ['--import', 'tsx', resolve(file), ...args];
+
+/** gate402's catalog fixtures on their own: the upstream of both paid stacks. `url` is the origin. */
+export async function startUpstream(): Promise<Server> {
+  const port = await freePort();
+  return server(`http://127.0.0.1:${port}`, { upstream: await startChild(tsx('bench/peers/upstream.ts', String(port))) });
+}
+
+/**
+ * `gate402 start` on the devnet of `manifestPath` (reusing its chains): facilitator and gateway on one engine, the
+ * built-in catalog forwarding to `upstream` (else to fixtures in its own process), receipts polled every `pollMs`.
+ * `env` adds to (or overrides) the service's settings.
+ */
+export async function startGate402(manifestPath: string, opts: { upstream?: string; pollMs: number; env?: Record<string, string> }): Promise<Server & { facilitatorUrl: string }> {
+  const gatewayPort = await freePort();
+  const facilitatorPort = await freePort();
+  const child = await startChild([resolve('src/cli/bin.mjs'), 'start', '--manifest', manifestPath], {
+    GATE402_GATEWAY_PORT: String(gatewayPort),
+    GATE402_FACILITATOR_PORT: String(facilitatorPort),
+    GATE402_DATA_DIR: join(mkdtempSync(join(tmpdir(), 'gate402-bench-data-')), 'data'),
+    GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
+    GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
+    GATE402_RECEIPT_POLL_MS: String(opts.pollMs),
+    ...(opts.upstream ? { GATE402_CATALOG_UPSTREAM_BASE: opts.upstream } : {}),
+    ...opts.env,
+  });
+  return { ...server(`http://127.0.0.1:${gatewayPort}${ROUTE}`, { gate402: child }), facilitatorUrl: `http://127.0.0.1:${facilitatorPort}` };
+}
+
+/**
+ * The official stack on `caip2`: the reference facilitator settling from a fresh relayer key of its own (gassed on
+ * the devnet; viem's nonce manager unless `nonceManager` is false), and the @x402/express seller in front of it
+ * charging the catjoke price to `payTo`.
+ */
+export async function startReference(n: NetworkEntry, caip2: string, opts: { payTo: Address; upstream: string; pollMs: number; nonceManager?: boolean }): Promise<Server & { relayer: Address }> {
+  const relayerKey = await gassedKey(n, '1000');
+  const facilitatorPort = await freePort();
+  const facilitator = await startChild(tsx('bench/peers/reference-facilitator.ts', String(facilitatorPort), n.rpcUrl, String(n.chainId), caip2, String(opts.pollMs)), {
+    REFERENCE_RELAYER_KEY: relayerKey,
+    REFERENCE_NONCE_MANAGER: opts.nonceManager === false ? 'off' : 'on',
+  });
+  try {
+    const sellerPort = await freePort();
+    const seller = await startChild(
+      tsx('bench/peers/express-seller.ts', String(sellerPort), `http://127.0.0.1:${facilitatorPort}`, caip2, n.stablecoin.address, opts.payTo, n.stablecoin.name, n.stablecoin.version, `${opts.upstream}/catjoke/joke`, DEVNET_UPSTREAM_SECRET),
+    );
+    return { ...server(`http://127.0.0.1:${sellerPort}${ROUTE}`, { facilitator, seller }), relayer: privateKeyToAccount(relayerKey).address };
+  } catch (err) {
+    await stopChild(facilitator);
+    throw err;
+  }
+}
+
+/** The floor of the challenge comparison: uWebSockets.js answering a constant. */
+export async function startBareUws(): Promise<Server> {
+  const port = await freePort();
+  return server(`http://127.0.0.1:${port}${ROUTE}`, { bare: await startChild([resolve('bench/peers/bare-uws.mjs'), String(port)]) });
+}
+
+/** The x402 offer for `caip2` in the 402 that `url` answers without payment. */
+export async function offerOf(url: string, caip2: string): Promise<PaymentRequirements> {
+  const res = await request(url, { headersTimeout: 15_000, bodyTimeout: 15_000 });
+  await res.body.dump();
+  const required = decodePaymentRequiredHeader(String(res.headers['payment-required']));
+  const offer = required.ok ? required.value.accepts.find((o) => o.network === caip2) : undefined;
+  if (res.statusCode !== 402 || !offer) throw new Error(`${url} answered ${res.statusCode} with no ${caip2} offer`);
+  return offer;
+}
+
+/** Starts servers side by side; each one that came up joins `started` (to be stopped), and any failure is thrown. */
+export async function startAll<T extends readonly Promise<Server>[]>(started: Server[], starting: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(starting);
+  for (const s of settled) if (s.status === 'fulfilled') started.push(s.value);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<Server>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+}
