@@ -1,32 +1,159 @@
 /**
- * `npm run bench -- <scenario> [options]`: each scenario runs in its own process, so one's workers and sockets
- * never skew another's figures. Results land in bench/results/.
+ * `npm run bench [-- <scenario>] [--quick | --tiny] [options]`: every scenario in order, or the one named. Each
+ * script runs in its own process, so one's workers and sockets never skew another's figures; all share one devnet
+ * started here (or the running one `--manifest` names, which the bench may drive: it funds buyers from testers
+ * 20-27 and changes the block time of eip155:8453). Each scenario writes <results>/<scenario>.json (its figures,
+ * the machine, its load before and after, the date, the command, the issue's goals met or not), then
+ * <results>/summary.md is rewritten from the latest result of every scenario. <results> is bench/results, or
+ * `--results-dir`. Options other than these pass to every script (see each for its own: --seconds, --concurrency,
+ * ...), and `--quick` / `--tiny` size every scenario down (see options.ts).
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import { benchDevnet, type BenchDevnet } from './devnet.ts';
+import { goalsOf, renderSummary, type ScenarioResult } from './results.ts';
 
 const SCENARIOS: Record<string, { files: string[]; about: string }> = {
+  challenge: {
+    files: ['bench/challenge.ts'],
+    about: 'unpaid requests to a paid route (402 with x402 and MPP) per second, against a bare uWebSockets.js hello-world and the official @x402/express paywall',
+  },
   verify: {
     files: ['bench/verify-signatures.ts', 'bench/verify-http.ts'],
-    about: 'signature verifications per second (worker pool vs the reference @x402/evm scheme), then /verify over HTTP with simulation on and off',
+    about: 'signature verifications per second through the worker pool and by the reference @x402/evm scheme on the same payloads; /verify over HTTP with simulation off and on',
   },
-  gateway: {
-    files: ['bench/gateway.ts'],
-    about: '402 challenges per second against a bare uWebSockets.js hello-world and the @x402/express paywall; paid requests end to end with p50/p99',
+  paid: {
+    files: ['bench/paid.ts'],
+    about: 'paid requests end to end per second, p50/p90/p99 and peak memory, at block times 0, 1 and 2 s, against @x402/express with the reference facilitator on the same devnet',
   },
   stock: {
     files: ['bench/stock.ts'],
-    about: 'completed stock orders per second on the devnet (fresh buyers, official client payments, 14 stocks), p50/p99 from paid request to answer',
+    about: 'completed stock orders per second (fresh buyers, official client payments, 14 stocks), p50/p90/p99',
+  },
+  scaling: {
+    files: ['bench/scaling.ts'],
+    about: "gate402's paid requests at 1, 10, 100 and 1,000 concurrent buyers",
   },
 };
 
-const [scenario, ...rest] = process.argv.slice(2);
-const chosen = scenario ? SCENARIOS[scenario] : undefined;
-if (!chosen) {
-  process.stderr.write(`usage: npm run bench -- <scenario> [options]\nscenarios:\n${Object.entries(SCENARIOS).map(([k, v]) => `  ${k.padEnd(8)} ${v.about}`).join('\n')}\n`);
-  process.exit(scenario ? 2 : 0);
+function usage(): string {
+  return `usage: npm run bench [-- <scenario>] [--quick | --tiny] [--results-dir dir] [--manifest devnet.json] [options]\nscenarios (all, in this order, when none is named):\n${Object.entries(SCENARIOS)
+    .map(([k, v]) => `  ${k.padEnd(10)} ${v.about}`)
+    .join('\n')}\n`;
 }
-for (const file of chosen.files) {
-  process.stdout.write(`\n== ${file}\n`);
-  const run = spawnSync(process.execPath, ['--import', 'tsx', file, ...rest], { stdio: 'inherit' });
-  if (run.status !== 0) process.exit(run.status ?? 1);
+
+const args = process.argv.slice(2);
+if (args.includes('--help') || args.includes('-h')) {
+  process.stdout.write(usage());
+  process.exit(0);
+}
+const named = args[0] !== undefined && !args[0].startsWith('-') ? (args.shift() as string) : undefined;
+if (named !== undefined && !SCENARIOS[named]) {
+  process.stderr.write(`no scenario '${named}'\n${usage()}`);
+  process.exit(2);
+}
+const take = (flag: string): string | undefined => {
+  const i = args.indexOf(flag);
+  if (i < 0) return undefined;
+  const [, value] = args.splice(i, 2);
+  if (value === undefined) throw new Error(`${flag} needs a value`);
+  return value;
+};
+const resultsDir = resolve(take('--results-dir') ?? 'bench/results');
+const profileAt = args.indexOf('--profile');
+const profile = args.includes('--tiny') ? 'tiny' : args.includes('--quick') ? 'quick' : profileAt >= 0 ? (args[profileAt + 1] ?? 'full') : 'full';
+const command = `${process.env['npm_lifecycle_event'] === 'bench' ? 'npm run bench --' : 'node --import tsx bench/run.ts'}${named ? ` ${named}` : ''}${args.length ? ` ${args.join(' ')}` : ''}`;
+
+function machine(before: number[]): ScenarioResult['machine'] {
+  const round = (xs: number[]) => xs.map((x) => Number(x.toFixed(2)));
+  return {
+    cores: availableParallelism(),
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+    memoryGb: Number((totalmem() / 2 ** 30).toFixed(1)),
+    loadAverageBefore: round(before),
+    loadAverageAfter: round(loadavg()),
+  };
+}
+
+/** Runs one script to its end; rejects with its exit code. */
+function runScript(file: string, scriptArgs: string[]): Promise<void> {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', file, ...scriptArgs], { stdio: 'inherit' });
+    child.once('error', rej);
+    child.once('exit', (code, signal) => (code === 0 ? res() : rej(new Error(`${file} exited ${signal ?? code}`))));
+  });
+}
+
+async function runScenario(name: string, devnetArgs: string[]): Promise<ScenarioResult> {
+  const scenario = SCENARIOS[name] as (typeof SCENARIOS)[string];
+  const before = loadavg();
+  const date = new Date().toISOString();
+  const started = performance.now();
+  const outDir = mkdtempSync(join(tmpdir(), `gate402-bench-${name}-`));
+  const figures: Record<string, unknown> = {};
+  const scripts: string[] = [];
+  let error: string | undefined;
+  for (const file of scenario.files) {
+    const out = join(outDir, 'figures.json');
+    const scriptArgs = [...args, ...devnetArgs, '--out', out];
+    scripts.push(`node --import tsx ${file} ${scriptArgs.join(' ')}`);
+    process.stdout.write(`\n== ${name}: ${file}\n`);
+    try {
+      await runScript(file, scriptArgs);
+      Object.assign(figures, JSON.parse(readFileSync(out, 'utf8')) as Record<string, unknown>);
+    } catch (err) {
+      error = (err as Error).message;
+      break;
+    }
+  }
+  return {
+    scenario: name,
+    about: scenario.about,
+    profile,
+    date,
+    command,
+    scripts,
+    durationSeconds: Number(((performance.now() - started) / 1000).toFixed(1)),
+    machine: machine(before),
+    figures,
+    goals: goalsOf(figures, profile),
+    ...(error !== undefined ? { error } : {}),
+  };
+}
+
+const chosen = named ? [named] : Object.keys(SCENARIOS);
+let devnet: BenchDevnet | undefined;
+let failed = 0;
+process.once('SIGINT', () => {
+  void devnet?.stop().finally(() => process.exit(130));
+});
+try {
+  const devnetArgs: string[] = [];
+  if (!args.includes('--manifest')) {
+    devnet = await benchDevnet();
+    devnetArgs.push('--manifest', devnet.manifestPath);
+  }
+  mkdirSync(resultsDir, { recursive: true });
+  for (const name of chosen) {
+    const result = await runScenario(name, devnetArgs);
+    if (result.error) failed++;
+    writeFileSync(join(resultsDir, `${name}.json`), `${JSON.stringify(result, null, 2)}\n`);
+    for (const g of result.goals) process.stdout.write(`goal: ${g.goal}: ${g.measured}, ${g.met === null ? 'not evaluated' : g.met ? 'met' : 'NOT met'}${g.note ? ` (${g.note})` : ''}\n`);
+  }
+  const latest = Object.keys(SCENARIOS)
+    .map((name) => join(resultsDir, `${name}.json`))
+    .filter((path) => existsSync(path))
+    .map((path) => JSON.parse(readFileSync(path, 'utf8')) as ScenarioResult);
+  writeFileSync(join(resultsDir, 'summary.md'), renderSummary(latest));
+  process.stdout.write(`\nwrote ${chosen.map((n) => `${n}.json`).join(', ')} and summary.md in ${resultsDir}\n`);
+} finally {
+  await devnet?.stop();
+}
+if (failed) {
+  process.stderr.write(`${failed} scenario(s) failed\n`);
+  process.exitCode = 1;
 }

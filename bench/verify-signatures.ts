@@ -1,21 +1,19 @@
 /**
- * Signature verification throughput: viem (pure JS) against this project's digest + native-recovery path, single
+ * Part of `npm run bench -- verify`. Signature verification throughput: viem (pure JS) against this project's digest + native-recovery path, single
  * thread and through the batched worker pool, and the reference x402 facilitator's `verify` with its chain reads
  * answered by a fake signer (so only the scheme's own CPU cost is measured).
  *
  *   node --import tsx bench/verify-signatures.ts [--seconds N] [--count N] [--threads N]
  *
  * --seconds: length of each timed phase (default 3); --count: payloads signed beforehand, half EIP-3009 and half
- * Permit2 (default 20000; signing runs before any timing); --threads: pool size (default: cores).
- * Prints a table and writes bench/results/verify-signatures.json.
+ * Permit2 (default 20000; signing runs before any timing); --threads: pool size (default 0: cores).
+ * Prints a table, and its figures as JSON (to --out, see options.ts).
  */
 import { transferWithAuthorizationTypes } from '../test/helpers/eip3009.ts';
 import { permitWitnessTypes } from '../test/helpers/permit2.ts';
 import { EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, USDC_BASE_ADDRESS } from '../src/chain/canonical.ts';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { bytesToHex, getAddress, recoverTypedDataAddress, verifyTypedData, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
@@ -23,18 +21,17 @@ import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { jobDigest, recoverJobSync, type VerifyJob } from '../src/verify/signature/jobs.ts';
 import { recoverSigner, secp256k1Backend } from '../src/verify/signature/recover.ts';
 import { SignatureVerifier } from '../src/verify/signature/pool.ts';
+import { benchOptions } from './options.ts';
+import { writeFigures } from './report.ts';
 
-// Not strict: `npm run bench -- verify ...` passes the same options to every file of the scenario.
-const { values: argv } = parseArgs({
-  options: { seconds: { type: 'string', default: '3' }, count: { type: 'string', default: '20000' }, threads: { type: 'string' } },
-  strict: false,
+const opts = benchOptions({
+  full: { seconds: '3', count: '20000', threads: '0' },
+  quick: { seconds: '0.5', count: '2000', threads: '0' },
+  tiny: { seconds: '0.1', count: '200', threads: '0' },
 });
-const SECONDS = Number(argv.seconds);
-const COUNT = Number(argv.count);
-const THREADS = argv.threads === undefined ? availableParallelism() : Number(argv.threads);
-if (!(SECONDS > 0) || !Number.isSafeInteger(COUNT) || COUNT < 2 || !Number.isSafeInteger(THREADS) || THREADS < 1) {
-  throw new Error('usage: node --import tsx bench/verify-signatures.ts [--seconds N>0] [--count N>=2] [--threads N>=1]');
-}
+const SECONDS = opts.number('seconds', { fraction: true, min: 0.01 });
+const COUNT = opts.number('count', { min: 2 });
+const THREADS = opts.number('threads', { min: 0 }) || availableParallelism();
 
 // ---- payloads ---------------------------------------------------------------------------------------------------
 
@@ -361,7 +358,7 @@ async function main(): Promise<void> {
   const result = {
     benchmark: 'verify-signatures',
     date: new Date().toISOString(),
-    command: `node --import tsx bench/verify-signatures.ts --seconds ${SECONDS} --count ${COUNT}${argv.threads === undefined ? '' : ` --threads ${THREADS}`}`,
+    command: `node --import tsx bench/verify-signatures.ts --seconds ${SECONDS} --count ${COUNT} --threads ${THREADS}`,
     environment: {
       node: process.version,
       cores: availableParallelism(),
@@ -377,10 +374,7 @@ async function main(): Promise<void> {
     ratios: Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, Math.round(v * 10) / 10])),
     goalMet: c >= 10_000,
   };
-  const dir = new URL('./results/', import.meta.url);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(new URL('verify-signatures.json', dir), `${JSON.stringify(result, null, 2)}\n`);
-  console.log(`\nwrote bench/results/verify-signatures.json`);
+  writeFigures(opts.out, { signatures: result });
   if (rows.some((r) => r.wrong > 0)) process.exitCode = 1;
 }
 

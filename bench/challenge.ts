@@ -1,0 +1,58 @@
+/**
+ * `npm run bench -- challenge`: unpaid requests to a paid route, answered 402, per second, in one run on this
+ * machine from gate402 (x402 offers and an MPP challenge), a bare uWebSockets.js hello-world (the floor), and the
+ * official @x402/express seller (whose facilitator is the reference one) serving the same route. Each server is a
+ * process of its own, warmed up for a second first; the load comes from `wrk` when installed (see load.ts), and
+ * the generator's own CPU is reported with each figure.
+ *
+ *   node --import tsx bench/challenge.ts [--seconds N] [--concurrency N] [--warm-up N]
+ */
+import { CAIP2 } from '../src/chain/canonical.ts';
+import { freshAccount } from '../test/helpers/devnet.ts';
+import { benchDevnet, networkOf } from './devnet.ts';
+import { load, type LoadResult } from './load.ts';
+import { benchOptions } from './options.ts';
+import { progress, writeFigures } from './report.ts';
+import { startAll, startBareUws, startGate402, startReference, startUpstream, type Server } from './stacks.ts';
+
+const opts = benchOptions({
+  full: { seconds: '10', concurrency: '64', 'warm-up': '1' },
+  quick: { seconds: '2', concurrency: '64', 'warm-up': '1' },
+  tiny: { seconds: '1', concurrency: '4', 'warm-up': '0' },
+});
+const SECONDS = opts.number('seconds');
+const CONCURRENCY = opts.number('concurrency');
+const WARM_UP = opts.number('warm-up', { min: 0 });
+
+const devnet = await benchDevnet(opts.manifest);
+const n = networkOf(devnet.manifest, CAIP2.base);
+progress('devnet up');
+const servers: Server[] = [];
+try {
+  const [upstream] = await startAll(servers, [startUpstream()] as const);
+  const [gate402, bare, express] = await startAll(servers, [
+    startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: 200 }),
+    startBareUws(),
+    startReference(n, CAIP2.base, { payTo: freshAccount().address, upstream: upstream.url, pollMs: 200 }),
+  ] as const);
+  progress('servers up');
+  const rate = async (url: string): Promise<LoadResult> => {
+    if (WARM_UP > 0) await load({ url }, WARM_UP, CONCURRENCY); // untimed: JIT, connections
+    return load({ url }, SECONDS, CONCURRENCY);
+  };
+  const figures = { gate402: await rate(gate402.url), bareUws: await rate(bare.url), x402Express: await rate(express.url) };
+  const ratio = (a: LoadResult, b: LoadResult) => (b.requestsPerSecond > 0 ? Number((a.requestsPerSecond / b.requestsPerSecond).toFixed(2)) : 0);
+  const challenge = {
+    route: 'GET /m/catjoke/joke, unpaid',
+    seconds: SECONDS,
+    concurrency: CONCURRENCY,
+    ...figures,
+    gate402VsBareUws: ratio(figures.gate402, figures.bareUws),
+    gate402VsX402Express: ratio(figures.gate402, figures.x402Express),
+  };
+  progress(`gate402 ${figures.gate402.requestsPerSecond}/s, bare uWS ${figures.bareUws.requestsPerSecond}/s, @x402/express ${figures.x402Express.requestsPerSecond}/s`);
+  writeFigures(opts.out, { challenge });
+} finally {
+  for (const s of servers.reverse()) await s.stop();
+  await devnet.stop();
+}
