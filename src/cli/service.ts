@@ -1,4 +1,5 @@
 import type { Hex } from 'viem';
+import { CAIP2 } from '../chain/canonical.ts';
 import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../chain/devnet/accounts.ts';
 import type { DevnetManifest } from '../chain/manifest.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
@@ -20,6 +21,8 @@ import { createLogger } from '../log/logger.ts';
 import { metricsEndpointConfigFromEnv, metricsRoute } from '../metrics/endpoint.ts';
 import { createMetrics } from '../metrics/metrics.ts';
 import { createStockDesk, stockConfigFromEnv } from '../stock/create-stock-desk.ts';
+import { webConfigFromEnv } from '../web/config.ts';
+import { webRoutes } from '../web/routes.ts';
 
 export interface ServiceOptions {
   networks: NetworkRegistry;
@@ -114,6 +117,8 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       const seeded = await registry.upsertBuiltin(merchants);
       if (seeded.conflicts.length) log.warn('built-in merchants whose slug a registered merchant holds were left alone', { slugs: seeded.conflicts });
       const handlers = merchantHandlers({ registry });
+      // The pages offer a wallet the stock chain's RPC when it does not know the chain: on the devnet, its own.
+      const web = webConfigFromEnv(env, devnet ? { walletRpcUrl: devnet.networks[CAIP2.stockChain]?.rpcUrl } : {});
       const g = await runGateway(
         {
           networks: opts.networks,
@@ -128,6 +133,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
             { method: 'GET', path: '/api/merchants', handler: handlers.list },
             { method: 'GET', path: '/api/merchants/:slug', handler: handlers.get },
             ...(stock?.routes ?? []),
+            ...(web.enabled ? webRoutes({ networks: opts.networks, config: web, log: log.child({ part: 'web' }) }) : []),
           ],
           log: log.child({ part: 'gateway' }),
           metrics,
