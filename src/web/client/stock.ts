@@ -484,7 +484,7 @@ async function buy(symbol: string, amount: string, payer: Hex): Promise<void> {
       held !== undefined && stock ? ` It now holds ${shares(fromAtomic(held, stock.decimals))} ${order.symbol}.` : '',
     );
   } else if (order.status === 'refunded') {
-    showMessage(ui.buyMessage, 'error', `Not bought: ${reasonInWords(order.failure?.reason, 'the swap did not happen.')} Your ${money(order.stableAmount)} stablecoin B was refunded in `, txLink(order.refundTx ?? ''), '.');
+    showMessage(ui.buyMessage, 'error', `Not bought. ${reasonInWords(order.failure?.reason, 'the swap did not happen.')} Your ${money(order.stableAmount)} stablecoin B was refunded in `, txLink(order.refundTx ?? ''), '.');
   } else {
     showMessage(ui.buyMessage, 'error', `Your payment did not settle: ${reasonInWords(order.failure?.reason, 'it was refused')} Nothing was charged.`);
   }
