@@ -19,8 +19,8 @@ const WORDS: Readonly<Record<string, string>> = {
   [GatewayReason.nonceInFlight]: 'This payment is already being settled.',
 };
 
-/** The words for a reason code, with the code kept for whoever reports a problem. */
+/** The words for a reason code (a sentence); an unknown code is named after `fallback`, for whoever reports a problem. */
 export function reasonInWords(reason: string | undefined, fallback: string): string {
   if (!reason) return fallback;
-  return WORDS[reason] ?? `${fallback} (${reason.replaceAll('_', ' ')})`;
+  return WORDS[reason] ?? `${fallback.replace(/\.$/, '')} (${reason.replaceAll('_', ' ')}).`;
 }

@@ -369,7 +369,7 @@ function stepsFor(phase: 'quoted' | 'signing' | 'settling', terms: BuyChallenge[
   if (order) {
     const s = order.status;
     if (order.settlementTx) Object.assign(settle, { state: 'done', detail: `${money(order.stableAmount)} stablecoin B paid.`, tx: order.settlementTx });
-    if (s === 'rejected') Object.assign(settle, { state: 'failed', detail: `${reasonInWords(order.failure?.reason, 'Your payment did not settle')} Nothing was charged.` });
+    if (s === 'rejected') Object.assign(settle, { state: 'failed', detail: `${reasonInWords(order.failure?.reason, 'Your payment did not settle.')} Nothing was charged.` });
     if (s === 'checkingPool' || s === 'quoting') Object.assign(swap, { state: 'active', detail: 'Checking the pool and re-quoting on chain…' });
     if (s === 'swapping' || s === 'confirmingSwap') Object.assign(swap, { state: 'active', detail: 'The swap is on its way…', tx: order.swapTx });
     if (s === 'delivered') {
@@ -484,9 +484,9 @@ async function buy(symbol: string, amount: string, payer: Hex): Promise<void> {
       held !== undefined && stock ? ` It now holds ${shares(fromAtomic(held, stock.decimals))} ${order.symbol}.` : '',
     );
   } else if (order.status === 'refunded') {
-    showMessage(ui.buyMessage, 'error', `Not bought. ${reasonInWords(order.failure?.reason, 'the swap did not happen.')} Your ${money(order.stableAmount)} stablecoin B was refunded in `, txLink(order.refundTx ?? ''), '.');
+    showMessage(ui.buyMessage, 'error', `Not bought. ${reasonInWords(order.failure?.reason, 'The swap did not happen.')} Your ${money(order.stableAmount)} stablecoin B was refunded in `, txLink(order.refundTx ?? ''), '.');
   } else {
-    showMessage(ui.buyMessage, 'error', `Your payment did not settle: ${reasonInWords(order.failure?.reason, 'it was refused')} Nothing was charged.`);
+    showMessage(ui.buyMessage, 'error', `Your payment did not settle. ${reasonInWords(order.failure?.reason, 'The gateway refused it.')} Nothing was charged.`);
   }
 }
 
