@@ -64,7 +64,8 @@ const take = (flag: string): string | undefined => {
 const resultsDir = resolve(take('--results-dir') ?? 'bench/results');
 const profileAt = args.indexOf('--profile');
 const profile = args.includes('--tiny') ? 'tiny' : args.includes('--quick') ? 'quick' : profileAt >= 0 ? (args[profileAt + 1] ?? 'full') : 'full';
-const command = `${process.env['npm_lifecycle_event'] === 'bench' ? 'npm run bench --' : 'node --import tsx bench/run.ts'}${named ? ` ${named}` : ''}${args.length ? ` ${args.join(' ')}` : ''}`;
+const given = [...(named ? [named] : []), ...args].join(' ');
+const command = process.env['npm_lifecycle_event'] === 'bench' ? `npm run bench${given ? ` -- ${given}` : ''}` : `node --import tsx bench/run.ts${given ? ` ${given}` : ''}`;
 
 function machine(before: number[]): ScenarioResult['machine'] {
   const round = (xs: number[]) => xs.map((x) => Number(x.toFixed(2)));
