@@ -13,7 +13,7 @@ import { benchDevnet, networkOf } from './devnet.ts';
 import { load, type LoadResult } from './load.ts';
 import { benchOptions } from './options.ts';
 import { progress, writeFigures } from './report.ts';
-import { startAll, startBareUws, startGate402, startReference, startUpstream, type Server } from './stacks.ts';
+import { startAll, startBareUws, startGate402, startReference, upstreamServer, type Server } from './stacks.ts';
 
 const opts = benchOptions({
   full: { seconds: '10', concurrency: '64', 'warm-up': '1' },
@@ -29,8 +29,9 @@ const n = networkOf(devnet.manifest, CAIP2.base);
 progress('devnet up');
 const servers: Server[] = [];
 try {
-  const [upstream] = await startAll(servers, [startUpstream()] as const);
-  const [gate402, bare, express] = await startAll(servers, [
+  const upstream = await upstreamServer();
+  const [, gate402, bare, express] = await startAll(servers, [
+    upstream.started,
     startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: 200 }),
     startBareUws(),
     startReference(n, CAIP2.base, { payTo: freshAccount().address, upstream: upstream.url, pollMs: 200 }),

@@ -21,7 +21,7 @@ import { benchOptions } from './options.ts';
 import { measurePaid, paidRunOptions, warmUp, type PaidFigures, type PaidTarget } from './paid-run.ts';
 import { progress, writeFigures } from './report.ts';
 import { SigningPool } from './sign.ts';
-import { offerOf, startAll, startGate402, startReference, startUpstream, type Server } from './stacks.ts';
+import { offerOf, startAll, startGate402, startReference, upstreamServer, type Server } from './stacks.ts';
 
 const opts = benchOptions({
   full: { seconds: '10', concurrency: '100', 'block-times': '0,1,2', payments: '0', 'payment-rate': '250', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
@@ -40,9 +40,9 @@ progress('devnet up');
 const servers: Server[] = [];
 const signer = new SigningPool();
 try {
-  const upstream = await startUpstream();
-  servers.push(upstream);
-  const [gate402, reference] = await startAll(servers, [
+  const upstream = await upstreamServer();
+  const [, gate402, reference] = await startAll(servers, [
+    upstream.started,
     startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: POLL_MS }),
     startReference(n, CAIP, { payTo: freshAccount().address, upstream: upstream.url, pollMs: POLL_MS, nonceManager: NONCE_MANAGER }),
   ] as const);

@@ -11,7 +11,7 @@ import { benchOptions } from './options.ts';
 import { measurePaid, paidRunOptions, warmUp, type PaidFigures, type PaidTarget } from './paid-run.ts';
 import { progress, writeFigures } from './report.ts';
 import { SigningPool } from './sign.ts';
-import { offerOf, startGate402, startUpstream, type Server } from './stacks.ts';
+import { offerOf, startAll, startGate402, upstreamServer, type Server } from './stacks.ts';
 
 const opts = benchOptions({
   full: { levels: '1,10,100,1000', seconds: '10', payments: '0', 'payment-rate': '250', 'poll-ms': '20' },
@@ -29,10 +29,8 @@ const servers: Server[] = [];
 const signer = new SigningPool();
 try {
   await setBlockTime(n, 0);
-  const upstream = await startUpstream();
-  servers.push(upstream);
-  const gate402 = await startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: POLL_MS });
-  servers.push(gate402);
+  const upstream = await upstreamServer();
+  const [, gate402] = await startAll(servers, [upstream.started, startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: POLL_MS })] as const);
   const target: PaidTarget = { server: gate402, offer: await offerOf(gate402.url, CAIP) };
   const buyers = await fundBuyers(n, Math.max(...LEVELS), parseUnits('1000', 6));
   progress(`${buyers.length} buyers funded`);

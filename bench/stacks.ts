@@ -40,10 +40,14 @@ function server(url: string, processes: Record<string, ChildProcess>): Server {
 
 const tsx = (file: string, ...args: string[]) => ['--import', 'tsx', resolve(file), ...args];
 
-/** gate402's catalog fixtures on their own: the upstream of both paid stacks. `url` is the origin. */
-export async function startUpstream(): Promise<Server> {
+/**
+ * gate402's catalog fixtures on their own: the upstream of both paid stacks, at `url` (an origin) once `started`
+ * resolves. The address is known at once, so the stacks that forward to it can start alongside.
+ */
+export async function upstreamServer(): Promise<{ url: string; started: Promise<Server> }> {
   const port = await freePort();
-  return server(`http://127.0.0.1:${port}`, { upstream: await startChild(tsx('bench/peers/upstream.ts', String(port))) });
+  const url = `http://127.0.0.1:${port}`;
+  return { url, started: startChild(tsx('bench/peers/upstream.ts', String(port))).then((child) => server(url, { upstream: child })) };
 }
 
 /**
