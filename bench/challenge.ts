@@ -54,6 +54,6 @@ try {
   progress(`gate402 ${figures.gate402.requestsPerSecond}/s, bare uWS ${figures.bareUws.requestsPerSecond}/s, @x402/express ${figures.x402Express.requestsPerSecond}/s`);
   writeFigures(opts.out, { challenge });
 } finally {
-  for (const s of servers.reverse()) await s.stop();
+  await Promise.all(servers.map((s) => s.stop()));
   await devnet.stop();
 }

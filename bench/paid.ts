@@ -84,6 +84,6 @@ try {
 } finally {
   await setBlockTime(n, 0).catch(() => {}); // a devnet given by --manifest goes back to a block per transaction
   await signer.close();
-  for (const s of servers.reverse()) await s.stop();
+  await Promise.all(servers.map((s) => s.stop()));
   await devnet.stop();
 }

@@ -1,13 +1,15 @@
 /**
  * Where a bench script's figures go: the JSON file `--out` names (bench/run.ts adds the machine, the command and
- * the goals, see results.ts), and always one line on stdout.
+ * the goals, see results.ts), or stdout when the script runs on its own.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 export function writeFigures(out: string | undefined, figures: Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify(figures)}\n`);
-  if (out === undefined) return;
+  if (out === undefined) {
+    process.stdout.write(`${JSON.stringify(figures, null, 2)}\n`);
+    return;
+  }
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, `${JSON.stringify(figures, null, 2)}\n`);
 }

@@ -149,8 +149,9 @@ try {
     .map((name) => join(resultsDir, `${name}.json`))
     .filter((path) => existsSync(path))
     .map((path) => JSON.parse(readFileSync(path, 'utf8')) as ScenarioResult);
-  writeFileSync(join(resultsDir, 'summary.md'), renderSummary(latest));
-  process.stdout.write(`\nwrote ${chosen.map((n) => `${n}.json`).join(', ')} and summary.md in ${resultsDir}\n`);
+  const summary = renderSummary(latest);
+  writeFileSync(join(resultsDir, 'summary.md'), summary);
+  process.stdout.write(`\n${summary}\nwrote ${chosen.map((n) => `${n}.json`).join(', ')} and summary.md in ${resultsDir}\n`);
 } finally {
   await devnet?.stop();
 }

@@ -46,6 +46,6 @@ try {
   writeFigures(opts.out, { scaling: { network: CAIP, blockTime: 0, seconds: SECONDS, receiptPollMs: POLL_MS, levels } });
 } finally {
   await signer.close();
-  for (const s of servers.reverse()) await s.stop();
+  await Promise.all(servers.map((s) => s.stop()));
   await devnet.stop();
 }

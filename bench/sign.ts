@@ -8,21 +8,29 @@ import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
 import type { Buyer } from './devnet.ts';
 
 export class SigningPool {
-  readonly #workers: Worker[];
+  readonly #workers: Worker[] = [];
+  readonly #threads: number;
 
   constructor(threads = availableParallelism()) {
+    this.#threads = threads;
+  }
+
+  /** Started on demand: a worker for each 100 payments of the largest batch so far, up to `threads`. */
+  #worker(): Worker {
     const entry = new URL('./sign-worker.ts', import.meta.url).href;
     // A worker does not inherit the tsx loader of `node --import tsx`: the entry registers it, then loads the worker.
-    const source = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); })`;
-    this.#workers = Array.from({ length: threads }, () => new Worker(source, { eval: true }));
+    const worker = new Worker(`import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); })`, { eval: true });
+    this.#workers.push(worker);
+    return worker;
   }
 
   /** `count` PAYMENT-SIGNATURE header values for `requirements`, payment i signed by buyer i mod `buyers.length`. */
   async sign(buyers: Buyer[], requirements: PaymentRequirements, count: number): Promise<string[]> {
     const keys = buyers.map((b) => b.key);
-    const threads = this.#workers.length;
+    const threads = Math.min(this.#threads, Math.ceil(count / 100));
+    while (this.#workers.length < threads) this.#worker();
     const slices = await Promise.all(
-      this.#workers.map(
+      this.#workers.slice(0, threads).map(
         (worker, t) =>
           new Promise<string[]>((res, rej) => {
             const fail = (err: unknown) => rej(err instanceof Error ? err : new Error(`signing worker exited ${String(err)}`));

@@ -33,7 +33,7 @@ function server(url: string, processes: Record<string, ChildProcess>): Server {
     url,
     processes,
     stop: async () => {
-      for (const child of Object.values(processes).reverse()) await stopChild(child);
+      await Promise.all(Object.values(processes).map(stopChild));
     },
   };
 }
