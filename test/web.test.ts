@@ -110,7 +110,7 @@ t.test('a gasless buyer buys NVDA in the browser: gas sponsorship, the one appro
   await t.resolves(page.locator('#buy-button').filter({ hasText: 'Buy NVDA for 7.50 stablecoin B' }).waitFor(), 'the button says what will be bought and for how much');
   await page.locator('#buy-button').click();
   await t.resolves(page.locator('#order-card[data-status="delivered"]').waitFor(), 'the order is followed to delivery');
-  t.match(await page.locator('#buy-message').textContent(), /Delivered [\d.]+ NVDA to your wallet\. It now holds [\d.]+ NVDA\./, 'the page says what arrived');
+  t.match(await page.locator('#buy-message.success').textContent(), /Delivered [\d.]+ NVDA to your wallet\. It now holds [\d.]+ NVDA\./, 'the page says what arrived');
 
   const id = await page.locator('#history [data-order]').first().getAttribute('data-order');
   const order = await orderOf(gw.url, id ?? '');
@@ -150,7 +150,7 @@ t.test('the pool price moves between quote and swap: the page shows the refund a
   const before = await stableBalance(n, buyer.address);
   await page.locator('#buy-button').click();
   await t.resolves(page.locator('#order-card[data-status="refunded"]').waitFor(), 'the order ends refunded');
-  const message = await page.locator('#buy-message').textContent();
+  const message = await page.locator('#buy-message.error').textContent();
   t.match(message, /pool price moved against you/, 'the page says why, in words');
   const id = await page.locator('#history [data-order]').first().getAttribute('data-order');
   const order = await orderOf(tight.url, id ?? '');

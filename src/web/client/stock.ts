@@ -197,7 +197,8 @@ async function readWallet(): Promise<void> {
       if (allowance === 0n) next.approvalCost = await approvalCost(address, token).catch(() => undefined);
       state.wallet = next;
     }
-    clearMessage(ui.setupMessage);
+    // An earlier failure to read is over; what sponsorship or the approval said stays.
+    if (ui.setupMessage.classList.contains('error')) clearMessage(ui.setupMessage);
   } catch (err) {
     state.wallet = undefined;
     showMessage(ui.setupMessage, 'error', messageOf(err));
