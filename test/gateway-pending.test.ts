@@ -1,7 +1,4 @@
 import t, { type Test } from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { Mppx, evm } from 'mppx/client';
 import { parseUnits, type Address, type Hex } from 'viem';
@@ -14,21 +11,12 @@ import { verifyReceipt } from '../src/protocol/mpp/receipt.ts';
 import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
 import { fundedPayer, officialPayment, stableBalance } from './helpers/payments.ts';
-import { spawnDevnet } from './helpers/spawn-devnet.ts';
+import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 
-// Pausing mining would stall every other test on the shared devnet, so this file runs its own chains, in a
-// directory of its own so that two runs of the suite side by side do not share them either.
-const dir = mkdtempSync(join(tmpdir(), 'gate402-pending-'));
-const devnet = await spawnDevnet(join(dir, 'manifest.json'));
-const stopDevnet = async () => {
-  if (devnet.child.exitCode === null && devnet.child.signalCode === null) {
-    const exited = new Promise((r) => devnet.child.once('exit', r));
-    devnet.child.kill('SIGTERM');
-    await exited;
-  }
-  rmSync(dir, { recursive: true, force: true });
-};
+// Pausing mining would stall every other test on the shared devnet, so this file runs its own chains.
+const devnet = await spawnOwnDevnet('pending');
+const stopDevnet = () => devnet.stop();
 t.teardown(stopDevnet);
 const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
 t.teardown(() => fixtures.close());

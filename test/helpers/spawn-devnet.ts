@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { readManifest, type DevnetManifest } from '../../src/chain/manifest.ts';
 import { freePort } from './devnet.ts';
 
@@ -28,6 +29,27 @@ export async function spawnDevnet(manifestPath: string, opts: SpawnOptions = {})
       if (attempt >= 3 || !(err instanceof EarlyExit)) throw err;
     }
   }
+}
+
+/**
+ * A devnet of the calling test file alone (one that pauses mining would stall everyone on the shared one), in a
+ * directory of its own so that two runs of the suite side by side do not share it either. `stop` ends its chains
+ * and removes the directory; it is safe to call twice.
+ */
+export async function spawnOwnDevnet(prefix: string): Promise<SpawnedDevnet & { stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), `gate402-${prefix}-`));
+  const devnet = await spawnDevnet(join(dir, 'manifest.json'));
+  return {
+    ...devnet,
+    async stop() {
+      if (devnet.child.exitCode === null && devnet.child.signalCode === null) {
+        const exited = new Promise((r) => devnet.child.once('exit', r));
+        devnet.child.kill('SIGTERM');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 class EarlyExit extends Error {}
