@@ -163,12 +163,11 @@ export class BlockWatcher {
       this.#fresh.delete(hash);
       if (outcome.value) this.#deliver(outcome.value);
     });
-    if (!byHash) {
-      for (let n = from; n <= head && !this.#stopped; n++) {
-        const receipts = await this.#blockReceiptsOf(n);
-        if (receipts === undefined) return this.#round(); // no eth_getBlockReceipts here: look each hash up instead
-        for (const r of receipts) this.#deliver(r);
-      }
+    if (!byHash && blocks > 0) {
+      const numbers = Array.from({ length: blocks }, (_, i) => from + BigInt(i));
+      const scanned = await Promise.all(numbers.map((n) => this.#blockReceiptsOf(n)));
+      if (scanned.includes(undefined)) return this.#round(); // no eth_getBlockReceipts here: look each hash up instead
+      for (const receipts of scanned) for (const r of receipts ?? []) this.#deliver(r);
     }
     if (failed) throw new Error('a receipt lookup failed; its blocks are looked at again');
     this.#scanned = head;

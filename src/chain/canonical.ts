@@ -11,6 +11,12 @@ export const PERMIT2_ADDRESS: Address = '0x000000000022D473030F116dDEE9F6B43aC78
 /** The x402 exact-permit proxy (the Permit2 `spender` of x402's `exact` scheme). */
 export const EXACT_PERMIT2_PROXY_ADDRESS: Address = '0x402085c248EeA27D92E8b30b2C58ed07f9E20001';
 
+/**
+ * Multicall3, at the same address on nearly every EVM chain (Base and Base Sepolia included). The settlement engine
+ * batches payments through its `aggregate3`; the devnet places gate402's own compatible contract here.
+ */
+export const MULTICALL3_ADDRESS: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
+
 /** Init-code hash of the Uniswap V3 pool, which the periphery's PoolAddress library assumes. */
 export const UNISWAP_V3_POOL_INIT_CODE_HASH: Hex = '0xe34f199b19b2b4f47f68442619d555527d244f78a3297ea89325f843f87b8b54';
 

@@ -39,6 +39,8 @@ export interface NetworkEntry {
   stablecoin: StablecoinInfo;
   permit2?: Address;
   exactPermit2Proxy?: Address;
+  /** A Multicall3-compatible `aggregate3` contract: where there is one, settlements may be batched through it. */
+  multicall?: Address;
   uniswap?: UniswapInfo;
   stocks?: StockInfo[];
 }

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { getAddress } from 'viem';
-import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, USDC_BASE_ADDRESS, USDC_BASE_SEPOLIA_ADDRESS } from './canonical.ts';
+import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS, PERMIT2_ADDRESS, USDC_BASE_ADDRESS, USDC_BASE_SEPOLIA_ADDRESS } from './canonical.ts';
 import type { DevnetManifest, NetworkEntry, StablecoinInfo } from './manifest.ts';
 
 /** One settlement network as the service sees it: a manifest entry, named by its CAIP-2 id. */
@@ -50,6 +50,7 @@ function fromEntry(caip2: string, e: NetworkEntry): Network {
     stablecoin: { ...e.stablecoin, address: getAddress(e.stablecoin.address) },
     ...(e.permit2 ? { permit2: getAddress(e.permit2) } : {}),
     ...(e.exactPermit2Proxy ? { exactPermit2Proxy: getAddress(e.exactPermit2Proxy) } : {}),
+    ...(e.multicall ? { multicall: getAddress(e.multicall) } : {}),
     ...(e.uniswap ? { uniswap: e.uniswap } : {}),
     ...(e.stocks ? { stocks: e.stocks } : {}),
   };
@@ -71,6 +72,7 @@ export function productionNetworks(env: NodeJS.ProcessEnv = process.env): Networ
       chainId: 8453,
       rpcUrl: env.GATE402_RPC_EIP155_8453,
       stablecoin: { address: USDC_BASE_ADDRESS, name: 'USD Coin', version: '2', decimals: 6, symbol: 'USDC' },
+      multicall: MULTICALL3_ADDRESS,
     };
   }
   if (env.GATE402_RPC_EIP155_84532) {
@@ -78,6 +80,7 @@ export function productionNetworks(env: NodeJS.ProcessEnv = process.env): Networ
       chainId: 84532,
       rpcUrl: env.GATE402_RPC_EIP155_84532,
       stablecoin: { address: USDC_BASE_SEPOLIA_ADDRESS, name: 'USDC', version: '2', decimals: 6, symbol: 'USDC' },
+      multicall: MULTICALL3_ADDRESS,
     };
   }
   const fromFile: Record<string, NetworkEntry> = env.GATE402_NETWORKS_FILE

@@ -3,6 +3,7 @@ import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import { permit2Artifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
 import type { Eip3009Payload, Permit2Payload } from '../protocol/x402/types.ts';
 import { Eip3009Reason, Permit2Reason, type InvalidReason } from '../verify/reasons.ts';
+import { aggregateCall, aggregateResults } from './settlement-batch.ts';
 import type { SettlementCall } from './settlement-call.ts';
 
 const ERC1271_MAGIC = '0x1626ba7e';
@@ -45,14 +46,21 @@ export class ChainInspector {
     }
   }
 
-  /** Runs exactly the settlement call from `from` without sending it; a revert comes back as an error text. */
-  async simulate(call: SettlementCall, from: Address): Promise<Simulation> {
+  /** Runs exactly the call from `from` without sending it (its gas, or a revert as an error text). */
+  async simulate(call: Pick<SettlementCall, 'to' | 'data'>, from: Address): Promise<Simulation> {
     try {
       const gas = await this.#client.estimateGas({ account: from, to: call.to, data: call.data });
       return { ok: true, gas };
     } catch (err) {
       return { ok: false, error: String((err as { shortMessage?: string }).shortMessage ?? (err as Error).message) };
     }
+  }
+
+  /** Runs every call in one `aggregate3` through `multicall`, each allowed to fail: which would succeed, in order. */
+  async simulateBatch(multicall: Address, calls: readonly SettlementCall[], from: Address): Promise<boolean[]> {
+    const { data: returned } = await this.#client.call({ account: from, ...aggregateCall(multicall, calls, true) });
+    if (!returned) throw new Error(`no aggregate3 answered at ${multicall}`);
+    return aggregateResults(returned);
   }
 
   /** Why an EIP-3009 simulation reverted, in the reference's terms. */

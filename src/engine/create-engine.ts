@@ -23,6 +23,9 @@ export interface EngineConfig {
   /** How often relayer gas balances are read; a relayer below the minimum takes no new work and is logged. */
   relayerWatchMs: number;
   relayerMinBalanceWei: bigint;
+  /** Settlement batching: the most payments per transaction, and how long the first waits for others (1 or 0: off). */
+  batchMax: number;
+  batchWindowMs: number;
   /** Relayer keys; on the devnet, the manifest's relayers when none are given. */
   relayerKeys: `0x${string}`[];
 }
@@ -43,6 +46,8 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
     relayerWatchMs: envInt(env, 'GATE402_RELAYER_WATCH_MS', 30_000, { min: 1000, max: 3_600_000 }),
     relayerMinBalanceWei: BigInt(envInt(env, 'GATE402_RELAYER_MIN_BALANCE_GWEI', 1_000_000, { min: 0 })) * 10n ** 9n,
     relayerKeys: keys as `0x${string}`[],
+    batchMax: envInt(env, 'GATE402_BATCH_MAX', 32, { min: 1, max: 256 }),
+    batchWindowMs: envInt(env, 'GATE402_BATCH_WINDOW_MS', 10, { min: 0, max: 10_000 }),
   };
 }
 
@@ -87,6 +92,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     confirmDeadlineMs: config.confirmDeadlineMs,
     pollMs: config.pollMs,
     simulateOnVerify: config.simulateOnVerify,
+    batch: { maxSize: config.batchMax, windowMs: config.batchWindowMs },
     log,
     metrics,
   });

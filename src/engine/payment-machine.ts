@@ -30,6 +30,8 @@ const notProvided = (step: string) =>
  *
  * verifying -> claiming -> simulating -> broadcasting -> inFlight(confirming -> pending) -> settled | failed
  * A restored record enters at `inFlight` when a transaction was signed, else at `verifying`.
+ * With settlement batching, `simulating` covers the payment's wait for its batch, the batch's simulation and the
+ * durable write of the signed batch transaction; `broadcasting` its send; `inFlight` the batch's receipt.
  */
 export const paymentMachine = setup({
   types: {

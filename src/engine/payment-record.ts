@@ -19,6 +19,11 @@ export interface PaymentRecord {
   state: string;
   /** Every signed version of the settlement transaction (replacements add one); the last is current. */
   txs: SignedTx[];
+  /**
+   * Set when the payment rides in a batch transaction (`txs` is then the batch's trail): the batch, and this
+   * payment's call in it. Written with every other member's record, durably, before the batch is first sent.
+   */
+  batch?: { id: string; index: number };
   gas?: string;
   result?: SettleResponse;
   failure?: { reason: string; message: string };

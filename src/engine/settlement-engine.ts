@@ -13,8 +13,11 @@ import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { fingerprintOf, isFinished, nonceKeyOf, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
-import { awaitMined, resend, sendDurably, type Courier } from './tx-courier.ts';
-import { checkPayment, simulatePayment, verifyPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
+import { callsOfBatch, settledCalls } from './settlement-batch.ts';
+import { SettlementBatcher, type Joined } from './settlement-batcher.ts';
+import type { SettlementCall } from './settlement-call.ts';
+import { awaitMined, resend, sendDurably, type Courier, type Mined } from './tx-courier.ts';
+import { checkPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
 
 export interface EngineOptions extends VerifyDeps {
   store: Store;
@@ -27,6 +30,8 @@ export interface EngineOptions extends VerifyDeps {
   pollMs: number;
   /** Whether /verify simulates the transfer on chain (settle always does). */
   simulateOnVerify: boolean;
+  /** Settlement batching: the most payments per transaction, and how long the first waits for others (1 or 0: off). */
+  batch: { maxSize: number; windowMs: number };
   log: Logger;
   metrics: EngineMetrics;
   clockMs?: () => number;
@@ -55,6 +60,9 @@ export class SettlementEngine {
   readonly #records: DurableCollection<PaymentRecord>;
   readonly #active = new Map<string, { actor: PaymentActor; fingerprint: string }>();
   readonly #verdicts = new Map<string, Verdict>();
+  /** Payments seated in a batch, by attempt, until their broadcast step takes the batch's send. */
+  readonly #seats = new Map<string, Joined>();
+  readonly #batcher: SettlementBatcher;
   readonly #clock: () => number;
   readonly #abort = new AbortController();
 
@@ -62,6 +70,14 @@ export class SettlementEngine {
     this.#o = opts;
     this.#records = opts.store.collection<PaymentRecord>('payments');
     this.#clock = opts.clockMs ?? Date.now;
+    this.#batcher = new SettlementBatcher({
+      ...opts,
+      maxSize: opts.batch.maxSize,
+      windowMs: opts.batch.windowMs,
+      persist: (records) => this.#records.putAll(records.map((r) => [r.id, { ...r, updatedAt: this.#clock() }] as const)),
+      revertReason: (record, call) => this.#revertReason(record, call, call.authorization ? Eip3009Reason.simulationFailed : Permit2Reason.simulationFailed),
+      signal: this.#abort.signal,
+    });
   }
 
   supported(): SupportedResponse {
@@ -79,20 +95,31 @@ export class SettlementEngine {
     return this.#active.size;
   }
 
-  /** Resumes every unfinished payment of the store: transactions already signed go out again as they were. */
+  /**
+   * Resumes every unfinished payment of the store: transactions already signed go out again as they were (a batch
+   * transaction once for all its members), and each batch is carried to its receipt once for all of them.
+   */
   async start(): Promise<void> {
     const unfinished = [...this.#records.entries()].map(([, r]) => r).filter((r) => !isFinished(r));
-    for (const r of unfinished) await resend({ pool: this.#o.relayers(r.network) }, r.txs);
-    await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
+    const trails = new Map<string, PaymentRecord>();
     for (const r of unfinished) {
       const tx = r.txs.at(-1);
-      if (tx) this.#o.relayers(r.network).adopt(tx);
-      this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: tx?.hash });
+      if (tx && !trails.has(tx.hash)) trails.set(tx.hash, r);
+    }
+    for (const r of trails.values()) await resend({ pool: this.#o.relayers(r.network) }, r.txs);
+    await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
+    for (const r of trails.values()) this.#o.relayers(r.network).adopt(r.txs.at(-1) as SignedTx);
+    const batches = new Map<string, PaymentRecord[]>();
+    for (const r of unfinished) if (r.batch && r.txs.length) batches.set(r.batch.id, [...(batches.get(r.batch.id) ?? []), r]);
+    for (const [id, members] of batches) this.#batcher.resume(id, members);
+    for (const r of unfinished) {
+      this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: r.txs.at(-1)?.hash, batch: r.batch?.id });
       this.#spawn(r);
     }
   }
 
   async stop(): Promise<void> {
+    this.#batcher.stop();
     this.#abort.abort();
     for (const { actor } of this.#active.values()) actor.stop();
     this.#active.clear();
@@ -217,16 +244,38 @@ export class SettlementEngine {
     return { ok: true, record: claimed };
   }
 
+  /**
+   * Batching on, the payment joins its chain's open batch: refused there if its call reverts, else seated in the
+   * batch transaction (signed and stored with the record) or, with no batch to ride in, simulated on its own.
+   */
   async #simulateStep(record: PaymentRecord): Promise<StepResult> {
     const verdict = this.#verdicts.get(record.attempt) ?? (await checkPayment(this.#o, record.request));
+    if (verdict.ok && this.#batcher.enabled) {
+      const joined = this.#batcher.join(record, verdict.call);
+      const seat = await joined.seat;
+      if (seat.kind === 'refused') {
+        this.#o.metrics.verification(false, seat.reason);
+        return { ok: false, reason: seat.reason, message: seat.message };
+      }
+      if (seat.kind === 'batched') {
+        this.#o.metrics.verification(true, 'none');
+        this.#seats.set(record.attempt, joined);
+        return { ok: true, record: seat.record };
+      }
+    }
     const simulated = this.#counted(await simulatePayment(this.#o, record.request, verdict));
     if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
     this.#verdicts.set(record.attempt, simulated);
     return { ok: true, record: { ...record, ...(simulated.gas !== undefined ? { gas: simulated.gas.toString() } : {}) } };
   }
 
-  /** Signs, stores the signed transaction durably, and only then sends it. */
+  /** Signs, stores the signed transaction durably, and only then sends it; a batch member awaits its batch's send. */
   async #broadcastStep(record: PaymentRecord): Promise<StepResult> {
+    const joined = this.#seats.get(record.attempt);
+    if (joined) {
+      this.#seats.delete(record.attempt);
+      return joined.sent;
+    }
     const verdict = this.#verdicts.get(record.attempt);
     if (!verdict?.ok) return { ok: false, reason: Eip3009Reason.simulationFailed, message: 'no verified settlement call' };
     const gas = ((BigInt(record.gas ?? '200000') * 13n) / 10n) + 10_000n;
@@ -237,6 +286,10 @@ export class SettlementEngine {
 
   /** Waits for a receipt of any signed version of the transaction (see `awaitMined`); stops only when the engine stops. */
   async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
+    if (record.batch) {
+      const mined = await this.#batcher.mined(record.batch.id);
+      return this.#settledInBatch({ ...record, txs: mined.txs }, record.batch.index, mined);
+    }
     let current = record;
     const mined = await awaitMined(
       this.#courier(record),
@@ -272,6 +325,31 @@ export class SettlementEngine {
     }
     const result: SettleResponse = { success: true, transaction: receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };
     return { ok: true, record: { ...record, result } };
+  }
+
+  /** A batch member settled if its own call of the mined batch did, as the batch's receipt shows (`settledCalls`). */
+  async #settledInBatch(record: PaymentRecord, index: number, mined: Mined): Promise<StepResult> {
+    const permit2 = 'permit2Authorization' in record.request.paymentPayload.payload;
+    const failed = permit2 ? Permit2Reason.transactionFailed : Eip3009Reason.transactionFailed;
+    if (mined.receipt.status !== 'success') return { ok: false, reason: failed, message: `batch ${mined.tx.hash} reverted` };
+    const calls = callsOfBatch(mined.tx.data);
+    const own = settlementCallOf(this.#o, record.request);
+    const call = calls[index];
+    if (!own || !call || call.to.toLowerCase() !== own.to.toLowerCase() || call.data.toLowerCase() !== own.data.toLowerCase()) {
+      this.#o.log.error("a batch member's record names a call of the batch that is not its own", { payment: record.id, tx: mined.tx.hash, index });
+      return { ok: false, reason: Eip3009Reason.transferEventMismatch, message: `call ${index} of ${mined.tx.hash} is not this payment's` };
+    }
+    if (!settledCalls(mined.receipt, calls)[index]) {
+      return { ok: false, reason: await this.#revertReason(record, own, failed), message: `call ${index} of batch ${mined.receipt.transactionHash} did not settle` };
+    }
+    const result: SettleResponse = { success: true, transaction: mined.receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };
+    return { ok: true, record: { ...record, result } };
+  }
+
+  /** Why a payment's call reverts, read from the chain; `fallback` when nothing there explains it. */
+  async #revertReason(record: PaymentRecord, call: SettlementCall, fallback: string): Promise<string> {
+    const reason = await revertReason(this.#o, record.request, call).catch(() => fallback);
+    return reason === Eip3009Reason.simulationFailed || reason === Permit2Reason.simulationFailed ? fallback : reason;
   }
 
   async #releaseStep(record: PaymentRecord): Promise<StepResult> {

@@ -61,6 +61,8 @@ export async function sendDurably(c: Courier, call: RelayerCall, txs: SignedTx[]
       await c.pool.resync(tx.relayer);
       continue;
     }
+    // An answer lost on the way (a timeout) is no refusal: a transaction the node holds will mine.
+    if (outcome === 'rejected' && (await c.client.getTransaction({ hash: tx.hash }).then(() => true, () => false))) return { ok: true, txs: trail };
     c.pool.abandon(tx);
     return { ok: false, txs: trail, message: `the node refused the transaction (${outcome})` };
   }

@@ -85,14 +85,27 @@ export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Pr
 /** Runs exactly the settlement call a passed verdict would send; on a revert, says why as the reference would. */
 export async function simulatePayment(deps: VerifyDeps, request: VerifyRequest, verdict: Verdict): Promise<Verdict> {
   if (!verdict.ok) return verdict;
-  const inspector = deps.inspector(verdict.network);
-  const sim = await inspector.simulate(verdict.call, deps.simulateFrom(verdict.network));
+  const sim = await deps.inspector(verdict.network).simulate(verdict.call, deps.simulateFrom(verdict.network));
   if (sim.ok) return { ...verdict, gas: sim.gas };
+  return invalid(await revertReason(deps, request, verdict.call), `simulation reverted: ${sim.error}`, verdict.payer);
+}
+
+/** Why the settlement call of `request` reverts (or reverted), in the reference's terms, read from the chain. */
+export async function revertReason(deps: VerifyDeps, request: VerifyRequest, call: SettlementCall): Promise<InvalidReason> {
+  const inspector = deps.inspector(request.paymentRequirements.network);
   const payload = request.paymentPayload.payload;
-  const reason = isPermit2Payload(payload)
-    ? await inspector.diagnosePermit2(verdict.call.to, payload)
-    : await inspector.diagnoseEip3009(verdict.call.to, payload);
-  return invalid(reason, `simulation reverted: ${sim.error}`, verdict.payer);
+  return isPermit2Payload(payload) ? inspector.diagnosePermit2(call.to, payload) : inspector.diagnoseEip3009(call.to, payload);
+}
+
+/** The call that settles `request`, built as verification builds it; undefined for a network or asset not served. */
+export function settlementCallOf(deps: Pick<VerifyDeps, 'networks'>, request: VerifyRequest): SettlementCall | undefined {
+  const req = request.paymentRequirements;
+  const token = deps.networks.stablecoinOn(req.network, req.asset);
+  const payload = request.paymentPayload.payload;
+  if (!token) return undefined;
+  if (!isPermit2Payload(payload)) return eip3009SettlementCall(token.address, payload);
+  const proxy = deps.networks.find(req.network)?.exactPermit2Proxy;
+  return proxy ? permit2SettlementCall(proxy, payload) : undefined;
 }
 
 /** The whole of /verify: checks, then (unless switched off) simulation. */

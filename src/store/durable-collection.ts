@@ -15,6 +15,15 @@ export class DurableCollection<T> {
     await this.#durable(this.#db.put(key, value));
   }
 
+  /** Writes every entry in one transaction: after a crash, either all of them are on disk or none is. */
+  async putAll(entries: ReadonlyArray<readonly [string, T]>): Promise<void> {
+    await this.#durable(
+      this.#db.transaction(() => {
+        for (const [key, value] of entries) void this.#db.put(key, value);
+      }),
+    );
+  }
+
   get(key: string): T | undefined {
     return this.#db.get(key) as T | undefined;
   }

@@ -1,7 +1,8 @@
 import { getAddress, maxUint256, type Address, type Hex } from 'viem';
-import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../canonical.ts';
+import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS, PERMIT2_ADDRESS } from '../canonical.ts';
 import {
   exactPermit2ProxyArtifact,
+  multicallArtifact,
   permit2Artifact,
   poolSeederArtifact,
   stablecoinArtifact,
@@ -61,6 +62,7 @@ async function placeAtCanonical(deployer: Submitter, rpcUrl: string, artifact: {
 async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): Promise<NetworkEntry> {
   const caip2 = CAIP2.stockChain;
   const stablecoin = await deployStablecoin(deployer, caip2);
+  await placeAtCanonical(deployer, endpoint.rpcUrl, multicallArtifact, MULTICALL3_ADDRESS);
   await placeAtCanonical(deployer, endpoint.rpcUrl, permit2Artifact, PERMIT2_ADDRESS);
   await placeAtCanonical(deployer, endpoint.rpcUrl, exactPermit2ProxyArtifact, EXACT_PERMIT2_PROXY_ADDRESS);
 
@@ -107,6 +109,7 @@ async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): P
     stablecoin,
     permit2: PERMIT2_ADDRESS,
     exactPermit2Proxy: EXACT_PERMIT2_PROXY_ADDRESS,
+    multicall: MULTICALL3_ADDRESS,
     uniswap: { factory, router, quoter, weth, poolInitCodeHash: poolInitCodeHash() },
     stocks,
   };
@@ -114,7 +117,8 @@ async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): P
 
 async function deployStablecoinChain(caip2: string, endpoint: ChainEndpoint, deployer: Submitter): Promise<NetworkEntry> {
   const stablecoin = await deployStablecoin(deployer, caip2);
-  return { chainId: endpoint.chainId, rpcUrl: endpoint.rpcUrl, stablecoin };
+  await placeAtCanonical(deployer, endpoint.rpcUrl, multicallArtifact, MULTICALL3_ADDRESS);
+  return { chainId: endpoint.chainId, rpcUrl: endpoint.rpcUrl, stablecoin, multicall: MULTICALL3_ADDRESS };
 }
 
 /** Deploys and funds everything on three fresh chains and returns the manifest that describes them. */

@@ -1,0 +1,245 @@
+import t, { type Test } from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseEther, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { CAIP2, MULTICALL3_ADDRESS } from '../src/chain/canonical.ts';
+import { stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
+import type { NetworkEntry } from '../src/chain/manifest.ts';
+import { rpcCall } from '../src/chain/rpc.ts';
+import type { Eip3009Payload, PaymentPayload, SettleResponse } from '../src/protocol/x402/types.ts';
+import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
+import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
+import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
+import { spawnFacilitator, type SpawnedFacilitator } from './helpers/spawn-facilitator.ts';
+
+// Mining is paused in some tests, which would stall every other test on the shared devnet: this file runs its own
+// chains. Its relayers are fresh keys, funded with gas by this file's tester and used by nothing else.
+const devnet = await spawnOwnDevnet('batching');
+t.teardown(() => devnet.stop());
+
+const funder = tester('batching');
+function chain(caip2: string): NetworkEntry {
+  const n = devnet.manifest.networks[caip2];
+  if (!n) throw new Error(`the devnet has no ${caip2}`);
+  return n;
+}
+const base = chain(CAIP2.base);
+const stock = chain(CAIP2.stockChain);
+const relayerKeys = [generatePrivateKey(), generatePrivateKey()];
+const relayers = relayerKeys.map((k) => privateKeyToAccount(k));
+for (const n of [base, stock]) {
+  const { pub, wallet } = clientsFor(n, funder);
+  for (const r of relayers) await pub.waitForTransactionReceipt({ hash: await wallet.sendTransaction({ to: r.address, value: parseEther('5') }) });
+}
+const env = {
+  GATE402_RELAYER_KEYS: relayerKeys.join(','),
+  // Wide enough that requests sent together surely meet in one batch on a busy machine.
+  GATE402_BATCH_WINDOW_MS: '400',
+  GATE402_BATCH_MAX: '16',
+  GATE402_CONFIRM_DEADLINE_MS: '1500',
+  GATE402_FACILITATOR_RATE_CAPACITY: '100000',
+  GATE402_FACILITATOR_RATE_PER_SECOND: '100000',
+};
+const fac = await spawnFacilitator({ manifestPath: devnet.manifestPath, env });
+t.teardown(() => fac.stop());
+
+/** Transactions the relayers have had mined on a chain: settlements cost one each, batched or not. */
+async function relayerTransactions(n: NetworkEntry): Promise<number> {
+  const { pub } = clientsFor(n, funder);
+  const counts = await Promise.all(relayers.map((r) => pub.getTransactionCount({ address: r.address, blockTag: 'latest' })));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+interface Payment {
+  payer: LocalAccount;
+  payTo: Address;
+  amount: bigint;
+  body: { x402Version: 2; paymentPayload: PaymentPayload; paymentRequirements: ReturnType<typeof requirementsFor> };
+}
+
+async function payment(caip2: string, payer: LocalAccount, payTo: Address, amount: bigint): Promise<Payment> {
+  const req = requirementsFor(caip2, chain(caip2), payTo, amount.toString());
+  return { payer, payTo, amount, body: { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req } };
+}
+
+/** Fresh payers holding 1 unit of the chain's stablecoin each (funded one after the other: one funder, one nonce). */
+async function fundedPayers(n: NetworkEntry, caip2: string, count: number): Promise<LocalAccount[]> {
+  const payers: LocalAccount[] = [];
+  for (let i = 0; i < count; i++) payers.push(await fundedPayer(n, caip2, funder, parseUnits('1', 6)));
+  return payers;
+}
+
+const settle = async (f: SpawnedFacilitator, p: Payment) => (await postJson(`${f.url}/settle`, p.body)).json as SettleResponse;
+
+/** Balances of every payer and payee involved, keyed by address. */
+async function balances(n: NetworkEntry, ps: Payment[]): Promise<Map<Address, bigint>> {
+  const who = [...new Set(ps.flatMap((p) => [p.payer.address, p.payTo]))];
+  return new Map(await Promise.all(who.map(async (a) => [a, await stableBalance(n, a)] as const)));
+}
+
+/** Each settled payment moved exactly its amount from its payer to its payee, once; the others moved nothing. */
+function movedExactly(t: Test, before: Map<Address, bigint>, after: Map<Address, bigint>, settled: Payment[]) {
+  const expected = new Map(before);
+  for (const p of settled) {
+    expected.set(p.payer.address, (expected.get(p.payer.address) ?? 0n) - p.amount);
+    expected.set(p.payTo, (expected.get(p.payTo) ?? 0n) + p.amount);
+  }
+  t.same([...after].map(([a, v]) => [a, v.toString()]), [...after].map(([a]) => [a, (expected.get(a) ?? 0n).toString()]), 'every balance moved by exactly the settled amounts');
+}
+
+t.test('12 concurrent EIP-3009 payments settle in fewer than 12 transactions, each moving exactly its amount', async (t) => {
+  const payees = [freshAccount().address, freshAccount().address, freshAccount().address];
+  const payers = await fundedPayers(base, CAIP2.base, 10);
+  const ps: Payment[] = [];
+  for (const [i, payer] of payers.entries()) ps.push(await payment(CAIP2.base, payer, payees[i % 3] as Address, 10_000n + BigInt(i)));
+  // The same payer paying the same payee the same amount twice: two authorizations that only their nonces tell apart.
+  ps.push(await payment(CAIP2.base, payers[0] as LocalAccount, payees[0] as Address, 10_000n));
+  ps.push(await payment(CAIP2.base, payers[0] as LocalAccount, payees[0] as Address, 10_000n));
+  const before = await balances(base, ps);
+  const txsBefore = await relayerTransactions(base);
+  const answers = await Promise.all(ps.map((p) => settle(fac, p)));
+  t.ok(answers.every((a) => a.success), `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`);
+  const hashes = new Set(answers.map((a) => a.transaction));
+  const sent = (await relayerTransactions(base)) - txsBefore;
+  t.ok(sent < ps.length && sent === hashes.size, `${ps.length} payments in ${sent} transaction(s)`);
+  const { pub } = clientsFor(base, funder);
+  for (const h of hashes) {
+    const receipt = await pub.getTransactionReceipt({ hash: h as Hex });
+    if (receipt.to?.toLowerCase() !== MULTICALL3_ADDRESS.toLowerCase()) t.fail(`${h} was not a batch`);
+  }
+  movedExactly(t, before, await balances(base, ps), ps);
+  const again = await settle(fac, ps[3] as Payment);
+  t.same(again, answers[3], 'a settled payload asked again answers its recorded result');
+});
+
+t.test('Permit2 payments through the exact-permit proxy batch too; two that logs could not tell apart never share a batch', async (t) => {
+  const payTo = freshAccount().address;
+  const payers = await fundedPayers(stock, CAIP2.stockChain, 4);
+  const ps: Payment[] = [];
+  for (const [i, payer] of payers.entries()) ps.push(await payment(CAIP2.stockChain, payer, payTo, 20_000n + BigInt(i)));
+  ps.push(await payment(CAIP2.stockChain, payers[0] as LocalAccount, payTo, 20_000n));
+  const before = await balances(stock, ps);
+  const txsBefore = await relayerTransactions(stock);
+  const answers = await Promise.all(ps.map((p) => settle(fac, p)));
+  t.ok(answers.every((a) => a.success), `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`);
+  const sent = (await relayerTransactions(stock)) - txsBefore;
+  t.ok(sent >= 2 && sent < ps.length, `${ps.length} payments in ${sent} transactions`);
+  t.not(answers[0]?.transaction, answers[4]?.transaction, 'the two identical transfers went in different transactions');
+  movedExactly(t, before, await balances(stock, ps), ps);
+});
+
+t.test('in a batch, a used authorization and an unfunded payer are refused with their reasons; the others settle', async (t) => {
+  const payTo = freshAccount().address;
+  const payers = await fundedPayers(base, CAIP2.base, 4);
+  const good = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 30_000n + BigInt(i))));
+  const usedPayer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
+  const used = await payment(CAIP2.base, usedPayer, payTo, 30_000n);
+  await submitDirectly(used); // someone else settled it on chain already
+  const broke = await payment(CAIP2.base, freshAccount(), payTo, 30_000n);
+  const ps = [good[0], used, good[1], broke, good[2], good[3]] as Payment[];
+  const before = await balances(base, ps);
+  const txsBefore = await relayerTransactions(base);
+  const answers = await Promise.all(ps.map((p) => settle(fac, p)));
+  t.same(
+    answers.map((a) => a.success || a.errorReason),
+    [true, 'invalid_exact_evm_nonce_already_used', true, 'invalid_exact_evm_insufficient_balance', true, true],
+    'only the used and the unfunded payment are refused, each for its reason',
+  );
+  t.equal((await relayerTransactions(base)) - txsBefore, 1, 'the four good ones in one transaction');
+  movedExactly(t, before, await balances(base, ps), good);
+});
+
+t.test("a batch member whose authorization is used by someone else before the batch mines fails alone; the rest settle", async (t) => {
+  const payTo = freshAccount().address;
+  const payers = await fundedPayers(base, CAIP2.base, 5);
+  const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 40_000n + BigInt(i))));
+  const before = await balances(base, ps);
+  await rpcCall(base.rpcUrl, 'evm_setAutomine', [false]);
+  t.teardown(() => rpcCall(base.rpcUrl, 'evm_setAutomine', [true]));
+  const pending = await Promise.all(ps.map((p) => settle(fac, p)));
+  t.ok(pending.every((a) => a.status === 'pending'), 'all pending while nothing mines');
+  t.equal(new Set(pending.map((a) => a.transaction)).size, 1, 'all in one batch transaction');
+  // Payment 2's authorization goes in first, by another sender paying a higher tip: the batch's call for it reverts.
+  await submitDirectly(ps[2] as Payment, { wait: false });
+  await rpcCall(base.rpcUrl, 'evm_mine', []);
+  const answers = await Promise.all(ps.map((p) => settle(fac, p)));
+  t.same(answers.map((a) => a.success || a.errorReason), [true, true, 'invalid_exact_evm_nonce_already_used', true, true], 'only the front-run payment failed, as used');
+  t.ok(answers.filter((a) => a.success).every((a) => a.transaction === pending[0]?.transaction), 'the others settled by the batch');
+  // Payment 2's money moved too, once, by the other sender: the payee got every amount exactly once.
+  movedExactly(t, before, await balances(base, ps), ps);
+});
+
+t.test('SIGKILL with a batch in flight: the restarted facilitator completes every member from the records, with that one transaction', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gate402-batching-data-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  const payTo = freshAccount().address;
+  const payers = await fundedPayers(base, CAIP2.base, 6);
+  const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 50_000n + BigInt(i))));
+  const before = await balances(base, ps);
+  const txsBefore = await relayerTransactions(base);
+  await rpcCall(base.rpcUrl, 'evm_setAutomine', [false]);
+  t.teardown(() => rpcCall(base.rpcUrl, 'evm_setAutomine', [true]));
+  const pending = await Promise.all(ps.map((p) => settle(first, p)));
+  t.ok(pending.every((a) => a.status === 'pending'), 'all pending');
+  t.equal(new Set(pending.map((a) => a.transaction)).size, 1, 'in one batch transaction');
+  await first.stop('SIGKILL');
+  // The batch transaction is lost from the node too, as in a node restart: only the records can bring it back.
+  await rpcCall(base.rpcUrl, 'anvil_dropTransaction', [pending[0]?.transaction]);
+
+  const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  t.teardown(() => second.stop());
+  await rpcCall(base.rpcUrl, 'evm_mine', []);
+  await rpcCall(base.rpcUrl, 'evm_setAutomine', [true]);
+  const answers = await Promise.all(ps.map((p) => settle(second, p)));
+  t.ok(answers.every((a) => a.success), `every member settled: ${JSON.stringify(answers.filter((a) => !a.success))}`);
+  t.ok(answers.every((a) => a.transaction === pending[0]?.transaction), 'by the batch transaction signed before the crash');
+  t.equal((await relayerTransactions(base)) - txsBefore, 1, 'one transaction on chain');
+  movedExactly(t, before, await balances(base, ps), ps);
+});
+
+t.test('SIGKILL while payments wait for their batch: after the restart each settles once', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gate402-batching-data-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const slow = { ...env, GATE402_BATCH_WINDOW_MS: '5000' };
+  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env: slow, dataDir });
+  const payTo = freshAccount().address;
+  const payers = await fundedPayers(base, CAIP2.base, 4);
+  const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 60_000n + BigInt(i))));
+  const before = await balances(base, ps);
+  const txsBefore = await relayerTransactions(base);
+  const requests = ps.map((p) => settle(first, p).catch(() => undefined));
+  await new Promise((r) => setTimeout(r, 1500)); // verified and claimed, waiting in the open batch
+  await first.stop('SIGKILL');
+  await Promise.all(requests);
+  t.equal((await relayerTransactions(base)) - txsBefore, 0, 'nothing was sent before the crash');
+
+  const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  t.teardown(() => second.stop());
+  const answers = await Promise.all(ps.map((p) => settle(second, p)));
+  t.ok(answers.every((a) => a.success), `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`);
+  t.ok((await relayerTransactions(base)) - txsBefore < ps.length, 'batched after the restart');
+  movedExactly(t, before, await balances(base, ps), ps);
+  const again = await Promise.all(ps.map((p) => settle(second, p)));
+  t.same(again, answers, 'asked again: the recorded answers');
+  movedExactly(t, before, await balances(base, ps), ps);
+});
+
+/** Another sender (this file's tester) submits a payment's authorization itself, at a higher tip than the relayers pay. */
+async function submitDirectly(p: Payment, opts: { wait?: boolean } = {}): Promise<void> {
+  const payload = p.body.paymentPayload.payload as Eip3009Payload;
+  const a = payload.authorization;
+  const { pub, wallet } = clientsFor(base, funder);
+  const hash = await wallet.writeContract({
+    address: base.stablecoin.address,
+    abi: stablecoinArtifact.abi,
+    functionName: 'transferWithAuthorization',
+    args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, payload.signature],
+    gas: 150_000n,
+    maxPriorityFeePerGas: parseUnits('2', 9),
+    maxFeePerGas: parseUnits('50', 9),
+  });
+  if (opts.wait ?? true) await pub.waitForTransactionReceipt({ hash });
+}
