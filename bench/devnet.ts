@@ -2,7 +2,7 @@
  * The bench's chains: a devnet of its own (or a running one it may drive, `--manifest`), block times, funded
  * buyers, and what a run left on chain.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAbiItem, type Address, type Hex } from 'viem';
@@ -33,10 +33,18 @@ export async function benchDevnet(manifestPath?: string): Promise<BenchDevnet> {
     if (!(await manifestIsLive(manifest))) throw new Error(`the devnet of ${manifestPath} is not running`);
     return { manifest, manifestPath, stop: async () => {} };
   }
-  const path = join(mkdtempSync(join(tmpdir(), 'gate402-bench-devnet-')), 'devnet.json');
+  const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-devnet-'));
+  const path = join(dir, 'devnet.json');
   const ports = { [CAIP2.base]: await freePort(), [CAIP2.baseSepolia]: await freePort(), [CAIP2.stockChain]: await freePort() };
   const devnet = await startDevnet({ manifestPath: path, host: '127.0.0.1', ports, fresh: true });
-  return { manifest: devnet.manifest, manifestPath: path, stop: () => devnet.stop() };
+  return {
+    manifest: devnet.manifest,
+    manifestPath: path,
+    stop: async () => {
+      await devnet.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export function networkOf(manifest: DevnetManifest, caip2: string): NetworkEntry {

@@ -9,7 +9,7 @@
  * ...), and `--quick` / `--tiny` size every scenario down (see options.ts).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { benchDevnet, type BenchDevnet } from './devnet.ts';
@@ -111,6 +111,7 @@ async function runScenario(name: string, devnetArgs: string[]): Promise<Scenario
       break;
     }
   }
+  rmSync(outDir, { recursive: true, force: true });
   return {
     scenario: name,
     about: scenario.about,

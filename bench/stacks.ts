@@ -4,7 +4,7 @@
  * hello-world, and the local upstream both paid stacks forward to.
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { request } from 'undici';
@@ -28,12 +28,14 @@ export interface Server {
   stop(): Promise<void>;
 }
 
-function server(url: string, processes: Record<string, ChildProcess>): Server {
+/** `dir`: a directory of the server's own (its data), removed once it has stopped. */
+function server(url: string, processes: Record<string, ChildProcess>, dir?: string): Server {
   return {
     url,
     processes,
     stop: async () => {
       await Promise.all(Object.values(processes).map(stopChild));
+      if (dir) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -58,17 +60,18 @@ export async function upstreamServer(): Promise<{ url: string; started: Promise<
 export async function startGate402(manifestPath: string, opts: { upstream?: string; pollMs: number; env?: Record<string, string> }): Promise<Server & { facilitatorUrl: string }> {
   const gatewayPort = await freePort();
   const facilitatorPort = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-data-'));
   const child = await startChild([resolve('src/cli/bin.mjs'), 'start', '--manifest', manifestPath], {
     GATE402_GATEWAY_PORT: String(gatewayPort),
     GATE402_FACILITATOR_PORT: String(facilitatorPort),
-    GATE402_DATA_DIR: join(mkdtempSync(join(tmpdir(), 'gate402-bench-data-')), 'data'),
+    GATE402_DATA_DIR: join(dir, 'data'),
     GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
     GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
     GATE402_RECEIPT_POLL_MS: String(opts.pollMs),
     ...(opts.upstream ? { GATE402_CATALOG_UPSTREAM_BASE: opts.upstream } : {}),
     ...opts.env,
   });
-  return { ...server(`http://127.0.0.1:${gatewayPort}${ROUTE}`, { gate402: child }), facilitatorUrl: `http://127.0.0.1:${facilitatorPort}` };
+  return { ...server(`http://127.0.0.1:${gatewayPort}${ROUTE}`, { gate402: child }, dir), facilitatorUrl: `http://127.0.0.1:${facilitatorPort}` };
 }
 
 /**

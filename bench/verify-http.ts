@@ -5,7 +5,7 @@
  *
  *   node --import tsx bench/verify-http.ts [--seconds N] [--concurrency N] [--simulation off,on]
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseUnits } from 'viem';
@@ -64,6 +64,7 @@ try {
     }
   }
   writeFigures(opts.out, { http: figures });
+  rmSync(dir, { recursive: true, force: true });
 } finally {
   await devnet.stop();
 }
