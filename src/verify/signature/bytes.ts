@@ -23,7 +23,15 @@ const MAX_UINT256_DIGITS = 78;
 export function writeHex(hex: string, byteLength: number, out: Uint8Array, offset: number): boolean {
   if (typeof hex !== 'string' || hex.length !== 2 + 2 * byteLength) return false;
   if (hex.charCodeAt(0) !== 48 || (hex.charCodeAt(1) | 0x20) !== 120) return false; // "0x" or "0X"
-  for (let i = 0, c = 2; i < byteLength; i++, c += 2) {
+  return decodeHex(hex, 2, byteLength, out, offset);
+}
+
+/**
+ * Decodes the `2 * byteLength` hex digits at `hex[charOffset..]` (no prefix; the caller checked the length) into
+ * `out[offset..]`. Returns false on a non-hex character (the buffer may then hold partial data).
+ */
+export function decodeHex(hex: string, charOffset: number, byteLength: number, out: Uint8Array, offset: number): boolean {
+  for (let i = 0, c = charOffset; i < byteLength; i++, c += 2) {
     const hiCode = hex.charCodeAt(c);
     const loCode = hex.charCodeAt(c + 1);
     const hi = hiCode < 128 ? (HEX_VALUE[hiCode] as number) : -1;
@@ -50,6 +58,17 @@ export function writeBytes32(hex: string, out: Uint8Array, offset: number): bool
  * decimal digits (the wire form of x402 payloads). Returns false when the value is not a uint256.
  */
 export function writeUint256(value: unknown, view: DataView, offset: number): boolean {
+  // Fast path, no BigInt: the amounts and times of real payloads are short decimal strings.
+  const small = typeof value === 'string' ? smallDecimal(value) : typeof value === 'number' && Number.isSafeInteger(value) ? value : -1;
+  if (small >= 0) {
+    view.setBigUint64(offset, 0n);
+    view.setBigUint64(offset + 8, 0n);
+    view.setUint32(offset + 16, 0);
+    view.setUint32(offset + 20, 0);
+    view.setUint32(offset + 24, Math.floor(small / 0x1_0000_0000));
+    view.setUint32(offset + 28, small >>> 0);
+    return true;
+  }
   const v = toUint256(value);
   if (v === undefined) return false;
   if (v <= MASK_64) {
@@ -64,6 +83,22 @@ export function writeUint256(value: unknown, view: DataView, offset: number): bo
     view.setBigUint64(offset + 24, v & MASK_64);
   }
   return true;
+}
+
+/** Longest decimal string read without BigInt: 15 digits stay below 2^53. */
+const SMALL_DECIMAL_DIGITS = 15;
+
+/** The value of a string of 1 to 15 decimal digits, or -1 for anything else (longer strings go through BigInt). */
+function smallDecimal(s: string): number {
+  const n = s.length;
+  if (n === 0 || n > SMALL_DECIMAL_DIGITS) return -1;
+  let v = 0;
+  for (let i = 0; i < n; i++) {
+    const d = s.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return -1;
+    v = v * 10 + d;
+  }
+  return v;
 }
 
 /** A uint256 from a bigint, a safe integer or a decimal string; undefined for anything else or out of range. */

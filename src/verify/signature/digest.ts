@@ -94,12 +94,13 @@ export function typeHashes(): Record<'eip712Domain' | 'permit2Domain' | 'transfe
 // ---- scratch buffers (every function below is synchronous, so sharing them is safe) --------------------------
 
 const ENC = new Uint8Array(32 * 7);
-const ENC_VIEW = new DataView(ENC.buffer);
 const SUB = new Uint8Array(32 * 3);
-const SUB_VIEW = new DataView(SUB.buffer);
 const FINAL = new Uint8Array(66);
 FINAL[0] = 0x19;
 FINAL[1] = 0x01;
+/** A message's words, for the `try*Digest` functions. */
+const WORDS = new Uint8Array(32 * 7);
+const WORDS_VIEW = new DataView(WORDS.buffer);
 
 // ---- domain separators, cached --------------------------------------------------------------------------------
 
@@ -172,55 +173,90 @@ export function permit2DomainSeparator(domain: Permit2Domain): Uint8Array {
   return orThrow(tryPermit2DomainSeparator(domain), 'Permit2 domain');
 }
 
-// ---- message digests --------------------------------------------------------------------------------------------
+// ---- message words and digests ---------------------------------------------------------------------------------
+//
+// A message is first written as its ABI words (the flat fields, in the order of its type), which is all the parsing
+// there is; the digest is then computed from those words and the domain separator. The worker pool ships the words.
 
-/** keccak(0x1901 ‖ separator ‖ structHash), with the struct hash already written at FINAL[34..66). */
-function finalDigest(separator: Uint8Array): Uint8Array {
-  FINAL.set(separator, 2);
-  return keccak256Bytes(FINAL);
+/** Bytes of an EIP-3009 message's words: from, to, value, validAfter, validBefore, nonce. */
+export const EIP3009_MESSAGE_BYTES = 32 * 6;
+/** Bytes of a Permit2 witness message's words: token, amount, spender, nonce, deadline, witnessTo, witnessValidAfter. */
+export const PERMIT2_MESSAGE_BYTES = 32 * 7;
+
+/** Writes the words of a `TransferWithAuthorization` at `out[offset..offset + EIP3009_MESSAGE_BYTES)`; false when malformed. */
+export function writeEip3009Message(a: Eip3009Authorization, out: Uint8Array, view: DataView, offset: number): boolean {
+  if (a === null || typeof a !== 'object') return false;
+  return (
+    writeAddressWord(a.from, out, offset) &&
+    writeAddressWord(a.to, out, offset + 32) &&
+    writeUint256(a.value, view, offset + 64) &&
+    writeUint256(a.validAfter, view, offset + 96) &&
+    writeUint256(a.validBefore, view, offset + 128) &&
+    writeBytes32(a.nonce, out, offset + 160)
+  );
+}
+
+/** Writes the words of a Permit2 witness transfer at `out[offset..offset + PERMIT2_MESSAGE_BYTES)`; false when malformed. */
+export function writePermit2Message(p: Permit2WitnessMessage, out: Uint8Array, view: DataView, offset: number): boolean {
+  if (p === null || typeof p !== 'object') return false;
+  return (
+    writeAddressWord(p.token, out, offset) &&
+    writeUint256(p.amount, view, offset + 32) &&
+    writeAddressWord(p.spender, out, offset + 64) &&
+    writeUint256(p.nonce, view, offset + 96) &&
+    writeUint256(p.deadline, view, offset + 128) &&
+    writeAddressWord(p.witnessTo, out, offset + 160) &&
+    writeUint256(p.witnessValidAfter, view, offset + 192)
+  );
+}
+
+/** keccak(0x1901 ‖ separator ‖ structHash) into `out[outOffset..]`, with the struct hash already written at FINAL[34..66). */
+function finalDigest(separator: Uint8Array, separatorOffset: number, out: Uint8Array, outOffset: number): Uint8Array {
+  FINAL.set(separator.subarray(separatorOffset, separatorOffset + 32), 2);
+  return keccak256Bytes(FINAL, out, outOffset);
+}
+
+/**
+ * The EIP-3009 digest from the domain separator (32 bytes at `separator[separatorOffset..]`) and the message words
+ * (at `words[offset..]`), written to `out[outOffset..]` (a fresh array when omitted).
+ */
+export function eip3009DigestOfWords(separator: Uint8Array, separatorOffset: number, words: Uint8Array, offset: number, out: Uint8Array = new Uint8Array(32), outOffset = 0): Uint8Array {
+  ENC.set(TRANSFER_WITH_AUTHORIZATION_TYPEHASH, 0);
+  ENC.set(words.subarray(offset, offset + EIP3009_MESSAGE_BYTES), 32);
+  keccak256Bytes(ENC.subarray(0, 32 + EIP3009_MESSAGE_BYTES), FINAL, 34);
+  return finalDigest(separator, separatorOffset, out, outOffset);
+}
+
+/** The Permit2 witness digest from the domain separator and the message words, as `eip3009DigestOfWords`. */
+export function permit2DigestOfWords(separator: Uint8Array, separatorOffset: number, words: Uint8Array, offset: number, out: Uint8Array = new Uint8Array(32), outOffset = 0): Uint8Array {
+  // The two nested structs are encoded in SUB and hashed straight into their slots of the outer encoding in ENC.
+  // TokenPermissions(token, amount) -> ENC[32..64)
+  SUB.set(TOKEN_PERMISSIONS_TYPEHASH, 0);
+  SUB.set(words.subarray(offset, offset + 64), 32);
+  keccak256Bytes(SUB, ENC, 32);
+  // Witness(to, validAfter) -> ENC[160..192)
+  SUB.set(WITNESS_TYPEHASH, 0);
+  SUB.set(words.subarray(offset + 160, offset + 224), 32);
+  keccak256Bytes(SUB, ENC, 160);
+  // PermitWitnessTransferFrom(permitted, spender, nonce, deadline, witness) -> FINAL[34..66)
+  ENC.set(PERMIT_WITNESS_TRANSFER_FROM_TYPEHASH, 0);
+  ENC.set(words.subarray(offset + 64, offset + 160), 64);
+  keccak256Bytes(ENC.subarray(0, 192), FINAL, 34);
+  return finalDigest(separator, separatorOffset, out, outOffset);
 }
 
 /** Digest of `TransferWithAuthorization` (EIP-3009) under the token's domain; undefined on malformed input. */
 export function tryEip3009Digest(domain: Eip3009Domain, a: Eip3009Authorization): Uint8Array | undefined {
-  if (a === null || typeof a !== 'object') return undefined;
   const separator = tryDomainSeparator(domain);
-  if (separator === undefined) return undefined;
-  ENC.set(TRANSFER_WITH_AUTHORIZATION_TYPEHASH, 0);
-  if (
-    !writeAddressWord(a.from, ENC, 32) ||
-    !writeAddressWord(a.to, ENC, 64) ||
-    !writeUint256(a.value, ENC_VIEW, 96) ||
-    !writeUint256(a.validAfter, ENC_VIEW, 128) ||
-    !writeUint256(a.validBefore, ENC_VIEW, 160) ||
-    !writeBytes32(a.nonce, ENC, 192)
-  ) {
-    return undefined;
-  }
-  keccak256Bytes(ENC.subarray(0, 224), FINAL, 34);
-  return finalDigest(separator);
+  if (separator === undefined || !writeEip3009Message(a, WORDS, WORDS_VIEW, 0)) return undefined;
+  return eip3009DigestOfWords(separator, 0, WORDS, 0);
 }
 
 /** Digest of Permit2's `PermitWitnessTransferFrom` with x402's `Witness(address to,uint256 validAfter)`; undefined on malformed input. */
 export function tryPermit2WitnessDigest(domain: Permit2Domain, p: Permit2WitnessMessage): Uint8Array | undefined {
-  if (p === null || typeof p !== 'object') return undefined;
   const separator = tryPermit2DomainSeparator(domain);
-  if (separator === undefined) return undefined;
-  // The two nested structs are encoded in SUB and hashed straight into their slots of the outer encoding in ENC.
-  // TokenPermissions -> ENC[32..64)
-  SUB.set(TOKEN_PERMISSIONS_TYPEHASH, 0);
-  if (!writeAddressWord(p.token, SUB, 32) || !writeUint256(p.amount, SUB_VIEW, 64)) return undefined;
-  keccak256Bytes(SUB, ENC, 32);
-  // Witness -> ENC[160..192)
-  SUB.set(WITNESS_TYPEHASH, 0);
-  if (!writeAddressWord(p.witnessTo, SUB, 32) || !writeUint256(p.witnessValidAfter, SUB_VIEW, 64)) return undefined;
-  keccak256Bytes(SUB, ENC, 160);
-  // PermitWitnessTransferFrom(permitted, spender, nonce, deadline, witness) -> FINAL[34..66)
-  ENC.set(PERMIT_WITNESS_TRANSFER_FROM_TYPEHASH, 0);
-  if (!writeAddressWord(p.spender, ENC, 64) || !writeUint256(p.nonce, ENC_VIEW, 96) || !writeUint256(p.deadline, ENC_VIEW, 128)) {
-    return undefined;
-  }
-  keccak256Bytes(ENC.subarray(0, 192), FINAL, 34);
-  return finalDigest(separator);
+  if (separator === undefined || !writePermit2Message(p, WORDS, WORDS_VIEW, 0)) return undefined;
+  return permit2DigestOfWords(separator, 0, WORDS, 0);
 }
 
 /** EIP-712 digest of an EIP-3009 `TransferWithAuthorization`. Throws a TypeError on malformed input. */

@@ -19,5 +19,5 @@ export {
   type Uint256Like,
 } from './digest.ts';
 export { matchesSigner, recoverSigner, secp256k1Backend } from './recover.ts';
-export { jobDigest, recoverBatchSync, recoverJobSync, type Eip3009Job, type Permit2Authorization, type Permit2Job, type VerifyJob } from './jobs.ts';
+export { jobDigest, recoverJobSync, type Eip3009Job, type Permit2Authorization, type Permit2Job, type VerifyJob } from './jobs.ts';
 export { SignatureVerifier, type SignatureVerifierOptions, type SignatureVerifierStats } from './pool.ts';

@@ -1,12 +1,11 @@
 /**
  * A verification job is one signed x402 payload in its wire shape, plus the EIP-712 domain to verify it under.
- * `recoverJobSync` is the whole computation (digest, then recovery); the worker runs exactly this, in batches.
- * Jobs are plain data (structured-clone safe): uint256 fields may be bigints, safe integers, or decimal strings.
+ * `recoverJobSync` is the whole computation (digest, then recovery); the pool runs exactly this, in batches.
+ * Jobs are plain data: uint256 fields may be bigints, safe integers, or decimal strings.
  */
 import type { Address, Hex } from 'viem';
-import { PERMIT2_ADDRESS } from '../../chain/canonical.ts';
-import { tryEip3009Digest, tryPermit2WitnessDigest, type Eip3009Authorization, type Eip3009Domain, type Uint256Like } from './digest.ts';
-import { recoverSigner } from './recover.ts';
+import type { Eip3009Authorization, Eip3009Domain, Uint256Like } from './digest.ts';
+import { ADDRESS_ASCII_BYTES, answerAt, encodeJob, encodeMessage, JOB_RECORD_BYTES, recordDigest, recoverRecords } from './job-record.ts';
 
 /** x402 `exact` EIP-3009: `payload.authorization` and `payload.signature`, domain from `extra.{name,version}`, chain and asset. */
 export interface Eip3009Job {
@@ -36,48 +35,28 @@ export interface Permit2Job {
 
 export type VerifyJob = Eip3009Job | Permit2Job;
 
+const RECORD = new Uint8Array(JOB_RECORD_BYTES);
+const RECORD_VIEW = new DataView(RECORD.buffer);
+const ANSWER = Buffer.alloc(ADDRESS_ASCII_BYTES);
+
 /** The EIP-712 digest a job's signature must be over, or undefined when the job is malformed. Never throws. */
 export function jobDigest(job: VerifyJob): Uint8Array | undefined {
-  if (job === null || typeof job !== 'object') return undefined;
-  if (job.kind === 'eip3009') return tryEip3009Digest(job.domain, job.authorization);
-  if (job.kind === 'permit2') {
-    const { domain, permit } = job;
-    if (domain === null || typeof domain !== 'object' || permit === null || typeof permit !== 'object') return undefined;
-    const { permitted, witness } = permit;
-    if (permitted === null || typeof permitted !== 'object' || witness === null || typeof witness !== 'object') return undefined;
-    return tryPermit2WitnessDigest(
-      { chainId: domain.chainId, verifyingContract: domain.verifyingContract ?? PERMIT2_ADDRESS },
-      {
-        token: permitted.token,
-        amount: permitted.amount,
-        spender: permit.spender,
-        nonce: permit.nonce,
-        deadline: permit.deadline,
-        witnessTo: witness.to,
-        witnessValidAfter: witness.validAfter,
-      },
-    );
+  try {
+    if (!encodeMessage(job, RECORD, RECORD_VIEW, 0)) return undefined;
+  } catch {
+    return undefined; // only reachable through exotic inputs (e.g. getters that throw)
   }
-  return undefined;
+  const digest = new Uint8Array(32);
+  return recordDigest(RECORD, 0, digest, 0) ? digest : undefined;
 }
 
 /**
  * The address that signed the job's message (checksummed), or undefined when the job or its signature is malformed
  * or not acceptable (bad v, high s, no point). Never throws. Comparing with the claimed signer is the caller's job
- * (see `matchesSigner`; a contract wallet needs ERC-1271 instead).
+ * (see `matchesSigner`; a contract wallet needs ERC-1271 instead). The pool computes exactly this, in two halves:
+ * `encodeJob` on the calling thread, `recoverRecord` in a worker.
  */
 export function recoverJobSync(job: VerifyJob): Address | undefined {
-  try {
-    const digest = jobDigest(job);
-    return digest === undefined ? undefined : recoverSigner(digest, job.signature);
-  } catch {
-    return undefined; // only reachable through exotic inputs (e.g. getters that throw); keep the contract.
-  }
-}
-
-/** `recoverJobSync` over a batch, in order. */
-export function recoverBatchSync(jobs: readonly VerifyJob[]): (Address | undefined)[] {
-  const out = new Array<Address | undefined>(jobs.length);
-  for (let i = 0; i < jobs.length; i++) out[i] = recoverJobSync(jobs[i] as VerifyJob);
-  return out;
+  if (!encodeJob(job, RECORD, RECORD_VIEW, 0)) return undefined;
+  return answerAt(recoverRecords(RECORD, 1, ANSWER), 0);
 }

@@ -12,7 +12,7 @@
  */
 import { createRequire } from 'node:module';
 import type { Address, Hex } from 'viem';
-import { writeHex } from './bytes.ts';
+import { decodeHex, writeHex } from './bytes.ts';
 import { keccak256Bytes } from './keccak.ts';
 
 type Secp256k1 = typeof import('secp256k1');
@@ -42,14 +42,18 @@ const HALF_N = new Uint8Array(32);
   for (let i = 31, v = n >> 1n; i >= 0; i--, v >>= 8n) HALF_N[i] = Number(v & 0xffn);
 }
 
-/** The signature's bytes (r ‖ s, with s normalised from the compact form) and the public key, reused across calls. */
-const SIG = new Uint8Array(65);
-const RS = SIG.subarray(0, 64);
+/** Scratch buffers, reused across calls (everything here is synchronous). */
+const SIG = new Uint8Array(64);
+const SIG_IN = new Uint8Array(64);
 const PUBKEY = new Uint8Array(65);
 const PUBKEY_XY = PUBKEY.subarray(1);
-const HEX_CHARS = '0123456789abcdef';
-const ADDR_ASCII = new Uint8Array(40);
 const HASH = new Uint8Array(32);
+const ADDRESS_ASCII = new Uint8Array(42);
+const HEX_LOWER = new Uint8Array(16);
+for (let i = 0; i < 16; i++) HEX_LOWER[i] = '0123456789abcdef'.charCodeAt(i);
+
+/** Length of a checksummed address in ASCII: `0x` and 40 hex digits. */
+export const ADDRESS_ASCII_BYTES = 42;
 
 /** Whether s (32 bytes, big-endian) is greater than n/2. */
 function isHighS(sig: Uint8Array, offset: number): boolean {
@@ -61,43 +65,65 @@ function isHighS(sig: Uint8Array, offset: number): boolean {
   return false;
 }
 
-/** Parses the hex signature into SIG and returns the recovery id, or -1 when it is not an acceptable signature. */
-function parseSignature(signature: string): number {
+/**
+ * Parses a hex signature into r ‖ s (64 bytes, s taken out of the compact form) at `out[offset..offset + 64)` and
+ * returns the recovery id (0 or 1), or -1 when it is not an acceptable signature (the bytes may then hold anything).
+ */
+export function writeSignature(signature: unknown, out: Uint8Array, offset: number): number {
   if (typeof signature !== 'string') return -1;
   if (signature.length === 132) {
-    if (!writeHex(signature, 65, SIG, 0)) return -1;
-    const v = SIG[64] as number;
-    const recid = v === 27 || v === 28 ? v - 27 : v === 0 || v === 1 ? v : -1;
-    if (recid < 0 || isHighS(SIG, 32)) return -1;
-    return recid;
+    if (signature.charCodeAt(0) !== 48 || (signature.charCodeAt(1) | 0x20) !== 120 || !decodeHex(signature, 2, 64, out, offset)) return -1;
+    const c0 = signature.charCodeAt(130);
+    const c1 = signature.charCodeAt(131);
+    // v: 1b / 1c (27, 28) or 00 / 01, in either letter case.
+    const v = c0 === 0x31 && (c1 | 0x20) === 0x62 ? 0 : c0 === 0x31 && (c1 | 0x20) === 0x63 ? 1 : c0 === 0x30 && (c1 === 0x30 || c1 === 0x31) ? c1 - 0x30 : -1;
+    if (v < 0 || isHighS(out, offset + 32)) return -1;
+    return v;
   }
   if (signature.length === 130) {
     // EIP-2098: the top bit of the second word is the y parity; the rest is s.
-    if (!writeHex(signature, 64, SIG, 0)) return -1;
-    const recid = (SIG[32] as number) >> 7;
-    SIG[32] = (SIG[32] as number) & 0x7f;
-    if (isHighS(SIG, 32)) return -1;
+    if (!writeHex(signature, 64, out, offset)) return -1;
+    const recid = (out[offset + 32] as number) >> 7;
+    out[offset + 32] = (out[offset + 32] as number) & 0x7f;
+    if (isHighS(out, offset + 32)) return -1;
     return recid;
   }
   return -1;
 }
 
-/** EIP-55 checksummed form of the 20 address bytes at `bytes[offset..offset + 20)`. */
-export function checksumAddressFromBytes(bytes: Uint8Array, offset: number): Address {
+/** Writes the EIP-55 checksummed form of the 20 address bytes at `bytes[offset..]`, as 42 ASCII bytes, at `out[outOffset..]`. */
+function writeChecksumAscii(bytes: Uint8Array, offset: number, out: Uint8Array, outOffset: number): void {
   for (let i = 0; i < 20; i++) {
     const b = bytes[offset + i] as number;
-    ADDR_ASCII[2 * i] = HEX_CHARS.charCodeAt(b >> 4);
-    ADDR_ASCII[2 * i + 1] = HEX_CHARS.charCodeAt(b & 15);
+    ADDRESS_ASCII[2 + 2 * i] = HEX_LOWER[b >> 4] as number;
+    ADDRESS_ASCII[3 + 2 * i] = HEX_LOWER[b & 15] as number;
   }
-  const h = keccak256Bytes(ADDR_ASCII, HASH);
-  let out = '0x';
+  const h = keccak256Bytes(ADDRESS_ASCII.subarray(2), HASH);
+  out[outOffset] = 0x30; // 0
+  out[outOffset + 1] = 0x78; // x
   for (let i = 0; i < 40; i++) {
-    const c = ADDR_ASCII[i] as number;
+    const c = ADDRESS_ASCII[2 + i] as number;
     // Letters a-f are upper-cased where the matching nibble of the hash is >= 8.
     const nibble = i & 1 ? (h[i >> 1] as number) & 15 : (h[i >> 1] as number) >> 4;
-    out += String.fromCharCode(c >= 97 && nibble >= 8 ? c - 32 : c);
+    out[outOffset + 2 + i] = c >= 97 && nibble >= 8 ? c - 32 : c;
   }
-  return out as Address;
+}
+
+/**
+ * Recovers the key that signed `digest` (32 bytes) with r ‖ s = `rs[rsOffset..rsOffset + 64)` and `recid`, and writes
+ * its address, checksummed, as 42 ASCII bytes at `out[outOffset..]`. False when there is no such key (r or s zero or
+ * out of range, no curve point with that x); `out` is then untouched.
+ */
+export function recoverAddressAscii(digest: Uint8Array, rs: Uint8Array, rsOffset: number, recid: number, out: Uint8Array, outOffset: number): boolean {
+  for (let i = 0; i < 64; i++) SIG[i] = rs[rsOffset + i] as number;
+  try {
+    secp256k1.ecdsaRecover(SIG, recid, digest, false, PUBKEY);
+  } catch {
+    return false;
+  }
+  keccak256Bytes(PUBKEY_XY, HASH);
+  writeChecksumAscii(HASH, 12, out, outOffset);
+  return true;
 }
 
 /**
@@ -106,15 +132,11 @@ export function checksumAddressFromBytes(bytes: Uint8Array, offset: number): Add
  */
 export function recoverSigner(digest: Uint8Array, signature: Hex): Address | undefined {
   if (!(digest instanceof Uint8Array) || digest.length !== 32) return undefined;
-  const recid = parseSignature(signature);
+  const recid = writeSignature(signature, SIG_IN, 0);
   if (recid < 0) return undefined;
-  try {
-    secp256k1.ecdsaRecover(RS, recid, digest, false, PUBKEY);
-  } catch {
-    return undefined; // r or s out of range or zero, or no point with that x.
-  }
-  keccak256Bytes(PUBKEY_XY, HASH);
-  return checksumAddressFromBytes(HASH, 12);
+  const ascii = new Uint8Array(ADDRESS_ASCII_BYTES);
+  if (!recoverAddressAscii(digest, SIG_IN, 0, recid, ascii, 0)) return undefined;
+  return String.fromCharCode.apply(null, ascii as unknown as number[]) as Address;
 }
 
 /** Whether a recovered address is the claimed signer (case-insensitive; undefined never matches). */

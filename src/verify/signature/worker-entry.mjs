@@ -29,7 +29,7 @@ const ready = load().then((h) => {
 });
 ready.catch(() => {}); // reported through the first task instead
 
-/** @param {unknown[]} jobs */
-export default function verifyBatch(jobs) {
-  return handler !== undefined ? handler(jobs) : ready.then((h) => h(jobs));
+/** @param {{ records: Uint8Array, count: number }} batch */
+export default function verifyBatch(batch) {
+  return handler !== undefined ? handler(batch) : ready.then((h) => h(batch));
 }
