@@ -107,6 +107,15 @@ t.test('keccak-256 and the type hashes', async (t) => {
     if (bytesToHex(keccak256Bytes(data)) !== keccak256(data)) t.fail(`keccak of ${len} bytes`);
   }
   t.pass('keccak256Bytes equals viem keccak256 for lengths 0..300 (across the 136-byte block boundaries)');
+  // Inputs longer than the module's input area go in chunks of 400 blocks (54,400 bytes).
+  for (const len of [54_399, 54_400, 54_401, 54_400 + 136, 2 * 54_400 + 7, 200_000]) {
+    const data = new Uint8Array(randomBytes(len));
+    t.equal(bytesToHex(keccak256Bytes(data)), keccak256(data), `keccak of ${len} bytes`);
+  }
+  const data = new Uint8Array(randomBytes(400));
+  const out = new Uint8Array(40);
+  t.equal(keccak256Bytes(data.subarray(7, 300), out, 5), out, 'writes into the given array');
+  t.equal(bytesToHex(out.subarray(5, 37)), keccak256(data.subarray(7, 300)), 'of a subarray, at an offset');
   const h = typeHashes();
   t.equal(bytesToHex(h.permitWitnessTransferFrom), '0xebc156cd23678a74c94df13d772ef5478420637f0c94bd10d509e1dc98f521c7');
   t.equal(bytesToHex(h.witness), '0xd97b3239a7f32295517bd14cb074edfdd188dfe5eb42f802bb26d4fd1eb12c37');
