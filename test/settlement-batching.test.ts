@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseEther, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
@@ -8,6 +8,8 @@ import { CAIP2, MULTICALL3_ADDRESS } from '../src/chain/canonical.ts';
 import { stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
 import type { NetworkEntry } from '../src/chain/manifest.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
+import { nonceKeyOf, type PaymentRecord } from '../src/engine/payment-record.ts';
+import { openStore } from '../src/store/open-store.ts';
 import type { Eip3009Payload, PaymentPayload, SettleResponse } from '../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
@@ -200,21 +202,30 @@ t.test('SIGKILL with a batch in flight: the restarted facilitator completes ever
   movedExactly(t, before, await balances(base, ps), ps);
 });
 
-t.test('SIGKILL while payments wait for their batch: after the restart each settles once', async (t) => {
+t.test('SIGKILL with payments claimed but their batch not yet sent: after the restart each settles once', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gate402-batching-data-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-  const slow = { ...env, GATE402_BATCH_WINDOW_MS: '5000' };
-  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env: slow, dataDir });
+  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
   const payTo = freshAccount().address;
-  const payers = await fundedPayers(base, CAIP2.base, 4);
-  const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 60_000n + BigInt(i))));
+  const payers = await fundedPayers(base, CAIP2.base, 5);
+  const [warmUp, ...ps] = (await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 60_000n + BigInt(i))))) as [Payment, ...Payment[]];
+  t.equal((await settle(first, warmUp)).success, true, 'a first payment settles (the facilitator has read what verification needs)');
   const before = await balances(base, ps);
   const txsBefore = await relayerTransactions(base);
+  // The chain stops answering: the payments are verified and claim their nonces, and their batch hangs on its first call.
+  const chainProcess = anvilOf(base);
+  process.kill(chainProcess, 'SIGSTOP');
+  t.teardown(() => process.kill(chainProcess, 'SIGCONT'));
   const requests = ps.map((p) => settle(first, p).catch(() => undefined));
-  await new Promise((r) => setTimeout(r, 1500)); // verified and claimed, waiting in the open batch
+  await new Promise((r) => setTimeout(r, 1500));
   await first.stop('SIGKILL');
   await Promise.all(requests);
+  process.kill(chainProcess, 'SIGCONT');
   t.equal((await relayerTransactions(base)) - txsBefore, 0, 'nothing was sent before the crash');
+  const store = openStore(dataDir);
+  const left = ps.map((p) => store.collection<PaymentRecord>('payments').get(nonceKeyOf(p.body)));
+  await store.close();
+  t.ok(left.every((r) => r !== undefined && r.txs.length === 0 && !r.batch), `each payment was claimed and recorded, with nothing signed: ${left.map((r) => r?.state).join(',')}`);
 
   const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
   t.teardown(() => second.stop());
@@ -226,6 +237,15 @@ t.test('SIGKILL while payments wait for their batch: after the restart each sett
   t.same(again, answers, 'asked again: the recorded answers');
   movedExactly(t, before, await balances(base, ps), ps);
 });
+
+/** The pid of the anvil serving `n` (a child of this file's devnet process, found by its port). */
+function anvilOf(n: NetworkEntry): number {
+  const port = new URL(n.rpcUrl).port;
+  const children = readFileSync(`/proc/${devnet.child.pid}/task/${devnet.child.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
+  const pid = children.find((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').split('\0').join(' ').includes(`--port ${port} `));
+  if (pid === undefined) throw new Error(`no anvil on port ${port} under the devnet`);
+  return pid;
+}
 
 /** Another sender (this file's tester) submits a payment's authorization itself, at a higher tip than the relayers pay. */
 async function submitDirectly(p: Payment, opts: { wait?: boolean } = {}): Promise<void> {

@@ -1,5 +1,8 @@
-import { TransactionReceiptNotFoundError, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
+import { formatTransactionReceipt, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import type { Logger } from '../log/logger.ts';
+
+/** The waits before the quick rounds that follow a new hash not yet mined (then the poll interval again). */
+const FOLLOW_UP_MS = [5, 15];
 
 export interface BlockWatcherOptions {
   client: PublicClient<Transport, Chain>;
@@ -21,10 +24,10 @@ interface Waiter {
  * in it (or, when fewer transactions are awaited than blocks went by, one receipt lookup per awaited hash), instead
  * of every payment polling its own receipt.
  *
- * A newly awaited hash is looked up on its own once, in the first round after it is registered: it may be mined
- * already (an automining chain mines during `eth_sendRawTransaction`; a restarted process awaits old transactions).
- * Every round reads the head before anything else, so a hash not found then lies in a later block, which the
- * following rounds scan: no block is skipped. Any failed call leaves the scanned mark where it was, to be redone.
+ * A newly awaited hash is looked up on its own in the first round after it is registered, alongside the head read:
+ * it may be mined already (an automining chain mines during `eth_sendRawTransaction`; a restarted process awaits old
+ * transactions). Not found, it is looked up once more after the head read, so that a miss means it lies in a later
+ * block, which the following rounds scan: no block is skipped. A failed call leaves the scanned mark where it was.
  */
 export class BlockWatcher {
   readonly #o: BlockWatcherOptions;
@@ -36,6 +39,8 @@ export class BlockWatcher {
   #running = false;
   #stopped = false;
   #nudged = false;
+  /** Quick rounds still due because a new hash was not mined yet when first looked up. */
+  #followUps = 0;
   #wake: (() => void) | undefined;
   #blockReceipts = true;
 
@@ -112,6 +117,7 @@ export class BlockWatcher {
 
   async #run(): Promise<void> {
     this.#running = true;
+    await null; // hashes registered in the same turn go in one round
     try {
       while (!this.#stopped && this.#waiters.size > 0) {
         this.#nudged = false;
@@ -121,7 +127,7 @@ export class BlockWatcher {
           this.#o.log.warn('block watcher round failed', { chain: this.#o.client.chain.id, error: err });
         }
         if (this.#stopped || this.#waiters.size === 0) break;
-        if (!this.#nudged) await this.#sleep(this.#o.pollMs);
+        if (!this.#nudged) await this.#sleep(this.#followUps > 0 ? Math.min(this.#o.pollMs, FOLLOW_UP_MS[FOLLOW_UP_MS.length - this.#followUps--] as number) : this.#o.pollMs);
       }
     } finally {
       this.#running = false;
@@ -143,15 +149,26 @@ export class BlockWatcher {
   }
 
   async #round(): Promise<void> {
-    const head = await this.#call(() => this.#o.client.getBlockNumber({ cacheTime: 0 }));
+    // A fresh hash is looked up alongside the head read: mined already (on an automining chain it is), it is
+    // answered within one round trip.
+    const early = [...this.#fresh];
+    const [head, found] = await Promise.all([this.#call(() => this.#o.client.getBlockNumber({ cacheTime: 0 })), Promise.allSettled(early.map((hash) => this.#lookUp(hash)))]);
     if (this.#stopped) return;
-    const fresh = [...this.#fresh];
+    const unseen: Hex[] = [];
+    found.forEach((outcome, i) => {
+      const hash = early[i] as Hex;
+      if (outcome.status === 'fulfilled' && outcome.value) {
+        this.#fresh.delete(hash);
+        this.#deliver(outcome.value);
+      } else unseen.push(hash);
+    });
+    // Not found by then, a fresh hash is looked up again now that the head is read: a miss then means a later block.
     const known = [...this.#waiters.keys()].filter((h) => !this.#fresh.has(h));
     const from = this.#scanned === undefined ? head + 1n : this.#scanned + 1n;
     const blocks = head >= from ? Number(head - from + 1n) : 0;
     // Scanning costs a call per block, looking up a call per hash: the cheaper of the two, both exact.
     const byHash = !this.#blockReceipts || (blocks > 0 && blocks > known.length);
-    const lookUp = byHash && blocks > 0 ? [...fresh, ...known] : fresh;
+    const lookUp = byHash && blocks > 0 ? [...unseen, ...known] : unseen;
     const looked = await Promise.allSettled(lookUp.map((hash) => this.#lookUp(hash)));
     let failed = false;
     looked.forEach((outcome, i) => {
@@ -171,6 +188,8 @@ export class BlockWatcher {
     }
     if (failed) throw new Error('a receipt lookup failed; its blocks are looked at again');
     this.#scanned = head;
+    // Just sent and not mined yet: an automining chain mines it within milliseconds, so look again soon.
+    if (unseen.some((h) => this.#waiters.has(h))) this.#followUps = FOLLOW_UP_MS.length;
   }
 
   #deliver(receipt: TransactionReceipt): void {
@@ -180,12 +199,9 @@ export class BlockWatcher {
 
   /** The receipt, or undefined while the transaction is not mined; throws when the node could not say. */
   async #lookUp(hash: Hex): Promise<TransactionReceipt | undefined> {
-    try {
-      return await this.#call(() => this.#o.client.getTransactionReceipt({ hash }));
-    } catch (err) {
-      if (err instanceof TransactionReceiptNotFoundError) return undefined;
-      throw err;
-    }
+    // The raw call: viem's getTransactionReceipt throws (and builds an error) for every one not yet mined.
+    const raw = await this.#call(() => this.#o.client.request({ method: 'eth_getTransactionReceipt', params: [hash] }));
+    return raw ? formatTransactionReceipt(raw) : undefined;
   }
 
   async #blockReceiptsOf(n: bigint): Promise<TransactionReceipt[] | undefined> {

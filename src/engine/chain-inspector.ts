@@ -3,7 +3,7 @@ import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import { permit2Artifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
 import type { Eip3009Payload, Permit2Payload } from '../protocol/x402/types.ts';
 import { Eip3009Reason, Permit2Reason, type InvalidReason } from '../verify/reasons.ts';
-import { aggregateCall, aggregateResults } from './settlement-batch.ts';
+import { aggregateCall, aggregateResults, transferEvent } from './settlement-batch.ts';
 import type { SettlementCall } from './settlement-call.ts';
 
 const ERC1271_MAGIC = '0x1626ba7e';
@@ -95,7 +95,7 @@ export class ChainInspector {
 
   /** A settlement counts only if its receipt logs the expected Transfer from the asset itself. */
   static transferMatches(receipt: TransactionReceipt, expect: SettlementCall['expect']): boolean {
-    const logs = parseEventLogs({ abi: erc20Abi, eventName: 'Transfer', logs: receipt.logs, strict: true });
+    const logs = parseEventLogs({ abi: transferEvent, eventName: 'Transfer', logs: receipt.logs, strict: true });
     return logs.some(
       (l) =>
         l.address.toLowerCase() === expect.token.toLowerCase() &&

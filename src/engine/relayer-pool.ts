@@ -57,6 +57,8 @@ export class RelayerPool {
   readonly #feeTtlMs: number;
   readonly #now: () => number;
   #fees: { at: number; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | undefined;
+  #reading: Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> | undefined;
+  #turn = 0;
 
   constructor(opts: RelayerPoolOptions) {
     if (opts.accounts.length === 0) throw new Error(`no relayer accounts for chain ${opts.chainId}`);
@@ -93,12 +95,23 @@ export class RelayerPool {
     return this.#relayers.map((r) => ({ address: r.account.address, balance: r.balance, inFlight: r.inFlight }));
   }
 
+  /**
+   * The fees to sign with. Past their time to live they are read again in the background while the last read still
+   * serves (its maximum fee leaves room for the base fee to double); only a read five times that old is waited for.
+   */
   async #currentFees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
-    if (!this.#fees || this.#now() - this.#fees.at > this.#feeTtlMs) {
-      const block = await this.#client.getBlock({ blockTag: 'latest' });
-      this.#fees = { at: this.#now(), ...this.#feesFor(block.baseFeePerGas ?? 1_000_000_000n) };
-    }
-    return this.#fees;
+    const age = this.#fees ? this.#now() - this.#fees.at : Infinity;
+    if (age > this.#feeTtlMs * 5) await this.#readFees();
+    else if (age > this.#feeTtlMs) this.#readFees().catch(() => {});
+    return this.#fees ?? this.#readFees();
+  }
+
+  #readFees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
+    this.#reading ??= this.#client
+      .getBlock({ blockTag: 'latest' })
+      .then((block) => (this.#fees = { at: this.#now(), ...this.#feesFor(block.baseFeePerGas ?? 1_000_000_000n) }))
+      .finally(() => (this.#reading = undefined));
+    return this.#reading;
   }
 
   /** Room for the base fee to double before the transaction is priced out; an L2-scale tip. */
@@ -107,13 +120,17 @@ export class RelayerPool {
     return { maxFeePerGas: baseFee * 2n + tip, maxPriorityFeePerGas: tip };
   }
 
+  /** The least busy relayer that can pay for gas; among equally busy ones, each in turn (no nonce sequence favoured). */
   #pick(): Relayer {
     let best: Relayer | undefined;
-    for (const r of this.#relayers) {
+    const n = this.#relayers.length;
+    for (let i = 0; i < n; i++) {
+      const r = this.#relayers[(this.#turn + i) % n] as Relayer;
       if (r.balance < this.#minBalance) continue;
       if (!best || r.inFlight < best.inFlight) best = r;
     }
     if (!best) throw new Error(`every relayer on chain ${this.chainId} is below its minimum gas balance`);
+    this.#turn = (this.#relayers.indexOf(best) + 1) % n;
     return best;
   }
 

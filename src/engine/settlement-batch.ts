@@ -1,4 +1,4 @@
-import { decodeFunctionData, decodeFunctionResult, encodeFunctionData, erc20Abi, parseEventLogs, type Address, type Hex, type TransactionReceipt } from 'viem';
+import { decodeFunctionData, decodeFunctionResult, encodeFunctionData, erc20Abi, parseEventLogs, type AbiEvent, type Address, type Hex, type TransactionReceipt } from 'viem';
 import { multicallArtifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
 import { decodeSettlementCall, type SettlementCall } from './settlement-call.ts';
 
@@ -29,6 +29,10 @@ export function callsOfBatch(data: Hex): Array<SettlementCall | undefined> {
   return args[0].map((c) => decodeSettlementCall(c.target, c.callData));
 }
 
+// Only the events read here: viem hashes every event of the ABI it is given for each log it parses.
+export const transferEvent = erc20Abi.filter((item): item is Extract<(typeof erc20Abi)[number], AbiEvent> => item.type === 'event' && item.name === 'Transfer');
+const authorizationUsedEvent = stablecoinArtifact.abi.filter((item) => item.type === 'event' && item.name === 'AuthorizationUsed');
+
 const transferKey = (e: { token: Address; from: Address; to: Address; value: bigint }) => `${e.token}|${e.from}|${e.to}|${e.value}`.toLowerCase();
 
 /**
@@ -48,12 +52,12 @@ export function indistinguishable(a: SettlementCall, b: SettlementCall): boolean
 export function settledCalls(receipt: TransactionReceipt, calls: ReadonlyArray<SettlementCall | undefined>): boolean[] {
   if (receipt.status !== 'success') return calls.map(() => false);
   const logged = new Map<string, number>();
-  for (const t of parseEventLogs({ abi: erc20Abi, eventName: 'Transfer', logs: receipt.logs, strict: true })) {
+  for (const t of parseEventLogs({ abi: transferEvent, eventName: 'Transfer', logs: receipt.logs, strict: true })) {
     const key = transferKey({ token: t.address, from: t.args.from, to: t.args.to, value: t.args.value });
     logged.set(key, (logged.get(key) ?? 0) + 1);
   }
   const used = new Set(
-    parseEventLogs({ abi: stablecoinArtifact.abi, eventName: 'AuthorizationUsed', logs: receipt.logs, strict: true }).map((u) => `${u.address}|${u.args.authorizer}|${u.args.nonce}`.toLowerCase()),
+    parseEventLogs({ abi: authorizationUsedEvent, eventName: 'AuthorizationUsed', logs: receipt.logs, strict: true }).map((u) => `${u.address}|${u.args.authorizer}|${u.args.nonce}`.toLowerCase()),
   );
   const claims = calls.map((c) => {
     if (!c) return false;

@@ -7,7 +7,7 @@ import type { ChainInspector } from './chain-inspector.ts';
 import type { StepResult } from './payment-machine.ts';
 import type { PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
-import { aggregateCall, indistinguishable } from './settlement-batch.ts';
+import { aggregateCall, callsOfBatch, indistinguishable, settledCalls } from './settlement-batch.ts';
 import type { SettlementCall } from './settlement-call.ts';
 import { awaitMined, sendDurably, type Courier, type Mined } from './tx-courier.ts';
 
@@ -40,6 +40,12 @@ export type Seat =
   /** Its call reverts. */
   | { kind: 'refused'; reason: string; message: string };
 
+/** A mined batch: its receipt, its calls as the transaction made them, and which of them settled (once for all members). */
+export interface MinedBatch extends Mined {
+  calls: Array<SettlementCall | undefined>;
+  settled: boolean[];
+}
+
 export interface Joined {
   seat: Promise<Seat>;
   /** Once seated in a batch: the batch transaction sent (the record with its trail), or why it was not. */
@@ -70,7 +76,9 @@ interface OpenBatch {
 export class SettlementBatcher {
   readonly #o: BatcherOptions;
   readonly #open = new Map<string, OpenBatch>();
-  readonly #inFlight = new Map<string, { mined: Promise<Mined>; waiting: number }>();
+  /** Payments on their way to a batch (being verified or claiming their nonce), by batch key. */
+  readonly #coming = new Map<string, number>();
+  readonly #inFlight = new Map<string, { mined: Promise<MinedBatch>; waiting: number }>();
   readonly #warned = new Set<string>();
 
   constructor(opts: BatcherOptions) {
@@ -82,12 +90,31 @@ export class SettlementBatcher {
     return this.#o.maxSize > 1 && this.#o.windowMs > 0;
   }
 
+  /**
+   * A payment sets out on its way to a batch (+1: verification, then the nonce claim), or leaves it without joining
+   * one (-1: refused, or not to be batched). An open batch waits for the payments on their way only: when none is,
+   * it goes at once rather than at the end of its window. Joining ends the way too.
+   */
+  coming(record: PaymentRecord, delta: 1 | -1): void {
+    const key = this.#count(record, delta);
+    const open = this.#open.get(key);
+    if (open && !this.#coming.has(key)) this.#close(key, open);
+  }
+
+  #count(record: PaymentRecord, delta: 1 | -1): string {
+    const key = batchKey(record.network, 'permit2Authorization' in record.request.paymentPayload.payload);
+    const count = Math.max(0, (this.#coming.get(key) ?? 0) + delta);
+    if (count > 0) this.#coming.set(key, count);
+    else this.#coming.delete(key);
+    return key;
+  }
+
   /** Puts a verified payment (its nonce claimed) into the open batch of its chain and kind. */
   join(record: PaymentRecord, call: SettlementCall): Joined {
     let seat!: (s: Seat) => void;
     let sent!: (r: StepResult) => void;
     const joined: Joined = { seat: new Promise((r) => (seat = r)), sent: new Promise((r) => (sent = r)) };
-    const key = `${record.network}|${call.authorization ? 'eip3009' : 'permit2'}`;
+    const key = this.#count(record, -1);
     let open = this.#open.get(key);
     if (open?.members.some((m) => indistinguishable(m.call, call))) {
       this.#close(key, open);
@@ -98,12 +125,12 @@ export class SettlementBatcher {
       this.#open.set(key, (open = batch));
     }
     open.members.push({ record, call, seat, sent });
-    if (open.members.length >= this.#o.maxSize) this.#close(key, open);
+    if (open.members.length >= this.#o.maxSize || !this.#coming.has(key)) this.#close(key, open);
     return joined;
   }
 
   /** The receipt of a batch transaction in flight, for one of its members (each asks once). */
-  mined(batchId: string): Promise<Mined> {
+  mined(batchId: string): Promise<MinedBatch> {
     const entry = this.#inFlight.get(batchId);
     if (!entry) return Promise.reject(new Error(`batch ${batchId} is not in flight here`));
     if (--entry.waiting <= 0) this.#inFlight.delete(batchId);
@@ -148,8 +175,11 @@ export class SettlementBatcher {
       return alone(members);
     }
     const from = this.#o.simulateFrom(network);
-    const calls = members.map((m) => m.call);
-    const [passes, whole] = await Promise.all([inspector.simulateBatch(multicall, calls, from), inspector.simulate(aggregateCall(multicall, calls, false), from)]);
+    const all = members.map((m) => m.call);
+    // Usually every call goes through: then one estimate of the batch (which reverts if any call does) is all.
+    const whole = await inspector.simulate(aggregateCall(multicall, all, false), from);
+    if (whole.ok) return this.#send(network, multicall, members, whole.gas);
+    const passes = await inspector.simulateBatch(multicall, all, from);
     const ok = members.filter((_, i) => passes[i] === true);
     const refused = members.filter((_, i) => passes[i] !== true);
     await Promise.all(
@@ -159,8 +189,8 @@ export class SettlementBatcher {
       }),
     );
     if (ok.length < 2) return alone(ok);
-    const estimate = refused.length === 0 ? whole : await inspector.simulate(aggregateCall(multicall, ok.map((m) => m.call), false), from);
-    // The chain moved between the two reads: each payment is simulated again on its own.
+    const estimate = await inspector.simulate(aggregateCall(multicall, ok.map((m) => m.call), false), from);
+    // The chain moved between the reads: each payment is simulated again on its own.
     if (!estimate.ok) return alone(ok);
     await this.#send(network, multicall, ok, estimate.gas);
   }
@@ -202,7 +232,10 @@ export class SettlementBatcher {
   /** One courier per batch transaction: replacements are written into every member's record at once. */
   #carry(id: string, network: string, txs: SignedTx[], members: PaymentRecord[]): void {
     const persist = (trail: SignedTx[]) => this.#o.persist(members.map((r) => ({ ...r, state: 'inFlight', txs: trail })));
-    const mined = awaitMined(this.#courier(network, id), txs, persist, this.#o.signal);
+    const mined = awaitMined(this.#courier(network, id), txs, persist, this.#o.signal).then((m) => {
+      const calls = callsOfBatch(m.tx.data);
+      return { ...m, calls, settled: settledCalls(m.receipt, calls) };
+    });
     mined.catch(() => {}); // each member hears of a failure through `mined()`
     this.#inFlight.set(id, { mined, waiting: members.length });
   }
@@ -210,4 +243,9 @@ export class SettlementBatcher {
   #courier(network: string, batch: string): Courier {
     return { pool: this.#o.relayers(network), client: this.#o.inspector(network).client, watcher: this.#o.watcher(network), pollMs: this.#o.pollMs, log: this.#o.log.child({ batch }) };
   }
+}
+
+/** Batches are per chain and per kind of settlement. */
+function batchKey(network: string, permit2: boolean): string {
+  return `${network}|${permit2 ? 'permit2' : 'eip3009'}`;
 }

@@ -40,12 +40,16 @@ export function permit2SettlementCall(proxy: Address, payload: Permit2Payload): 
   return { to: proxy, data, expect: { token: p.permitted.token, from: p.from, to: p.witness.to, value: BigInt(p.permitted.amount) } };
 }
 
-const transferWithAuthorizationAbi = stablecoinArtifact.abi.filter((item) => item.type === 'function' && item.name === 'transferWithAuthorization');
+/** The two settlement functions alone: decoding hashes every function of the ABI it is given. */
+const settlementFunctions = [
+  ...stablecoinArtifact.abi.filter((item) => item.type === 'function' && item.name === 'transferWithAuthorization'),
+  ...exactPermit2ProxySettleAbi.filter((item) => item.type === 'function' && item.name === 'settle'),
+];
 
 /** The settlement call `data` to `to` makes, read back from its calldata (what a batch transaction holds); else undefined. */
 export function decodeSettlementCall(to: Address, data: Hex): SettlementCall | undefined {
   try {
-    const { functionName, args } = decodeFunctionData({ abi: [...transferWithAuthorizationAbi, ...exactPermit2ProxySettleAbi], data });
+    const { functionName, args } = decodeFunctionData({ abi: settlementFunctions, data });
     if (functionName === 'transferWithAuthorization' && args.length === 7) {
       const [from, payee, value, , , nonce] = args;
       return { to, data, expect: { token: to, from, to: payee, value }, authorization: { authorizer: from, nonce } };

@@ -13,10 +13,9 @@ import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { fingerprintOf, isFinished, nonceKeyOf, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
-import { callsOfBatch, settledCalls } from './settlement-batch.ts';
-import { SettlementBatcher, type Joined } from './settlement-batcher.ts';
+import { SettlementBatcher, type Joined, type MinedBatch } from './settlement-batcher.ts';
 import type { SettlementCall } from './settlement-call.ts';
-import { awaitMined, resend, sendDurably, type Courier, type Mined } from './tx-courier.ts';
+import { awaitMined, resend, sendDurably, type Courier } from './tx-courier.ts';
 import { checkPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
 
 export interface EngineOptions extends VerifyDeps {
@@ -150,18 +149,20 @@ export class SettlementEngine {
     return this.#answer(this.#spawn(record));
   }
 
+  /** The payment machine with this engine's steps, made once: every payment's actor runs it. */
+  readonly #machine = paymentMachine.provide({
+    actors: {
+      verify: fromPromise(({ input }) => this.#verifyStep(input.record)),
+      claim: fromPromise(({ input }) => this.#claimStep(input.record)),
+      simulate: fromPromise(({ input }) => this.#simulateStep(input.record)),
+      broadcast: fromPromise(({ input }) => this.#broadcastStep(input.record)),
+      confirm: fromPromise(({ input, signal }) => this.#confirmStep(input.record, signal)),
+      release: fromPromise(({ input }) => this.#releaseStep(input.record)),
+    },
+  });
+
   #spawn(record: PaymentRecord): PaymentActor {
-    const machine = paymentMachine.provide({
-      actors: {
-        verify: fromPromise(({ input }) => this.#verifyStep(input.record)),
-        claim: fromPromise(({ input }) => this.#claimStep(input.record)),
-        simulate: fromPromise(({ input }) => this.#simulateStep(input.record)),
-        broadcast: fromPromise(({ input }) => this.#broadcastStep(input.record)),
-        confirm: fromPromise(({ input, signal }) => this.#confirmStep(input.record, signal)),
-        release: fromPromise(({ input }) => this.#releaseStep(input.record)),
-      },
-    });
-    const actor = createActor(machine, { input: { record, confirmDeadlineMs: this.#o.confirmDeadlineMs } });
+    const actor = createActor(this.#machine, { input: { record, confirmDeadlineMs: this.#o.confirmDeadlineMs } });
     const entry = { actor, fingerprint: record.fingerprint };
     this.#active.set(record.id, entry);
     const log = this.#o.log.child({ payment: record.id });
@@ -215,17 +216,43 @@ export class SettlementEngine {
     });
   }
 
+  /**
+   * Checks the payment. Verification and the claim after it are a payment's way to its batch: the batcher is told
+   * when the way starts, and when it ends other than by joining a batch, so that an open batch waits only for
+   * payments that are coming.
+   */
   async #verifyStep(record: PaymentRecord): Promise<StepResult> {
-    const verdict = await checkPayment(this.#o, record.request);
-    if (!verdict.ok) return { ok: false, reason: this.#counted(verdict).reason, message: verdict.message };
-    this.#verdicts.set(record.attempt, verdict);
-    return { ok: true, record: { ...record, payer: verdict.payer } };
+    this.#batcher.coming(record, 1);
+    return this.#leavesUnless(record, checkPayment(this.#o, record.request).then((verdict): StepResult => {
+      if (!verdict.ok) return { ok: false, reason: this.#counted(verdict).reason, message: verdict.message };
+      this.#verdicts.set(record.attempt, verdict);
+      return { ok: true, record: { ...record, payer: verdict.payer } };
+    }));
   }
 
-  async #claimStep(record: PaymentRecord): Promise<ClaimResult> {
+  /** The step's result; unless it lets the payment go on, the payment has left its way to a batch. */
+  async #leavesUnless<R extends { ok: unknown }>(record: PaymentRecord, step: Promise<R>): Promise<R> {
+    let goesOn = false;
+    try {
+      const result = await step;
+      goesOn = result.ok === true;
+      return result;
+    } finally {
+      if (!goesOn) this.#batcher.coming(record, -1);
+    }
+  }
+
+  /** Claims the nonce key; a won claim and the payment's record are written in one commit. */
+  #claimStep(record: PaymentRecord): Promise<ClaimResult> {
+    return this.#leavesUnless(record, this.#claim(record));
+  }
+
+  async #claim(record: PaymentRecord): Promise<ClaimResult> {
     const claims = this.#o.store.nonces;
-    const claim = await claims.claim(record.id, record.attempt);
-    if (!claim.claimed && claim.holder !== record.attempt) {
+    const claimed = { ...record, state: 'claiming' };
+    const claim = await claims.claim(record.id, record.attempt, () => this.#records.putWithin(record.id, { ...claimed, updatedAt: this.#clock() }));
+    if (claim.claimed) return { ok: true, record: claimed };
+    if (claim.holder !== record.attempt) {
       const existing = this.#records.get(record.id);
       if (existing?.state === 'settled' && existing.result) {
         if (existing.fingerprint === record.fingerprint) return { ok: 'settled-before', result: existing.result };
@@ -239,18 +266,26 @@ export class SettlementEngine {
         return { ok: false, reason: GatewayReason.nonceInFlight, message: 'lost the race for this nonce' };
       }
     }
-    const claimed = { ...record, state: 'claiming' };
     await this.#write(claimed);
     return { ok: true, record: claimed };
   }
 
   /**
    * Batching on, the payment joins its chain's open batch: refused there if its call reverts, else seated in the
-   * batch transaction (signed and stored with the record) or, with no batch to ride in, simulated on its own.
+   * batch transaction (signed and stored with the record) or, with no batch to ride in, simulated on its own. A
+   * payer contract (ERC-1271) is never batched: the gas its signature check takes is its own to decide, and it
+   * could leave the calls after its own without any.
    */
   async #simulateStep(record: PaymentRecord): Promise<StepResult> {
-    const verdict = this.#verdicts.get(record.attempt) ?? (await checkPayment(this.#o, record.request));
-    if (verdict.ok && this.#batcher.enabled) {
+    let verdict: Verdict;
+    try {
+      verdict = this.#verdicts.get(record.attempt) ?? (await checkPayment(this.#o, record.request));
+    } catch (err) {
+      this.#batcher.coming(record, -1);
+      throw err;
+    }
+    if (!verdict.ok || verdict.signer !== 'key' || !this.#batcher.enabled) this.#batcher.coming(record, -1);
+    else {
       const joined = this.#batcher.join(record, verdict.call);
       const seat = await joined.seat;
       if (seat.kind === 'refused') {
@@ -287,8 +322,8 @@ export class SettlementEngine {
   /** Waits for a receipt of any signed version of the transaction (see `awaitMined`); stops only when the engine stops. */
   async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
     if (record.batch) {
-      const mined = await this.#batcher.mined(record.batch.id);
-      return this.#settledInBatch({ ...record, txs: mined.txs }, record.batch.index, mined);
+      const batch = await this.#batcher.mined(record.batch.id);
+      return this.#settledInBatch({ ...record, txs: batch.txs }, record.batch.index, batch);
     }
     let current = record;
     const mined = await awaitMined(
@@ -328,18 +363,17 @@ export class SettlementEngine {
   }
 
   /** A batch member settled if its own call of the mined batch did, as the batch's receipt shows (`settledCalls`). */
-  async #settledInBatch(record: PaymentRecord, index: number, mined: Mined): Promise<StepResult> {
+  async #settledInBatch(record: PaymentRecord, index: number, mined: MinedBatch): Promise<StepResult> {
     const permit2 = 'permit2Authorization' in record.request.paymentPayload.payload;
     const failed = permit2 ? Permit2Reason.transactionFailed : Eip3009Reason.transactionFailed;
     if (mined.receipt.status !== 'success') return { ok: false, reason: failed, message: `batch ${mined.tx.hash} reverted` };
-    const calls = callsOfBatch(mined.tx.data);
     const own = settlementCallOf(this.#o, record.request);
-    const call = calls[index];
+    const call = mined.calls[index];
     if (!own || !call || call.to.toLowerCase() !== own.to.toLowerCase() || call.data.toLowerCase() !== own.data.toLowerCase()) {
       this.#o.log.error("a batch member's record names a call of the batch that is not its own", { payment: record.id, tx: mined.tx.hash, index });
       return { ok: false, reason: Eip3009Reason.transferEventMismatch, message: `call ${index} of ${mined.tx.hash} is not this payment's` };
     }
-    if (!settledCalls(mined.receipt, calls)[index]) {
+    if (!mined.settled[index]) {
       return { ok: false, reason: await this.#revertReason(record, own, failed), message: `call ${index} of batch ${mined.receipt.transactionHash} did not settle` };
     }
     const result: SettleResponse = { success: true, transaction: mined.receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };

@@ -23,18 +23,21 @@ export interface VerifyDeps {
 }
 
 export type Verdict =
-  | { ok: true; payer: Address; network: string; kind: 'eip3009' | 'permit2'; call: SettlementCall; gas?: bigint }
+  /** `signer`: the payer's own key signed, or (ERC-1271) a payer contract vouched for the signature. */
+  | { ok: true; payer: Address; network: string; kind: 'eip3009' | 'permit2'; call: SettlementCall; signer: Signer; gas?: bigint }
   | { ok: false; reason: InvalidReason; message: string; payer?: Address };
 
 const invalid = (reason: InvalidReason, message: string, payer?: Address): Verdict => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
 
+type Signer = 'key' | 'contract';
+
 /** Signature by the payer's key, or (for a payer with code) vouched for by the payer contract under ERC-1271. */
-async function signedBy(deps: VerifyDeps, inspector: ChainInspector, job: VerifyJob, payer: Address): Promise<boolean> {
+async function signedBy(deps: VerifyDeps, inspector: ChainInspector, job: VerifyJob, payer: Address): Promise<Signer | undefined> {
   const recovered = await deps.signatures.verify(job);
-  if (recovered && recovered.toLowerCase() === payer.toLowerCase()) return true;
-  if (!(await inspector.hasCode(payer))) return false;
+  if (recovered && recovered.toLowerCase() === payer.toLowerCase()) return 'key';
+  if (!(await inspector.hasCode(payer))) return undefined;
   const digest = jobDigest(job);
-  return digest !== undefined && inspector.erc1271Valid(payer, bytesToHex(digest), job.signature);
+  return digest !== undefined && (await inspector.erc1271Valid(payer, bytesToHex(digest), job.signature)) ? 'contract' : undefined;
 }
 
 /**
@@ -61,8 +64,9 @@ export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Pr
     if (!terms.ok) return invalid(terms.reason, terms.message, payer);
     if (!(await inspector.hasCode(token.address))) return invalid(Permit2Reason.assetNotDeployed, `no contract at ${token.address}`, payer);
     const job: VerifyJob = { kind: 'permit2', domain: { chainId: network.chainId, ...(network.permit2 ? { verifyingContract: network.permit2 } : {}) }, permit: payload.permit2Authorization, signature: payload.signature };
-    if (!(await signedBy(deps, inspector, job, payer))) return invalid(Permit2Reason.signature, "the signature is not the payer's", payer);
-    return { ok: true, payer, network: req.network, kind: 'permit2', call: permit2SettlementCall(proxy, payload) };
+    const signer = await signedBy(deps, inspector, job, payer);
+    if (!signer) return invalid(Permit2Reason.signature, "the signature is not the payer's", payer);
+    return { ok: true, payer, network: req.network, kind: 'permit2', call: permit2SettlementCall(proxy, payload), signer };
   }
 
   if (isPermit2Payload(payload)) return invalid(Eip3009Reason.scheme, 'requirements ask for an EIP-3009 authorization');
@@ -75,11 +79,12 @@ export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Pr
     authorization: payload.authorization,
     signature: payload.signature,
   };
-  if (!(await signedBy(deps, inspector, job, payer))) return invalid(Eip3009Reason.signature, "the signature is not the payer's", payer);
+  const signer = await signedBy(deps, inspector, job, payer);
+  if (!signer) return invalid(Eip3009Reason.signature, "the signature is not the payer's", payer);
   const terms = checkEip3009Terms(req, payload, token, now);
   if (!terms.ok) return invalid(terms.reason, terms.message, payer);
   if (!(await inspector.hasCode(token.address))) return invalid(Eip3009Reason.assetNotDeployed, `no contract at ${token.address}`, payer);
-  return { ok: true, payer, network: req.network, kind: 'eip3009', call: eip3009SettlementCall(token.address, payload) };
+  return { ok: true, payer, network: req.network, kind: 'eip3009', call: eip3009SettlementCall(token.address, payload), signer };
 }
 
 /** Runs exactly the settlement call a passed verdict would send; on a revert, says why as the reference would. */

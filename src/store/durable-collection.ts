@@ -24,6 +24,14 @@ export class DurableCollection<T> {
     );
   }
 
+  /**
+   * Writes a record inside another write's transaction callback (a claim's, see `NonceClaims.claim`): it is on disk
+   * exactly when that write is, and not written at all when that write's condition fails. Anywhere else, use `put`.
+   */
+  putWithin(key: string, value: T): void {
+    void this.#db.put(key, value);
+  }
+
   get(key: string): T | undefined {
     return this.#db.get(key) as T | undefined;
   }

@@ -16,10 +16,12 @@ export class NonceClaims {
     this.#durable = durable;
   }
 
-  async claim(key: string, holder: string): Promise<ClaimResult> {
+  /** `withClaim` may write more (see `DurableCollection.putWithin`): it is written with the claim, and only if it wins. */
+  async claim(key: string, holder: string, withClaim?: () => void): Promise<ClaimResult> {
     const won = await this.#durable(
       this.#db.ifNoExists(key, () => {
         void this.#db.put(key, holder);
+        withClaim?.();
       }),
     );
     if (won) return { claimed: true };
