@@ -586,7 +586,7 @@ t.test('workers load TypeScript when the parent registered tsx programmatically 
 });
 
 t.test('workers that cannot load their code: every batch is verified in-process, and counted', async (t) => {
-  // Every thread of the child gets a module hook that refuses \`tsx/esm/api\`: the main thread registers tsx before
+  // Every thread of the child gets a module hook that refuses `tsx/esm/api`: the main thread registers tsx before
   // (by URL), a worker thread needs it to load worker.ts and cannot.
   const hooks = `export async function resolve(specifier, context, next) {
     if (specifier === 'tsx/esm/api') throw new Error('tsx is blocked in this thread');

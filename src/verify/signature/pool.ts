@@ -86,9 +86,10 @@ export class SignatureVerifier {
   readonly #maxInFlight: number;
   readonly #lanes: Lane[] = [];
 
-  /** Pending jobs, encoded: `#pending` records from the start of `#records`. */
+  /** Pending jobs, encoded: `#pending` records from record `#head` of `#records`. */
   #records: Uint8Array;
   #view: DataView;
+  #head = 0;
   #pending = 0;
   #resolves: Resolve[] = [];
   #rejects: Reject[] = [];
@@ -124,9 +125,8 @@ export class SignatureVerifier {
   verify(job: VerifyJob): Promise<Address | undefined> {
     if (this.#closed) return Promise.reject(new Error('SignatureVerifier is closed'));
     this.#jobCount++;
-    const offset = this.#pending * JOB_RECORD_BYTES;
-    if (offset + JOB_RECORD_BYTES > this.#records.length) this.#grow();
-    if (!encodeJob(job, this.#records, this.#view, offset)) return MALFORMED;
+    if ((this.#head + this.#pending + 1) * JOB_RECORD_BYTES > this.#records.length) this.#makeRoom();
+    if (!encodeJob(job, this.#records, this.#view, (this.#head + this.#pending) * JOB_RECORD_BYTES)) return MALFORMED;
     this.#pending++;
     const promise = new Promise<Address | undefined>((resolve, reject) => {
       this.#resolves.push(resolve);
@@ -243,12 +243,19 @@ export class SignatureVerifier {
 
   // ---- batching -------------------------------------------------------------------------------------------------------
 
-  /** Doubles the pending records' room (jobs pile up while every worker is busy). */
-  #grow(): void {
-    const records = new Uint8Array(this.#records.length * 2);
-    records.set(this.#records);
-    this.#records = records;
-    this.#view = new DataView(records.buffer);
+  /** Room for one more record: the pending ones move to the front, into an array twice as large if they fill half. */
+  #makeRoom(): void {
+    const from = this.#head * JOB_RECORD_BYTES;
+    const to = (this.#head + this.#pending) * JOB_RECORD_BYTES;
+    if (2 * (to - from) > this.#records.length) {
+      const records = new Uint8Array(this.#records.length * 2);
+      records.set(this.#records.subarray(from, to));
+      this.#records = records;
+      this.#view = new DataView(records.buffer);
+    } else {
+      this.#records.copyWithin(0, from, to);
+    }
+    this.#head = 0;
   }
 
   #armTimer(): void {
@@ -278,7 +285,7 @@ export class SignatureVerifier {
       const pending = this.#pending;
       const idleWorkers = this.threads - this.#inFlight;
       const size = Math.min(this.maxBatch, idleWorkers > 1 ? Math.ceil(pending / idleWorkers) : pending);
-      const records = this.#records.slice(0, size * JOB_RECORD_BYTES);
+      const records = this.#records.slice(this.#head * JOB_RECORD_BYTES, (this.#head + size) * JOB_RECORD_BYTES);
       let resolves: Resolve[];
       let rejects: Reject[];
       if (size === pending) {
@@ -286,10 +293,11 @@ export class SignatureVerifier {
         rejects = this.#rejects;
         this.#resolves = [];
         this.#rejects = [];
+        this.#head = 0;
       } else {
-        this.#records.copyWithin(0, size * JOB_RECORD_BYTES, pending * JOB_RECORD_BYTES);
         resolves = this.#resolves.splice(0, size);
         rejects = this.#rejects.splice(0, size);
+        this.#head += size;
       }
       this.#pending -= size;
       this.#send({ records, resolves, rejects });
