@@ -33,7 +33,8 @@ t.test('twenty transactions in one block: each waiter gets its own receipt, for 
   const hashes: Hex[] = [];
   for (let i = 0; i < 20; i++) hashes.push(await send());
   const waiting = hashes.map((h) => watcher.receipt([h]));
-  await sleep(300); // a dozen rounds with nothing mined
+  for (let i = 0; i < 250 && count('eth_getTransactionReceipt') < 40; i++) await sleep(20);
+  await sleep(300); // a dozen more rounds with nothing mined
   const before = { receipts: count('eth_getTransactionReceipt'), blocks: count('eth_getBlockReceipts') };
   await rpcCall(anvil.rpcUrl, 'evm_mine', []);
   const receipts = await Promise.all(waiting);

@@ -37,8 +37,9 @@ for (const n of [base, stock]) {
 }
 const env = {
   GATE402_RELAYER_KEYS: relayerKeys.join(','),
-  // Wide enough that requests sent together surely meet in one batch on a busy machine.
+  // Requests sent together meet in one batch however the machine schedules them: each batch waits its whole window.
   GATE402_BATCH_WINDOW_MS: '400',
+  GATE402_BATCH_EAGER: 'false',
   GATE402_BATCH_MAX: '16',
   GATE402_CONFIRM_DEADLINE_MS: '1500',
   GATE402_FACILITATOR_RATE_CAPACITY: '100000',
@@ -64,6 +65,26 @@ interface Payment {
 async function payment(caip2: string, payer: LocalAccount, payTo: Address, amount: bigint): Promise<Payment> {
   const req = requirementsFor(caip2, chain(caip2), payTo, amount.toString());
   return { payer, payTo, amount, body: { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req } };
+}
+
+/**
+ * A facilitator with a data directory of its own (to be killed and started again on it), and `count` payments to one
+ * fresh payee from fresh payers, with the balances and relayer transactions before them.
+ */
+async function restartable(t: Test, count: number, firstAmount: bigint) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gate402-batching-data-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  const payTo = freshAccount().address;
+  const payers = await fundedPayers(base, CAIP2.base, count);
+  const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, firstAmount + BigInt(i))));
+  return { dataDir, first, ps, before: await balances(base, ps), txsBefore: await relayerTransactions(base) };
+}
+
+/** Nothing mines on eip155:8453 until the test ends (or mining is turned on again). */
+async function pauseMining(t: Test): Promise<void> {
+  await rpcCall(base.rpcUrl, 'evm_setAutomine', [false]);
+  t.teardown(() => rpcCall(base.rpcUrl, 'evm_setAutomine', [true]));
 }
 
 /** Fresh payers holding 1 unit of the chain's stablecoin each (funded one after the other: one funder, one nonce). */
@@ -116,6 +137,24 @@ t.test('12 concurrent EIP-3009 payments settle in fewer than 12 transactions, ea
   t.same(again, answers[3], 'a settled payload asked again answers its recorded result');
 });
 
+t.test('eager batching: with a long window, a payment nobody follows leaves at once; payments sent together still share a transaction', async (t) => {
+  const eager = await spawnFacilitator({ manifestPath: devnet.manifestPath, env: { ...env, GATE402_BATCH_WINDOW_MS: '5000', GATE402_BATCH_EAGER: 'true' } });
+  t.teardown(() => eager.stop());
+  const payTo = freshAccount().address;
+  const payers = await fundedPayers(base, CAIP2.base, 7);
+  const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 80_000n + BigInt(i))));
+  const before = await balances(base, ps);
+  const started = Date.now();
+  t.equal((await settle(eager, ps[0] as Payment)).success, true, 'a lone payment settles');
+  t.ok(Date.now() - started < 2500, `without waiting out the 5 s window (${Date.now() - started} ms)`);
+  const txsBefore = await relayerTransactions(base);
+  const answers = await Promise.all(ps.slice(1).map((p) => settle(eager, p)));
+  t.ok(answers.every((a) => a.success), 'six sent together settle');
+  const sent = (await relayerTransactions(base)) - txsBefore;
+  t.ok(sent < 6, `in ${sent} transaction(s)`);
+  movedExactly(t, before, await balances(base, ps), ps);
+});
+
 t.test('Permit2 payments through the exact-permit proxy batch too; two that logs could not tell apart never share a batch', async (t) => {
   const payTo = freshAccount().address;
   const payers = await fundedPayers(stock, CAIP2.stockChain, 4);
@@ -158,8 +197,7 @@ t.test("a batch member whose authorization is used by someone else before the ba
   const payers = await fundedPayers(base, CAIP2.base, 5);
   const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 40_000n + BigInt(i))));
   const before = await balances(base, ps);
-  await rpcCall(base.rpcUrl, 'evm_setAutomine', [false]);
-  t.teardown(() => rpcCall(base.rpcUrl, 'evm_setAutomine', [true]));
+  await pauseMining(t);
   const pending = await Promise.all(ps.map((p) => settle(fac, p)));
   t.ok(pending.every((a) => a.status === 'pending'), 'all pending while nothing mines');
   t.equal(new Set(pending.map((a) => a.transaction)).size, 1, 'all in one batch transaction');
@@ -174,16 +212,8 @@ t.test("a batch member whose authorization is used by someone else before the ba
 });
 
 t.test('SIGKILL with a batch in flight: the restarted facilitator completes every member from the records, with that one transaction', async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'gate402-batching-data-'));
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
-  const payTo = freshAccount().address;
-  const payers = await fundedPayers(base, CAIP2.base, 6);
-  const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 50_000n + BigInt(i))));
-  const before = await balances(base, ps);
-  const txsBefore = await relayerTransactions(base);
-  await rpcCall(base.rpcUrl, 'evm_setAutomine', [false]);
-  t.teardown(() => rpcCall(base.rpcUrl, 'evm_setAutomine', [true]));
+  const { dataDir, first, ps, before, txsBefore } = await restartable(t, 6, 50_000n);
+  await pauseMining(t);
   const pending = await Promise.all(ps.map((p) => settle(first, p)));
   t.ok(pending.every((a) => a.status === 'pending'), 'all pending');
   t.equal(new Set(pending.map((a) => a.transaction)).size, 1, 'in one batch transaction');
@@ -202,15 +232,43 @@ t.test('SIGKILL with a batch in flight: the restarted facilitator completes ever
   movedExactly(t, before, await balances(base, ps), ps);
 });
 
+t.test('a batch priced out by the base fee is replaced; killed after that, the restart carries the replacement', async (t) => {
+  const { dataDir, first, ps, before, txsBefore } = await restartable(t, 3, 70_000n);
+  await pauseMining(t);
+  const pending = await Promise.all(ps.map((p) => settle(first, p)));
+  const sent = pending[0]?.transaction as Hex;
+  t.ok(pending.every((a) => a.status === 'pending' && a.transaction === sent), 'pending, in one batch transaction');
+  // Blocks now demand far more than the batch offers: it can never be included as it is.
+  await rpcCall(base.rpcUrl, 'anvil_setNextBlockBaseFeePerGas', [`0x${(1000n * 10n ** 9n).toString(16)}`]);
+  await rpcCall(base.rpcUrl, 'evm_mine', []);
+  let replacement: Hex | undefined;
+  for (let i = 0; i < 100 && !replacement; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const pool = (await rpcCall<{ pending: Record<string, Record<string, { hash: Hex }>> }>(base.rpcUrl, 'txpool_content', [])).pending;
+    for (const [from, byNonce] of Object.entries(pool)) {
+      if (!relayers.some((r) => r.address.toLowerCase() === from.toLowerCase())) continue;
+      for (const tx of Object.values(byNonce)) if (tx.hash !== sent) replacement = tx.hash;
+    }
+  }
+  t.ok(replacement, 'a replacement was broadcast');
+  const again = await Promise.all(ps.map((p) => settle(first, p)));
+  t.ok(again.every((a) => a.status === 'pending' && a.transaction === replacement), 'every member now names the replacement');
+  await first.stop('SIGKILL');
+
+  const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  t.teardown(() => second.stop());
+  await rpcCall(base.rpcUrl, 'evm_setAutomine', [true]);
+  await rpcCall(base.rpcUrl, 'evm_mine', []);
+  const answers = await Promise.all(ps.map((p) => settle(second, p)));
+  t.ok(answers.every((a) => a.success && a.transaction === replacement), `every member settled by the replacement: ${JSON.stringify(answers)}`);
+  t.equal((await relayerTransactions(base)) - txsBefore, 1, 'one transaction on chain: the replacement took the nonce');
+  movedExactly(t, before, await balances(base, ps), ps);
+});
+
 t.test('SIGKILL with payments claimed but their batch not yet sent: after the restart each settles once', async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'gate402-batching-data-'));
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
-  const payTo = freshAccount().address;
-  const payers = await fundedPayers(base, CAIP2.base, 5);
-  const [warmUp, ...ps] = (await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 60_000n + BigInt(i))))) as [Payment, ...Payment[]];
+  const { dataDir, first, ps, before } = await restartable(t, 4, 60_000n);
+  const warmUp = await payment(CAIP2.base, (await fundedPayers(base, CAIP2.base, 1))[0] as LocalAccount, freshAccount().address, 10_000n);
   t.equal((await settle(first, warmUp)).success, true, 'a first payment settles (the facilitator has read what verification needs)');
-  const before = await balances(base, ps);
   const txsBefore = await relayerTransactions(base);
   // The chain stops answering: the payments are verified and claim their nonces, and their batch hangs on its first call.
   const chainProcess = anvilOf(base);

@@ -1,9 +1,9 @@
-import { erc20Abi, parseEventLogs, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
+import { erc20Abi, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import { permit2Artifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
 import type { Eip3009Payload, Permit2Payload } from '../protocol/x402/types.ts';
 import { Eip3009Reason, Permit2Reason, type InvalidReason } from '../verify/reasons.ts';
-import { aggregateCall, aggregateResults, transferEvent } from './settlement-batch.ts';
+import { aggregateCall, aggregateResults, loggedTransfers } from './settlement-batch.ts';
 import type { SettlementCall } from './settlement-call.ts';
 
 const ERC1271_MAGIC = '0x1626ba7e';
@@ -95,13 +95,12 @@ export class ChainInspector {
 
   /** A settlement counts only if its receipt logs the expected Transfer from the asset itself. */
   static transferMatches(receipt: TransactionReceipt, expect: SettlementCall['expect']): boolean {
-    const logs = parseEventLogs({ abi: transferEvent, eventName: 'Transfer', logs: receipt.logs, strict: true });
-    return logs.some(
+    return loggedTransfers(receipt.logs).some(
       (l) =>
-        l.address.toLowerCase() === expect.token.toLowerCase() &&
-        l.args.from.toLowerCase() === expect.from.toLowerCase() &&
-        l.args.to.toLowerCase() === expect.to.toLowerCase() &&
-        l.args.value === expect.value,
+        l.token.toLowerCase() === expect.token.toLowerCase() &&
+        l.from.toLowerCase() === expect.from.toLowerCase() &&
+        l.to.toLowerCase() === expect.to.toLowerCase() &&
+        l.value === expect.value,
     );
   }
 }

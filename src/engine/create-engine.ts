@@ -26,6 +26,7 @@ export interface EngineConfig {
   /** Settlement batching: the most payments per transaction, and how long the first waits for others (1 or 0: off). */
   batchMax: number;
   batchWindowMs: number;
+  batchEager: boolean;
   /** Relayer keys; on the devnet, the manifest's relayers when none are given. */
   relayerKeys: `0x${string}`[];
 }
@@ -48,6 +49,7 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
     relayerKeys: keys as `0x${string}`[],
     batchMax: envInt(env, 'GATE402_BATCH_MAX', 32, { min: 1, max: 256 }),
     batchWindowMs: envInt(env, 'GATE402_BATCH_WINDOW_MS', 10, { min: 0, max: 10_000 }),
+    batchEager: envBool(env, 'GATE402_BATCH_EAGER', true),
   };
 }
 
@@ -92,7 +94,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     confirmDeadlineMs: config.confirmDeadlineMs,
     pollMs: config.pollMs,
     simulateOnVerify: config.simulateOnVerify,
-    batch: { maxSize: config.batchMax, windowMs: config.batchWindowMs },
+    batch: { maxSize: config.batchMax, windowMs: config.batchWindowMs, eager: config.batchEager },
     log,
     metrics,
   });

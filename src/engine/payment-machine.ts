@@ -29,7 +29,7 @@ const notProvided = (step: string) =>
  * definition is pure and is what `npm run statecharts` exports.
  *
  * verifying -> claiming -> simulating -> broadcasting -> inFlight(confirming -> pending) -> settled | failed
- * A restored record enters at `inFlight` when a transaction was signed, else at `verifying`.
+ * A restored record enters at `inFlight` when a transaction was signed (its own, or its batch's), else at `verifying`.
  * With settlement batching, `simulating` covers the payment's wait for its batch, the batch's simulation and the
  * durable write of the signed batch transaction; `broadcasting` its send; `inFlight` the batch's receipt.
  */
@@ -53,7 +53,7 @@ export const paymentMachine = setup({
     stepOk: ({ event }) => (event as DoneActorEvent<StepResult | ClaimResult>).output.ok === true,
     /** The claim found this payment settled already. */
     settledBefore: ({ event }) => (event as DoneActorEvent<ClaimResult>).output.ok === 'settled-before',
-    resumesInFlight: ({ context }) => context.record.txs.length > 0 && context.record.state !== 'settled' && context.record.state !== 'failed',
+    resumesInFlight: ({ context }) => (context.record.txs.length > 0 || context.record.batch !== undefined) && context.record.state !== 'settled' && context.record.state !== 'failed',
     wasSettled: ({ context }) => context.record.state === 'settled',
     wasFailed: ({ context }) => context.record.state === 'failed',
   },

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { Hex } from 'viem';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import { isPermit2Payload } from '../protocol/x402/types.ts';
 import { eip3009NonceKey, permit2NonceKey } from '../store/nonce-claims.ts';
@@ -20,15 +21,33 @@ export interface PaymentRecord {
   /** Every signed version of the settlement transaction (replacements add one); the last is current. */
   txs: SignedTx[];
   /**
-   * Set when the payment rides in a batch transaction (`txs` is then the batch's trail): the batch, and this
-   * payment's call in it. Written with every other member's record, durably, before the batch is first sent.
+   * Set when the payment rides in a batch transaction, whose trail its `BatchRecord` holds (`txs` stays empty): the
+   * batch, this payment's call in it, and the batch's current transaction. Written with the batch record and every
+   * other member's record in one durable transaction, before the batch is first sent.
    */
-  batch?: { id: string; index: number };
+  batch?: { id: string; index: number; tx: Hex };
   gas?: string;
   result?: SettleResponse;
   failure?: { reason: string; message: string };
   createdAt: number;
   updatedAt: number;
+}
+
+/** One batch transaction, however many payments ride in it: stored once, next to its members' records. */
+export interface BatchRecord {
+  id: string;
+  network: string;
+  /** The members' record ids, in call order. */
+  members: string[];
+  /** Every signed version of the batch transaction; the last is current. */
+  txs: SignedTx[];
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** The transaction a payment's settlement is in now: its own, or its batch's. */
+export function currentTxOf(record: PaymentRecord): Hex | undefined {
+  return record.batch?.tx ?? record.txs.at(-1)?.hash;
 }
 
 /** The settlement is over: nothing more will be sent for this record. */

@@ -1,4 +1,4 @@
-import { decodeFunctionData, decodeFunctionResult, encodeFunctionData, erc20Abi, parseEventLogs, type AbiEvent, type Address, type Hex, type TransactionReceipt } from 'viem';
+import { decodeFunctionData, decodeFunctionResult, encodeFunctionData, toEventSelector, type Address, type Hex, type Log, type TransactionReceipt } from 'viem';
 import { multicallArtifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
 import { decodeSettlementCall, type SettlementCall } from './settlement-call.ts';
 
@@ -29,9 +29,33 @@ export function callsOfBatch(data: Hex): Array<SettlementCall | undefined> {
   return args[0].map((c) => decodeSettlementCall(c.target, c.callData));
 }
 
-// Only the events read here: viem hashes every event of the ABI it is given for each log it parses.
-export const transferEvent = erc20Abi.filter((item): item is Extract<(typeof erc20Abi)[number], AbiEvent> => item.type === 'event' && item.name === 'Transfer');
-const authorizationUsedEvent = stablecoinArtifact.abi.filter((item) => item.type === 'event' && item.name === 'AuthorizationUsed');
+const TRANSFER = toEventSelector('Transfer(address indexed from, address indexed to, uint256 value)');
+const AUTHORIZATION_USED = toEventSelector(stablecoinArtifact.abi.find((item) => item.type === 'event' && item.name === 'AuthorizationUsed') as Parameters<typeof toEventSelector>[0]);
+const topicAddress = (topic: Hex) => `0x${topic.slice(26)}` as Address;
+
+/**
+ * The ERC-20 Transfers among `logs` (read by their topics: both addresses indexed, the amount in the data). Decoded
+ * here rather than by viem's parseEventLogs, which hashes the event's signature again for every log.
+ */
+export function loggedTransfers(logs: readonly Log[]): Array<{ token: Address; from: Address; to: Address; value: bigint }> {
+  const out: Array<{ token: Address; from: Address; to: Address; value: bigint }> = [];
+  for (const l of logs) {
+    const [topic, from, to] = l.topics;
+    if (topic !== TRANSFER || !from || !to || l.topics.length !== 3 || l.data.length !== 66) continue;
+    out.push({ token: l.address, from: topicAddress(from), to: topicAddress(to), value: BigInt(l.data) });
+  }
+  return out;
+}
+
+/** `AuthorizationUsed(authorizer, nonce)` events among `logs`, as `token|authorizer|nonce` in lower case. */
+function usedAuthorizations(logs: readonly Log[]): Set<string> {
+  const out = new Set<string>();
+  for (const l of logs) {
+    const [topic, authorizer, nonce] = l.topics;
+    if (topic === AUTHORIZATION_USED && authorizer && nonce && l.topics.length === 3) out.add(`${l.address}|${topicAddress(authorizer)}|${nonce}`.toLowerCase());
+  }
+  return out;
+}
 
 const transferKey = (e: { token: Address; from: Address; to: Address; value: bigint }) => `${e.token}|${e.from}|${e.to}|${e.value}`.toLowerCase();
 
@@ -52,13 +76,11 @@ export function indistinguishable(a: SettlementCall, b: SettlementCall): boolean
 export function settledCalls(receipt: TransactionReceipt, calls: ReadonlyArray<SettlementCall | undefined>): boolean[] {
   if (receipt.status !== 'success') return calls.map(() => false);
   const logged = new Map<string, number>();
-  for (const t of parseEventLogs({ abi: transferEvent, eventName: 'Transfer', logs: receipt.logs, strict: true })) {
-    const key = transferKey({ token: t.address, from: t.args.from, to: t.args.to, value: t.args.value });
+  for (const t of loggedTransfers(receipt.logs)) {
+    const key = transferKey(t);
     logged.set(key, (logged.get(key) ?? 0) + 1);
   }
-  const used = new Set(
-    parseEventLogs({ abi: authorizationUsedEvent, eventName: 'AuthorizationUsed', logs: receipt.logs, strict: true }).map((u) => `${u.address}|${u.args.authorizer}|${u.args.nonce}`.toLowerCase()),
-  );
+  const used = usedAuthorizations(receipt.logs);
   const claims = calls.map((c) => {
     if (!c) return false;
     if (c.authorization) return used.has(`${c.expect.token}|${c.authorization.authorizer}|${c.authorization.nonce}`.toLowerCase());

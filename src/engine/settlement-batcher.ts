@@ -5,7 +5,7 @@ import type { NetworkRegistry } from '../chain/networks.ts';
 import type { Logger } from '../log/logger.ts';
 import type { ChainInspector } from './chain-inspector.ts';
 import type { StepResult } from './payment-machine.ts';
-import type { PaymentRecord } from './payment-record.ts';
+import type { BatchRecord, PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { aggregateCall, callsOfBatch, indistinguishable, settledCalls } from './settlement-batch.ts';
 import type { SettlementCall } from './settlement-call.ts';
@@ -16,6 +16,8 @@ export interface BatcherOptions {
   maxSize: number;
   /** How long the first payment of a batch waits for others to join; 0 turns batching off. */
   windowMs: number;
+  /** Whether a batch leaves before its window ends when no payment is on its way to it (else it waits the window out or fills up). */
+  eager: boolean;
   networks: NetworkRegistry;
   inspector(caip2: string): ChainInspector;
   relayers(caip2: string): RelayerPool;
@@ -23,8 +25,8 @@ export interface BatcherOptions {
   simulateFrom(caip2: string): Address;
   pollMs: number;
   log: Logger;
-  /** Writes the records of a batch's members in one durable transaction: after a crash, all of them or none. */
-  persist(records: PaymentRecord[]): Promise<void>;
+  /** Writes a batch's record and its members' records in one durable transaction: after a crash, all of them or none. */
+  persist(batch: BatchRecord, members: PaymentRecord[]): Promise<void>;
   /** Why a member's call reverts (or reverted), in the reference's terms. */
   revertReason(record: PaymentRecord, call: SettlementCall): Promise<string>;
   /** Aborts every batch transaction awaited (the engine stops). */
@@ -98,7 +100,7 @@ export class SettlementBatcher {
   coming(record: PaymentRecord, delta: 1 | -1): void {
     const key = this.#count(record, delta);
     const open = this.#open.get(key);
-    if (open && !this.#coming.has(key)) this.#close(key, open);
+    if (open && this.#o.eager && !this.#coming.has(key)) this.#close(key, open);
   }
 
   #count(record: PaymentRecord, delta: 1 | -1): string {
@@ -125,7 +127,7 @@ export class SettlementBatcher {
       this.#open.set(key, (open = batch));
     }
     open.members.push({ record, call, seat, sent });
-    if (open.members.length >= this.#o.maxSize || !this.#coming.has(key)) this.#close(key, open);
+    if (open.members.length >= this.#o.maxSize || (this.#o.eager && !this.#coming.has(key))) this.#close(key, open);
     return joined;
   }
 
@@ -137,12 +139,9 @@ export class SettlementBatcher {
     return entry.mined;
   }
 
-  /** After a restart: carries a batch transaction its unfinished members' records name to its receipt. */
-  resume(batchId: string, members: PaymentRecord[]): void {
-    const first = members[0];
-    if (!first) return;
-    const trail = members.reduce((longest, r) => (r.txs.length > longest.length ? r.txs : longest), first.txs);
-    this.#carry(batchId, first.network, trail, members);
+  /** After a restart: carries a batch transaction to its receipt for its unfinished members. */
+  resume(batch: BatchRecord, members: PaymentRecord[]): void {
+    this.#carry(batch, members);
   }
 
   /** Open batches are dropped (their members' actors stop with the engine). */
@@ -195,17 +194,19 @@ export class SettlementBatcher {
     await this.#send(network, multicall, ok, estimate.gas);
   }
 
-  /** Signs the batch, stores every member's record naming it in one durable write, and only then sends it. */
+  /** Signs the batch, stores its record and every member's record naming it in one durable write, and only then sends it. */
   async #send(network: string, multicall: Address, members: Member[], gasEstimate: bigint): Promise<void> {
     const id = randomUUID();
-    const records = (txs: SignedTx[]) => members.map((m, index): PaymentRecord => ({ ...m.record, state: 'broadcasting', batch: { id, index }, txs }));
+    const now = Date.now();
+    const batchOf = (txs: SignedTx[]): BatchRecord => ({ id, network, members: members.map((m) => m.record.id), txs, createdAt: now, updatedAt: now });
+    const records = (txs: SignedTx[]) => members.map((m, index): PaymentRecord => ({ ...m.record, state: 'broadcasting', batch: { id, index, tx: (txs.at(-1) as SignedTx).hash } }));
     const call = { ...aggregateCall(multicall, members.map((m) => m.call), true), gas: (gasEstimate * 13n) / 10n + 10_000n };
     let seated = false;
     let sent: Awaited<ReturnType<typeof sendDurably>>;
     try {
       sent = await sendDurably(this.#courier(network, id), call, [], async (txs) => {
         const written = records(txs);
-        await this.#o.persist(written);
+        await this.#o.persist(batchOf(txs), written);
         if (seated) return;
         seated = true;
         members.forEach((m, i) => m.seat({ kind: 'batched', record: written[i] as PaymentRecord }));
@@ -225,19 +226,23 @@ export class SettlementBatcher {
     }
     const final = records(sent.txs);
     this.#o.log.debug('batch sent', { network, batch: id, tx: sent.txs.at(-1)?.hash, payments: members.length });
-    this.#carry(id, network, sent.txs, final);
+    this.#carry(batchOf(sent.txs), final);
     members.forEach((m, i) => m.sent({ ok: true, record: final[i] as PaymentRecord }));
   }
 
-  /** One courier per batch transaction: replacements are written into every member's record at once. */
-  #carry(id: string, network: string, txs: SignedTx[], members: PaymentRecord[]): void {
-    const persist = (trail: SignedTx[]) => this.#o.persist(members.map((r) => ({ ...r, state: 'inFlight', txs: trail })));
-    const mined = awaitMined(this.#courier(network, id), txs, persist, this.#o.signal).then((m) => {
+  /** One courier per batch transaction; a replacement is written into the batch record and its members' at once. */
+  #carry(batch: BatchRecord, members: PaymentRecord[]): void {
+    const persist = (trail: SignedTx[]) =>
+      this.#o.persist(
+        { ...batch, txs: trail, updatedAt: Date.now() },
+        members.map((r) => ({ ...r, state: 'inFlight', batch: { ...(r.batch as NonNullable<PaymentRecord['batch']>), tx: (trail.at(-1) as SignedTx).hash } })),
+      );
+    const mined = awaitMined(this.#courier(batch.network, batch.id), batch.txs, persist, this.#o.signal).then((m) => {
       const calls = callsOfBatch(m.tx.data);
       return { ...m, calls, settled: settledCalls(m.receipt, calls) };
     });
     mined.catch(() => {}); // each member hears of a failure through `mined()`
-    this.#inFlight.set(id, { mined, waiting: members.length });
+    this.#inFlight.set(batch.id, { mined, waiting: members.length });
   }
 
   #courier(network: string, batch: string): Courier {

@@ -13,11 +13,19 @@ export interface SettlementCall {
   authorization?: { authorizer: Address; nonce: Hex };
 }
 
+/**
+ * The settlement functions alone, each once (the bytes-signature overload of `transferWithAuthorization`): viem
+ * resolves overloads and hashes every function of the ABI it is given on each encode and decode.
+ */
+const transferWithAuthorizationAbi = stablecoinArtifact.abi.filter((item) => item.type === 'function' && item.name === 'transferWithAuthorization' && item.inputs.length === 7);
+const settleAbi = exactPermit2ProxySettleAbi.filter((item) => item.type === 'function' && item.name === 'settle');
+const settlementFunctions = [...transferWithAuthorizationAbi, ...settleAbi];
+
 /** EIP-3009 `transferWithAuthorization` with the bytes signature (EOAs and ERC-1271 wallets alike). */
 export function eip3009SettlementCall(asset: Address, payload: Eip3009Payload): SettlementCall {
   const a = payload.authorization;
   const data = encodeFunctionData({
-    abi: stablecoinArtifact.abi,
+    abi: transferWithAuthorizationAbi,
     functionName: 'transferWithAuthorization',
     args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, payload.signature],
   });
@@ -28,7 +36,7 @@ export function eip3009SettlementCall(asset: Address, payload: Eip3009Payload): 
 export function permit2SettlementCall(proxy: Address, payload: Permit2Payload): SettlementCall {
   const p = payload.permit2Authorization;
   const data = encodeFunctionData({
-    abi: exactPermit2ProxySettleAbi,
+    abi: settleAbi,
     functionName: 'settle',
     args: [
       { permitted: { token: p.permitted.token, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) },
@@ -40,11 +48,6 @@ export function permit2SettlementCall(proxy: Address, payload: Permit2Payload): 
   return { to: proxy, data, expect: { token: p.permitted.token, from: p.from, to: p.witness.to, value: BigInt(p.permitted.amount) } };
 }
 
-/** The two settlement functions alone: decoding hashes every function of the ABI it is given. */
-const settlementFunctions = [
-  ...stablecoinArtifact.abi.filter((item) => item.type === 'function' && item.name === 'transferWithAuthorization'),
-  ...exactPermit2ProxySettleAbi.filter((item) => item.type === 'function' && item.name === 'settle'),
-];
 
 /** The settlement call `data` to `to` makes, read back from its calldata (what a batch transaction holds); else undefined. */
 export function decodeSettlementCall(to: Address, data: Hex): SettlementCall | undefined {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { fromPromise } from 'xstate';
-import type { Address, TransactionReceipt } from 'viem';
+import type { Address, Hex, TransactionReceipt } from 'viem';
 import type { BlockWatcher } from '../chain/block-watcher.ts';
 import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from '../protocol/x402/types.ts';
 import type { Logger } from '../log/logger.ts';
@@ -11,7 +11,7 @@ import type { DurableCollection } from '../store/durable-collection.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
-import { fingerprintOf, isFinished, nonceKeyOf, type PaymentRecord } from './payment-record.ts';
+import { currentTxOf, fingerprintOf, isFinished, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { SettlementBatcher, type Joined, type MinedBatch } from './settlement-batcher.ts';
 import type { SettlementCall } from './settlement-call.ts';
@@ -29,8 +29,11 @@ export interface EngineOptions extends VerifyDeps {
   pollMs: number;
   /** Whether /verify simulates the transfer on chain (settle always does). */
   simulateOnVerify: boolean;
-  /** Settlement batching: the most payments per transaction, and how long the first waits for others (1 or 0: off). */
-  batch: { maxSize: number; windowMs: number };
+  /**
+   * Settlement batching: the most payments per transaction, how long the first waits for others (1 or 0: off), and
+   * whether a batch leaves early when no payment is on its way to it.
+   */
+  batch: { maxSize: number; windowMs: number; eager: boolean };
   log: Logger;
   metrics: EngineMetrics;
   clockMs?: () => number;
@@ -57,8 +60,11 @@ function stateName(snapshot: PaymentSnapshot): string {
 export class SettlementEngine {
   readonly #o: EngineOptions;
   readonly #records: DurableCollection<PaymentRecord>;
+  readonly #batches: DurableCollection<BatchRecord>;
   readonly #active = new Map<string, { actor: PaymentActor; fingerprint: string }>();
   readonly #verdicts = new Map<string, Verdict>();
+  /** The transaction a payment in flight is in since its last replacement (its actor's record learns it only when mined). */
+  readonly #replaced = new Map<string, Hex>();
   /** Payments seated in a batch, by attempt, until their broadcast step takes the batch's send. */
   readonly #seats = new Map<string, Joined>();
   readonly #batcher: SettlementBatcher;
@@ -68,12 +74,20 @@ export class SettlementEngine {
   constructor(opts: EngineOptions) {
     this.#o = opts;
     this.#records = opts.store.collection<PaymentRecord>('payments');
+    this.#batches = opts.store.collection<BatchRecord>('payment-batches');
     this.#clock = opts.clockMs ?? Date.now;
     this.#batcher = new SettlementBatcher({
       ...opts,
       maxSize: opts.batch.maxSize,
       windowMs: opts.batch.windowMs,
-      persist: (records) => this.#records.putAll(records.map((r) => [r.id, { ...r, updatedAt: this.#clock() }] as const)),
+      eager: opts.batch.eager,
+      persist: async (batch, members) => {
+        await opts.store.atomically(() => {
+          this.#batches.putWithin(batch.id, batch);
+          for (const r of members) this.#records.putWithin(r.id, { ...r, updatedAt: this.#clock() });
+        });
+        for (const r of members) this.#replaced.set(r.id, currentTxOf(r) as Hex);
+      },
       revertReason: (record, call) => this.#revertReason(record, call, call.authorization ? Eip3009Reason.simulationFailed : Permit2Reason.simulationFailed),
       signal: this.#abort.signal,
     });
@@ -100,19 +114,19 @@ export class SettlementEngine {
    */
   async start(): Promise<void> {
     const unfinished = [...this.#records.entries()].map(([, r]) => r).filter((r) => !isFinished(r));
-    const trails = new Map<string, PaymentRecord>();
-    for (const r of unfinished) {
-      const tx = r.txs.at(-1);
-      if (tx && !trails.has(tx.hash)) trails.set(tx.hash, r);
-    }
-    for (const r of trails.values()) await resend({ pool: this.#o.relayers(r.network) }, r.txs);
+    const batches = [...new Set(unfinished.flatMap((r) => (r.batch ? [r.batch.id] : [])))].flatMap((id) => {
+      const batch = this.#batches.get(id);
+      // Written in one transaction with its members: a member without its batch record is a broken store.
+      if (!batch) this.#o.log.error('a payment names a batch that has no record', { batch: id });
+      return batch ? [batch] : [];
+    });
+    const trails = [...unfinished.filter((r) => !r.batch && r.txs.length), ...batches];
+    for (const t of trails) await resend({ pool: this.#o.relayers(t.network) }, t.txs);
     await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
-    for (const r of trails.values()) this.#o.relayers(r.network).adopt(r.txs.at(-1) as SignedTx);
-    const batches = new Map<string, PaymentRecord[]>();
-    for (const r of unfinished) if (r.batch && r.txs.length) batches.set(r.batch.id, [...(batches.get(r.batch.id) ?? []), r]);
-    for (const [id, members] of batches) this.#batcher.resume(id, members);
+    for (const t of trails) this.#o.relayers(t.network).adopt(t.txs.at(-1) as SignedTx);
+    for (const batch of batches) this.#batcher.resume(batch, unfinished.filter((r) => r.batch?.id === batch.id));
     for (const r of unfinished) {
-      this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: r.txs.at(-1)?.hash, batch: r.batch?.id });
+      this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: currentTxOf(r), batch: r.batch?.id });
       this.#spawn(r);
     }
   }
@@ -179,6 +193,7 @@ export class SettlementEngine {
           this.#o.metrics.settlement(this.#o.networks.has(record.network) ? record.network : 'other', state, (this.#clock() - record.createdAt) / 1000);
           if (this.#active.get(record.id) === entry) this.#active.delete(record.id);
           this.#verdicts.delete(record.attempt);
+          this.#replaced.delete(record.id);
         }
       },
       error: (err) => log.error('payment actor failed', { error: err }),
@@ -203,8 +218,9 @@ export class SettlementEngine {
       const check = (snapshot: PaymentSnapshot, deadlinePassed: boolean) => {
         const outcome = outcomeOf(snapshot);
         if (outcome) return finish(outcome);
-        const tx = snapshot.context.record.txs.at(-1);
-        if (deadlinePassed && tx) finish(pendingOf(snapshot.context.record, tx));
+        const record = snapshot.context.record;
+        const tx = this.#replaced.get(record.id) ?? currentTxOf(record);
+        if (deadlinePassed && tx) finish(pendingOf(record, tx));
       };
       let passed = false;
       const sub = actor.subscribe((snapshot) => check(snapshot, passed));
@@ -323,7 +339,7 @@ export class SettlementEngine {
   async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
     if (record.batch) {
       const batch = await this.#batcher.mined(record.batch.id);
-      return this.#settledInBatch({ ...record, txs: batch.txs }, record.batch.index, batch);
+      return this.#settledInBatch(record, record.batch.index, batch);
     }
     let current = record;
     const mined = await awaitMined(
@@ -332,6 +348,7 @@ export class SettlementEngine {
       async (txs) => {
         current = { ...current, txs };
         await this.#write({ ...current, state: 'inFlight' });
+        this.#replaced.set(record.id, currentTxOf(current) as Hex);
       },
       AbortSignal.any([signal, this.#abort.signal]),
     );
@@ -411,11 +428,11 @@ function failure(network: string, payer: string | undefined, reason: string, mes
   return { success: false, errorReason: reason, errorMessage: message, transaction: '', network: network as `eip155:${string}`, ...(payer ? { payer } : {}) };
 }
 
-function pendingOf(record: PaymentRecord, tx: SignedTx): SettleResponse {
+function pendingOf(record: PaymentRecord, tx: Hex): SettleResponse {
   return {
     success: false,
     errorReason: 'settlement_pending',
-    transaction: tx.hash,
+    transaction: tx,
     network: record.network as `eip155:${string}`,
     payer: record.payer,
     status: 'pending',
@@ -429,7 +446,7 @@ function outcomeOf(snapshot: PaymentSnapshot): SettleResponse | undefined {
   const state = stateName(snapshot);
   if (state === 'settled' && record.result) return record.result;
   if (state === 'duplicate' && snapshot.context.recorded) return snapshot.context.recorded;
-  const tx = record.txs.at(-1);
+  const tx = currentTxOf(record);
   if (state === 'stalled' && tx) return pendingOf(record, tx);
   return failure(record.network, record.payer || undefined, record.failure?.reason ?? 'unexpected_settle_error', record.failure?.message ?? '');
 }

@@ -15,18 +15,10 @@ export class DurableCollection<T> {
     await this.#durable(this.#db.put(key, value));
   }
 
-  /** Writes every entry in one transaction: after a crash, either all of them are on disk or none is. */
-  async putAll(entries: ReadonlyArray<readonly [string, T]>): Promise<void> {
-    await this.#durable(
-      this.#db.transaction(() => {
-        for (const [key, value] of entries) void this.#db.put(key, value);
-      }),
-    );
-  }
-
   /**
-   * Writes a record inside another write's transaction callback (a claim's, see `NonceClaims.claim`): it is on disk
-   * exactly when that write is, and not written at all when that write's condition fails. Anywhere else, use `put`.
+   * Writes a record inside another write's transaction callback (`Store.atomically`, or a claim's, see
+   * `NonceClaims.claim`): it is on disk exactly when that write is, and not written at all when that write's
+   * condition fails. Anywhere else, use `put`.
    */
   putWithin(key: string, value: T): void {
     void this.#db.put(key, value);

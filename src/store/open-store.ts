@@ -15,6 +15,8 @@ export interface Store {
   claims(name: string): NonceClaims;
   /** Open a named collection of durable records (payments, orders, sponsorships, ...). */
   collection<T>(name: string): DurableCollection<T>;
+  /** Runs `write` (its writes made with `putWithin`, in any collections) as one transaction, durably: all or nothing. */
+  atomically(write: () => void): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -46,6 +48,9 @@ export function openStore(path: string, opts: { onCommit?: (seconds: number) => 
     nonces: new NonceClaims(db('nonces'), durable),
     claims: (name: string) => new NonceClaims(db(`claims:${name}`), durable),
     collection: <T>(name: string) => new DurableCollection<T>(db(name), durable),
+    atomically: async (write) => {
+      await durable(root.transaction(write));
+    },
     close: () => root.close(),
   };
 }
