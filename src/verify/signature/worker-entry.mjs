@@ -1,6 +1,4 @@
-// Worker thread of the signature verifier (plain JavaScript, so any Node can load it): each message is a batch of job
-// records, answered in order with the string of recovered addresses, or `{ error }` when this thread cannot verify
-// (the pool then verifies that batch itself).
+// Piscina worker entry for the signature verifier (plain JavaScript, so any Node can load it).
 //
 // A worker thread has its own module loader, and tsx's hooks in the parent do not reach it: on Node 20 a plain
 // `import('./worker.ts')` in the worker fails with ERR_UNKNOWN_FILE_EXTENSION whether the parent was started with
@@ -9,8 +7,7 @@
 // e.g. a Node with type stripping), and on ERR_UNKNOWN_FILE_EXTENSION import worker.ts through tsx's scoped loader
 // (`tsImport` from tsx/esm/api), which registers tsx's hooks for this thread only.
 //
-// Messages that arrive while the module loads wait in the port: the listener is attached once loading has settled.
-import { parentPort } from 'node:worker_threads';
+// The load starts as soon as the thread starts; the exported handler is synchronous once it has finished.
 
 const WORKER_TS = './worker.ts';
 
@@ -24,22 +21,15 @@ async function load() {
   }
 }
 
-let verifyBatch;
-let failure;
-try {
-  verifyBatch = await load();
-  if (typeof verifyBatch !== 'function') throw new TypeError(`${WORKER_TS} has no default export function`);
-} catch (err) {
-  failure = `the signature worker could not load: ${err?.stack ?? err}`;
-}
-
-parentPort.on('message', (records) => {
-  if (failure !== undefined) return parentPort.postMessage({ error: failure });
-  let answer;
-  try {
-    answer = verifyBatch(records);
-  } catch (err) {
-    answer = { error: String(err?.stack ?? err) };
-  }
-  parentPort.postMessage(answer);
+let handler;
+const ready = load().then((h) => {
+  if (typeof h !== 'function') throw new TypeError(`${WORKER_TS} has no default export function`);
+  handler = h;
+  return h;
 });
+ready.catch(() => {}); // reported through the first task instead
+
+/** @param {{ records: Uint8Array, count: number }} batch */
+export default function verifyBatch(batch) {
+  return handler !== undefined ? handler(batch) : ready.then((h) => h(batch));
+}
