@@ -70,10 +70,11 @@ interface OpenBatch {
 /**
  * Batches settlements: verified payments of one chain and one kind (EIP-3009, or Permit2 through the exact-permit
  * proxy) that are ready within `windowMs` of each other go out as one `aggregate3` transaction, each call allowed to
- * fail on its own. The batch is simulated first (one eth_call) and a payment whose call reverts is refused alone
- * and left out. Before the transaction is first sent, every member's record names it (batch id, call index, signed
- * trail), all written in one durable transaction; one courier then carries it to its receipt for every member, and
- * each member reads its own result from that receipt (see `settledCalls`).
+ * fail on its own. The batch is simulated first (an estimate of the whole; when that reverts, one eth_call says which
+ * calls would) and a payment whose call reverts is refused alone and left out. Before the transaction is first sent,
+ * a batch record (the signed trail) and every member's record naming it (batch id, call index, current transaction)
+ * are written in one durable transaction; one courier then carries it to its receipt for every member, and each
+ * member reads its own result from that receipt (see `settledCalls`).
  */
 export class SettlementBatcher {
   readonly #o: BatcherOptions;
