@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import {
   bytesToHex,
   getAddress,
@@ -543,10 +543,15 @@ t.test('threads: 0 verifies in-process, batched the same way', async (t) => {
   t.throws(() => new SignatureVerifier({ maxBatch: 0 }), RangeError);
 });
 
-t.test('workers load TypeScript when the parent registered tsx programmatically (as src/cli/bin.mjs does)', async (t) => {
-  // A child process without `--import tsx`: it registers tsx through its API, then starts a one-thread pool.
+/**
+ * Runs `body` in a child Node process without `--import tsx` (as src/cli/bin.mjs runs): the script registers tsx
+ * through its API and imports the pool as `SignatureVerifier`; `job` is `process.argv[2]`'s JSON. `nodeArgs` go
+ * before the script (`{dir}` is the directory `files` are written to). Returns the child's stdout parsed as JSON.
+ */
+function runChild(t: Test, body: string, job: VerifyJob, nodeArgs: string[] = [], files: Record<string, string> = {}): unknown {
   const dir = mkdtempSync(join(tmpdir(), 'gate402-verify-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   const script = join(dir, 'child.mjs');
   writeFileSync(
     script,
@@ -554,15 +559,54 @@ t.test('workers load TypeScript when the parent registered tsx programmatically 
     register();
     const { SignatureVerifier } = await import(${JSON.stringify(new URL('../src/verify/signature/pool.ts', import.meta.url).href)});
     const job = JSON.parse(process.argv[2]);
-    const v = new SignatureVerifier({ threads: 1 });
-    const r = await Promise.all([v.verify(job), v.verify({ kind: 'eip3009' })]);
-    await v.close();
-    console.log(JSON.stringify({ r, execArgv: process.execArgv }));
-    `,
+    ${body}`,
   );
+  const started = Date.now();
+  const child = spawnSync(process.execPath, [...nodeArgs.map((a) => a.replace('{dir}', dir)), script, JSON.stringify(job)], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  t.equal(child.status, 0, child.stderr);
+  t.equal(child.signal, null, `exited by itself after ${Date.now() - started} ms`);
+  return JSON.parse(child.stdout) as unknown;
+}
+
+t.test('workers load TypeScript when the parent registered tsx programmatically (as src/cli/bin.mjs does)', async (t) => {
   const account = privateKeyToAccount(generatePrivateKey());
   const job = asStrings(await signEip3009(account));
-  const child = spawnSync(process.execPath, [script, JSON.stringify(job)], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, NODE_OPTIONS: '' } });
-  t.equal(child.status, 0, child.stderr);
-  t.same(JSON.parse(child.stdout), { r: [account.address, null], execArgv: [] }, 'the worker verified without inheriting --import tsx');
+  const out = runChild(
+    t,
+    `const v = new SignatureVerifier({ threads: 1 });
+    const r = await Promise.all([v.verify(job), v.verify({ kind: 'eip3009' })]);
+    await v.close();
+    console.log(JSON.stringify({ r, execArgv: process.execArgv }));`,
+    job,
+  );
+  t.same(out, { r: [account.address, null], execArgv: [] }, 'the worker verified without inheriting --import tsx');
+  // Idle workers do not keep a process alive: one that never closes its verifier still exits once its work is done.
+  const unclosed = runChild(t, `new SignatureVerifier({ threads: 2 }).verify(job).then((address) => console.log(JSON.stringify(address)));`, job);
+  t.equal(unclosed, account.address, 'a job in flight keeps the process alive until it is answered');
+});
+
+t.test('workers that cannot load their code: every batch is verified in-process, and counted', async (t) => {
+  // Every thread of the child gets a module hook that refuses `tsx/esm/api`: the main thread registers tsx before
+  // (by URL), a worker thread needs it to load worker.ts and cannot.
+  const hooks = `export async function resolve(specifier, context, next) {
+    if (specifier === 'tsx/esm/api') throw new Error('tsx is blocked in this thread');
+    return next(specifier, context);
+  }`;
+  const blocker = `import { register } from 'node:module';\nregister(new URL('./hooks.mjs', import.meta.url));\n`;
+  const account = privateKeyToAccount(generatePrivateKey());
+  const job = asStrings(await signEip3009(account));
+  const out = runChild(
+    t,
+    `const v = new SignatureVerifier({ threads: 2, maxBatch: 2 });
+    const r = await Promise.all([v.verify(job), v.verify({ ...job, signature: '0x' }), v.verify(job), v.verify(job), v.verify(job)]);
+    const { workerFailures, batches, lastWorkerError } = v.stats;
+    await v.close();
+    console.log(JSON.stringify({ r, workerFailures, batches, lastWorkerError: String(lastWorkerError) }));`,
+    job,
+    ['--import', '{dir}/blocker.mjs'],
+    { 'hooks.mjs': hooks, 'blocker.mjs': blocker },
+  ) as { r: unknown[]; workerFailures: number; batches: number; lastWorkerError: string };
+  t.same(out.r, [account.address, null, account.address, account.address, account.address], 'every job answered as if a worker had');
+  t.equal(out.workerFailures, out.batches, `all ${out.batches} batches verified in-process`);
+  t.match(out.lastWorkerError, /could not load.*tsx is blocked in this thread/s);
 });

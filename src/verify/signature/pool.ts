@@ -67,9 +67,10 @@ export class SignatureVerifier {
   readonly #maxInFlight: number;
   readonly #pool: Piscina<RecordBatch, string> | undefined;
 
-  /** Pending jobs, encoded: `#pending` records from the start of `#records`. */
+  /** Pending jobs, encoded: `#pending` records from record `#head` of `#records`. */
   #records: Uint8Array;
   #view: DataView;
+  #head = 0;
   #pending = 0;
   #resolves: Resolve[] = [];
   #rejects: Reject[] = [];
@@ -106,14 +107,13 @@ export class SignatureVerifier {
   /**
    * The address that signed the job's message (checksummed), or undefined when the job or its signature is
    * malformed or unacceptable. Rejects only when the verifier is closed. A batch whose worker task fails (a crashed
-   * worker, a job that cannot be structured-cloned) is verified in-process instead and counted in `stats`.
+   * worker, a worker that could not load its code) is verified in-process instead and counted in `stats`.
    */
   verify(job: VerifyJob): Promise<Address | undefined> {
     if (this.#closed) return Promise.reject(new Error('SignatureVerifier is closed'));
     this.#jobCount++;
-    const offset = this.#pending * JOB_RECORD_BYTES;
-    if (offset + JOB_RECORD_BYTES > this.#records.length) this.#grow();
-    if (!encodeJob(job, this.#records, this.#view, offset)) return MALFORMED;
+    if ((this.#head + this.#pending + 1) * JOB_RECORD_BYTES > this.#records.length) this.#makeRoom();
+    if (!encodeJob(job, this.#records, this.#view, (this.#head + this.#pending) * JOB_RECORD_BYTES)) return MALFORMED;
     this.#pending++;
     const promise = new Promise<Address | undefined>((resolve, reject) => {
       this.#resolves.push(resolve);
@@ -124,12 +124,23 @@ export class SignatureVerifier {
     return promise;
   }
 
-  /** Doubles the pending records' room (jobs pile up while every worker is busy). */
-  #grow(): void {
-    const records = new Uint8Array(this.#records.length * 2);
-    records.set(this.#records);
-    this.#records = records;
-    this.#view = new DataView(records.buffer);
+  /**
+   * Room for one more record (jobs pile up while every worker is busy): the pending ones move to the front, into an
+   * array twice as large if they fill more than half of it. Batches are taken from the head, so under a deep queue
+   * no batch moves the records behind it.
+   */
+  #makeRoom(): void {
+    const from = this.#head * JOB_RECORD_BYTES;
+    const to = (this.#head + this.#pending) * JOB_RECORD_BYTES;
+    if (2 * (to - from) > this.#records.length) {
+      const records = new Uint8Array(this.#records.length * 2);
+      records.set(this.#records.subarray(from, to));
+      this.#records = records;
+      this.#view = new DataView(records.buffer);
+    } else {
+      this.#records.copyWithin(0, from, to);
+    }
+    this.#head = 0;
   }
 
   get stats(): SignatureVerifierStats {
@@ -186,7 +197,7 @@ export class SignatureVerifier {
       const pending = this.#pending;
       const idleWorkers = this.threads - this.#inFlight;
       const size = Math.min(this.maxBatch, idleWorkers > 1 ? Math.ceil(pending / idleWorkers) : pending);
-      const records = this.#records.slice(0, size * JOB_RECORD_BYTES);
+      const records = this.#records.slice(this.#head * JOB_RECORD_BYTES, (this.#head + size) * JOB_RECORD_BYTES);
       let resolves: Resolve[];
       let rejects: Reject[];
       if (size === pending) {
@@ -194,10 +205,11 @@ export class SignatureVerifier {
         rejects = this.#rejects;
         this.#resolves = [];
         this.#rejects = [];
+        this.#head = 0;
       } else {
-        this.#records.copyWithin(0, size * JOB_RECORD_BYTES, pending * JOB_RECORD_BYTES);
         resolves = this.#resolves.splice(0, size);
         rejects = this.#rejects.splice(0, size);
+        this.#head += size;
       }
       this.#pending -= size;
       this.#run({ records, count: size }, resolves, rejects);

@@ -22,11 +22,18 @@ async function load() {
 }
 
 let handler;
-const ready = load().then((h) => {
-  if (typeof h !== 'function') throw new TypeError(`${WORKER_TS} has no default export function`);
-  handler = h;
-  return h;
-});
+const ready = load().then(
+  (h) => {
+    if (typeof h !== 'function') throw new TypeError(`${WORKER_TS} has no default export function`);
+    handler = h;
+    return h;
+  },
+  (err) => {
+    // Reported through every task. A fresh Error of this thread, as one from the module loader's thread does not
+    // survive the trip to the pool (it arrives as an empty object).
+    throw new Error(`the signature worker could not load: ${err?.stack ?? err}`);
+  },
+);
 ready.catch(() => {}); // reported through the first task instead
 
 /** @param {{ records: Uint8Array, count: number }} batch */
