@@ -1,6 +1,7 @@
 /**
- * Signature verification for x402 `exact` payloads: EIP-712 digests (digest.ts), native secp256k1 recovery
- * (recover.ts), jobs and the in-process path (jobs.ts), and the batched worker pool (pool.ts).
+ * Signature verification for x402 `exact` payloads: EIP-712 digests (digest.ts, hashed by keccak.ts), native
+ * secp256k1 recovery (recover.ts), jobs and the in-process path (jobs.ts), jobs as binary records (job-record.ts), and
+ * the batched worker pool that ships them (pool.ts).
  *
  * The verifier answers "who signed this?". Whether that is the claimed payer (or, for a contract wallet, whether
  * ERC-1271 accepts the signature) is decided by the caller; `matchesSigner` compares addresses.
