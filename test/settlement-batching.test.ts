@@ -75,6 +75,7 @@ async function restartable(t: Test, count: number, firstAmount: bigint) {
   const dataDir = mkdtempSync(join(tmpdir(), 'gate402-batching-data-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  t.teardown(() => first.stop('SIGKILL')); // a test that fails before its kill leaves no facilitator behind
   const payTo = freshAccount().address;
   const payers = await fundedPayers(base, CAIP2.base, count);
   const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, firstAmount + BigInt(i))));
