@@ -50,6 +50,19 @@ export const TESTER_SLOTS = {
   // the settlement batching tests
   batching: 18,
   spare: 19,
+  // the adversarial suite (test/adversarial/), a funder each; relayers there are fresh keys given gas by anvil_setBalance
+  attackPaid: 20,
+  attackMemory: 21,
+  attackFacilitator: 22,
+  attackMoney: 23,
+  attackStock: 24,
+  attackMpp: 25,
+  fuzz: 26,
+  suiteMoney: 27,
+  spare2: 28,
+  spare3: 29,
+  spare4: 30,
+  spare5: 31,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {

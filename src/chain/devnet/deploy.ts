@@ -42,6 +42,17 @@ export const STOCK_POOL_FEE = 3000;
 const buyers = (): Address[] => DEVNET_ROLES.buyers.map((i) => devnetAccount(i).address);
 const testers = (): Address[] => DEVNET_ROLES.testers.map((i) => devnetAccount(i).address);
 
+/** Native gas of a tester above anvil's funded range (in wei): as much as anvil gives the funded ones. */
+const TESTER_GAS = 10_000n * 10n ** 18n;
+
+/** Gives gas to the testers anvil does not fund itself. */
+async function gasUnfundedTesters(rpcUrl: string): Promise<void> {
+  for (const index of DEVNET_ROLES.testers) {
+    if (index < DEVNET_ROLES.fundedAccounts) continue;
+    await rpcCall(rpcUrl, 'anvil_setBalance', [devnetAccount(index).address, `0x${TESTER_GAS.toString(16)}`]);
+  }
+}
+
 async function deployStablecoin(deployer: Submitter, caip2: string): Promise<StablecoinInfo> {
   const spec = DEVNET_STABLECOINS[caip2];
   if (!spec) throw new Error(`no devnet stablecoin for ${caip2}`);
@@ -62,6 +73,7 @@ async function placeAtCanonical(deployer: Submitter, rpcUrl: string, artifact: {
 async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): Promise<NetworkEntry> {
   const caip2 = CAIP2.stockChain;
   const stablecoin = await deployStablecoin(deployer, caip2);
+  await gasUnfundedTesters(endpoint.rpcUrl);
   await placeAtCanonical(deployer, endpoint.rpcUrl, multicallArtifact, MULTICALL3_ADDRESS);
   await placeAtCanonical(deployer, endpoint.rpcUrl, permit2Artifact, PERMIT2_ADDRESS);
   await placeAtCanonical(deployer, endpoint.rpcUrl, exactPermit2ProxyArtifact, EXACT_PERMIT2_PROXY_ADDRESS);
@@ -117,6 +129,7 @@ async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): P
 
 async function deployStablecoinChain(caip2: string, endpoint: ChainEndpoint, deployer: Submitter): Promise<NetworkEntry> {
   const stablecoin = await deployStablecoin(deployer, caip2);
+  await gasUnfundedTesters(endpoint.rpcUrl);
   await placeAtCanonical(deployer, endpoint.rpcUrl, multicallArtifact, MULTICALL3_ADDRESS);
   return { chainId: endpoint.chainId, rpcUrl: endpoint.rpcUrl, stablecoin, multicall: MULTICALL3_ADDRESS };
 }
