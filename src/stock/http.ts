@@ -8,7 +8,7 @@ import type { PaymentRequired, PaymentRequirements } from '../protocol/x402/type
 import type { GasSponsor } from './gas-sponsor.ts';
 import type { StockDesk } from './order-desk.ts';
 import type { StockOrder } from './order-record.ts';
-import { buyOffer, FEE_ATOMIC, FEES, MAX_DEADLINE_SECONDS, parseAddress, parseBuyInput, readQuote, signQuote, slippageFloor, stockListing, type BuyInput } from './terms.ts';
+import { buyOffer, buyOfQuote, FEE_ATOMIC, FEES, MAX_DEADLINE_SECONDS, parseAddress, parseBuyInput, queryDisagreement, readQuote, signQuote, slippageFloor, stockListing, type BuyInput, type QuoteScope } from './terms.ts';
 
 export interface StockHttpOptions {
   desk: StockDesk;
@@ -44,12 +44,18 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
   const network = market.network;
   const nowSeconds = () => Math.floor(o.now() / 1000);
 
-  /** The terms of a buy, quoted on chain now; the quote is signed so the paid retry is held to its floor. */
+  const scope: QuoteScope = { network: network.caip2, desk: o.desk.address };
+
+  /** The terms of a buy, quoted on chain now and signed, so the paid retry is held to them. */
   async function terms(input: BuyInput): Promise<{ offer: PaymentRequirements; quoted: bigint; floor: bigint; expires: number }> {
-    const quoted = await market.quote(input.stock, input.amount);
+    const [quoted, block] = await Promise.all([market.quote(input.stock, input.amount), market.blockNumber()]);
     const floor = slippageFloor(quoted, o.slippageBps);
     const expires = nowSeconds() + MAX_DEADLINE_SECONDS;
-    const quote = signQuote(o.quoteKey, { symbol: input.stock.symbol, amount: input.amount.toString(), shares: quoted.toString(), minShares: floor.toString(), expires });
+    const quote = signQuote(
+      o.quoteKey,
+      { symbol: input.stock.symbol, amount: input.amount.toString(), recipient: input.recipient ?? '', shares: quoted.toString(), minShares: floor.toString(), block: block.toString(), expires },
+      scope,
+    );
     const base = buyOffer(network, o.desk.address, input.amount);
     return { offer: { ...base, extra: { ...base.extra, quote } }, quoted, floor, expires };
   }
@@ -123,14 +129,31 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
     },
 
     async buy(req): Promise<HttpResponse> {
-      const parsed = parseBuyInput(new URLSearchParams(req.query), stocks, { recipient: true });
-      if (!parsed.ok) return json(parsed.status, { error: parsed.error }, NO_STORE);
-      const input = parsed.value;
+      const query = new URLSearchParams(req.query);
       const header = req.headers['payment-signature'] ?? req.headers['x-payment'];
-      if (header === undefined) return challenge(req, input);
+      if (header === undefined) {
+        const parsed = parseBuyInput(query, stocks, { recipient: true });
+        if (!parsed.ok) return json(parsed.status, { error: parsed.error }, NO_STORE);
+        return challenge(req, parsed.value);
+      }
 
+      // The paid retry: every term comes from the signed quote the payment echoes, none from this request's query.
       const decoded = decodePaymentSignatureHeader(header);
       if (!decoded.ok) return json(400, { error: `PAYMENT-SIGNATURE: ${decoded.error.message}` }, NO_STORE);
+      const verdict = readQuote(o.quoteKey, decoded.value.accepted?.extra?.['quote'], scope, nowSeconds());
+      if (!verdict.ok && verdict.why === 'altered') return json(400, { error: 'the signed quote in accepted.extra.quote was altered or is not ours; nothing was charged' }, NO_STORE);
+      if (!verdict.ok) {
+        // Missing or expired: fresh terms for what the query asks, when it asks for something buyable.
+        const parsed = parseBuyInput(query, stocks, { recipient: true });
+        if (!parsed.ok) return json(parsed.status, { error: parsed.error }, NO_STORE);
+        const why = verdict.why === 'expired' ? 'the quote has expired' : 'the payment carries no signed quote (accepted.extra.quote)';
+        return challenge(req, parsed.value, `${why}: pay against these fresh terms; nothing was charged`);
+      }
+      const input = buyOfQuote(verdict.quote, stocks);
+      if (!input) return json(400, { error: `the quoted stock ${JSON.stringify(verdict.quote.symbol)} is no longer sold; nothing was charged` }, NO_STORE);
+      const disagreement = queryDisagreement(query, input);
+      if (disagreement) return json(400, { error: `the query disagrees with the signed quote: ${disagreement}; nothing was charged` }, NO_STORE);
+
       const offer = selectRequirement([buyOffer(network, o.desk.address, input.amount)], decoded.value.accepted);
       if (!offer) return challenge(req, input, 'the payment does not accept these terms (amount, asset, network, recipient or spender differ); nothing was charged');
       const payload = decoded.value.payload;
@@ -139,12 +162,11 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       if (deadline > BigInt(nowSeconds() + MAX_DEADLINE_SECONDS + DEADLINE_SKEW_SECONDS)) {
         return challenge(req, input, `the permit deadline must be within ${MAX_DEADLINE_SECONDS} seconds; nothing was charged`);
       }
-      const quote = readQuote(o.quoteKey, decoded.value.accepted.extra?.['quote'], { symbol: input.stock.symbol, amount: input.amount, nowSeconds: nowSeconds() });
-      if (!quote) return challenge(req, input, 'the quote is missing, altered or expired: pay against these fresh terms; nothing was charged');
 
+      const q = verdict.quote;
       let order: StockOrder | undefined;
       try {
-        order = await o.desk.place({ x402Version: 2, paymentPayload: decoded.value, paymentRequirements: offer }, input, { quotedShares: BigInt(quote.shares), minShares: BigInt(quote.minShares) });
+        order = await o.desk.place({ x402Version: 2, paymentPayload: decoded.value, paymentRequirements: offer }, input, { quotedShares: BigInt(q.shares), minShares: BigInt(q.minShares), quoteBlock: BigInt(q.block) });
       } catch {
         return json(409, { error: 'this payment is being placed by another request; fetch the order in a moment' }, NO_STORE);
       }

@@ -117,37 +117,89 @@ export function slippageFloor(quotedShares: bigint, slippageBps: number): bigint
 }
 
 /**
- * The quote a 402 stands behind: shares estimated on chain, the floor the swap will not go below, and until when.
- * The buyer's client echoes it back in `accepted.extra.quote`; the MAC proves the gateway issued it for this
- * stock and amount, so the floor the buyer saw is the floor the swap uses.
+ * The terms a 402 stands behind, signed by the gateway: the stock, the amount, who receives the shares ('' for the
+ * payer), the shares estimated on chain, the floor the swap will not go below, the block the quote was read at, and
+ * until when it holds. The buyer's client echoes it back verbatim in `accepted.extra.quote`; the paid retry takes
+ * every term from it (never from its own query), so the header's holder cannot pick another recipient, stock,
+ * amount or floor. The MAC also covers the network and the desk, which are not sent.
  */
 export interface SignedQuote {
   symbol: string;
   amount: string;
+  recipient: string;
   shares: string;
   minShares: string;
+  block: string;
   expires: number;
   mac: string;
 }
 
-function quoteMac(key: Uint8Array, q: Omit<SignedQuote, 'mac'>): string {
-  return createHmac('sha256', key).update(`${q.symbol}|${q.amount}|${q.shares}|${q.minShares}|${q.expires}`).digest('base64url');
+export type QuoteTerms = Omit<SignedQuote, 'mac'>;
+/** What the MAC binds besides the quote's own fields. */
+export interface QuoteScope {
+  network: string;
+  desk: Address;
 }
 
-export function signQuote(key: Uint8Array, q: Omit<SignedQuote, 'mac'>): SignedQuote {
-  return { ...q, mac: quoteMac(key, q) };
+export type QuoteVerdict = { ok: true; quote: SignedQuote } | { ok: false; why: 'missing' | 'altered' | 'expired' };
+
+function quoteMac(key: Uint8Array, q: QuoteTerms, scope: QuoteScope): string {
+  const fields = ['gate402 stock quote v2', scope.network, scope.desk.toLowerCase(), q.symbol, q.amount, q.recipient, q.shares, q.minShares, q.block, String(q.expires)];
+  return createHmac('sha256', key).update(JSON.stringify(fields)).digest('base64url');
 }
 
-/** The echoed quote, if it is ours, unexpired, and for this stock and amount. */
-export function readQuote(key: Uint8Array, echoed: unknown, want: { symbol: string; amount: bigint; nowSeconds: number }): SignedQuote | undefined {
-  if (!echoed || typeof echoed !== 'object') return undefined;
+export function signQuote(key: Uint8Array, q: QuoteTerms, scope: QuoteScope): SignedQuote {
+  return { ...q, mac: quoteMac(key, q, scope) };
+}
+
+const DIGITS = /^\d{1,78}$/;
+const RECIPIENT = /^(0x[0-9a-fA-F]{40})?$/;
+
+/** The echoed quote: ours and unaltered, and unexpired at `nowSeconds`; or why not. */
+export function readQuote(key: Uint8Array, echoed: unknown, scope: QuoteScope, nowSeconds: number): QuoteVerdict {
+  if (echoed === undefined || echoed === null) return { ok: false, why: 'missing' };
+  if (typeof echoed !== 'object' || Array.isArray(echoed)) return { ok: false, why: 'altered' };
   const q = echoed as Record<string, unknown>;
-  const digits = (v: unknown): v is string => typeof v === 'string' && /^\d{1,78}$/.test(v);
-  if (typeof q.symbol !== 'string' || !digits(q.amount) || !digits(q.shares) || !digits(q.minShares) || typeof q.expires !== 'number' || typeof q.mac !== 'string') return undefined;
-  const quote: SignedQuote = { symbol: q.symbol, amount: q.amount, shares: q.shares, minShares: q.minShares, expires: q.expires, mac: q.mac };
-  const expected = Buffer.from(quoteMac(key, quote));
+  const digits = (v: unknown): v is string => typeof v === 'string' && DIGITS.test(v);
+  if (
+    typeof q.symbol !== 'string' || q.symbol.length > 16 ||
+    !digits(q.amount) || !digits(q.shares) || !digits(q.minShares) || !digits(q.block) ||
+    typeof q.recipient !== 'string' || !RECIPIENT.test(q.recipient) ||
+    typeof q.expires !== 'number' || !Number.isSafeInteger(q.expires) || typeof q.mac !== 'string'
+  ) {
+    return { ok: false, why: 'altered' };
+  }
+  const quote: SignedQuote = { symbol: q.symbol, amount: q.amount, recipient: q.recipient, shares: q.shares, minShares: q.minShares, block: q.block, expires: q.expires, mac: q.mac };
+  const expected = Buffer.from(quoteMac(key, quote, scope));
   const given = Buffer.from(quote.mac);
-  if (expected.length !== given.length || !timingSafeEqual(expected, given)) return undefined;
-  if (quote.symbol !== want.symbol || BigInt(quote.amount) !== want.amount || quote.expires < want.nowSeconds) return undefined;
-  return quote;
+  if (expected.length !== given.length || !timingSafeEqual(expected, given)) return { ok: false, why: 'altered' };
+  if (quote.expires < nowSeconds) return { ok: false, why: 'expired' };
+  return { ok: true, quote };
+}
+
+/** The buy a verified quote names; undefined when its stock is no longer listed or its amount is out of bounds. */
+export function buyOfQuote(quote: SignedQuote, stocks: readonly StockInfo[]): BuyInput | undefined {
+  const stock = stocks.find((s) => s.symbol === quote.symbol);
+  const amount = BigInt(quote.amount);
+  if (!stock || amount < ORDER_LIMITS.min || amount > ORDER_LIMITS.max) return undefined;
+  return { stock, amount, ...(quote.recipient ? { recipient: quote.recipient as Address } : {}) };
+}
+
+/**
+ * Where the paid retry's own query disagrees with the signed terms: a parameter it names must say what the quote
+ * says (the recipient, when the quote names one, must be named). Undefined when they agree.
+ */
+export function queryDisagreement(query: URLSearchParams, signed: BuyInput): string | undefined {
+  const symbol = query.get('symbol');
+  if (symbol !== null && symbol.toUpperCase() !== signed.stock.symbol) return `symbol ${JSON.stringify(symbol.slice(0, 16))} is not the quoted ${signed.stock.symbol}`;
+  const rawAmount = query.get('stable_amount');
+  if (rawAmount !== null) {
+    const amount = parseDecimalAmount(rawAmount, USD_DECIMALS);
+    if (amount !== signed.amount) return `stable_amount ${JSON.stringify(rawAmount.slice(0, 40))} is not the quoted ${formatDecimalAmount(signed.amount, USD_DECIMALS)}`;
+  }
+  const rawRecipient = query.get('recipient');
+  const recipient = rawRecipient === null || rawRecipient === '' ? '' : rawRecipient.toLowerCase();
+  const quoted = (signed.recipient ?? '').toLowerCase();
+  if (recipient !== quoted) return `recipient ${recipient ? JSON.stringify(rawRecipient!.slice(0, 42)) : '(the payer)'} is not the quoted ${signed.recipient ?? '(the payer)'}`;
+  return undefined;
 }
