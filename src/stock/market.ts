@@ -1,10 +1,26 @@
 import { encodeFunctionData, erc20Abi, getAddress, parseEventLogs, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
+import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
+import { permit2Artifact } from '../chain/contracts/artifacts/index.ts';
 import { uniswapArtifacts } from '../chain/contracts/uniswap.ts';
 import type { StockInfo, UniswapInfo } from '../chain/manifest.ts';
 import type { Network } from '../chain/networks.ts';
 import { sortTokens, stockPriceFromSqrtPriceX96, uniswapPoolAddress } from '../chain/uniswap-math.ts';
 
 export type PoolCheck = { ok: true } | { ok: false; reason: string };
+
+/** A Permit2 witness payment of stablecoin B, as signed: who pays whom how much, under which nonce. */
+export interface Permit2Payment {
+  from: Address;
+  to: Address;
+  amount: bigint;
+  nonce: bigint;
+}
+
+/** Whether a payment reached its payee on chain, and in which transaction. */
+export type PaymentEvidence = { moved: false; nonceUsed: boolean } | { moved: true; transaction: Hex };
+
+/** How far back a payment is looked for when its order names no starting block (an order written before it did). */
+const EVIDENCE_FALLBACK_BLOCKS = 10_000n;
 
 /**
  * The stock chain as the stock desk reads it: live prices from the pinned pools, QuoterV2 estimates, the pool
@@ -104,6 +120,35 @@ export class StockMarket {
       if (log.address.toLowerCase() === stock.toLowerCase() && log.args.to.toLowerCase() === recipient.toLowerCase()) total += log.args.value;
     }
     return total;
+  }
+
+  /**
+   * Did this payment move, whatever a settlement reported? Its Permit2 nonce must be used, and a Transfer of exactly
+   * the amount of stablecoin B from the payer to the payee must be logged since `sinceBlock` by a transaction whose
+   * input carries that nonce (whoever sent it: our relayer, or someone who copied the call). Reads only; an RPC
+   * failure throws (an unknown answer is not a no).
+   */
+  async permit2Evidence(p: Permit2Payment, sinceBlock: bigint | undefined): Promise<PaymentEvidence> {
+    const permit2 = this.network.permit2 ?? PERMIT2_ADDRESS;
+    const word = (await this.#client.readContract({ address: permit2, abi: permit2Artifact.abi, functionName: 'nonceBitmap', args: [p.from, p.nonce >> 8n] })) as bigint;
+    if (((word >> (p.nonce & 0xffn)) & 1n) === 0n) return { moved: false, nonceUsed: false };
+    const latest = await this.blockNumber();
+    const fromBlock = sinceBlock ?? (latest > EVIDENCE_FALLBACK_BLOCKS ? latest - EVIDENCE_FALLBACK_BLOCKS : 0n);
+    const logs = await this.#client.getLogs({
+      address: this.stable,
+      event: erc20Abi.find((e) => e.type === 'event' && e.name === 'Transfer') as Extract<(typeof erc20Abi)[number], { type: 'event'; name: 'Transfer' }>,
+      args: { from: p.from, to: p.to },
+      fromBlock,
+      toBlock: latest,
+      strict: true,
+    });
+    const nonceWord = p.nonce.toString(16).padStart(64, '0');
+    for (const log of logs) {
+      if (log.args.value !== p.amount || !log.transactionHash) continue;
+      const tx = await this.#client.getTransaction({ hash: log.transactionHash });
+      if (tx.input.toLowerCase().includes(nonceWord)) return { moved: true, transaction: log.transactionHash };
+    }
+    return { moved: false, nonceUsed: true };
   }
 
   async allowance(token: Address, owner: Address, spender: Address): Promise<bigint> {

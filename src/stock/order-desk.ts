@@ -10,7 +10,7 @@ import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
 import type { Store } from '../store/open-store.ts';
-import { StockMarket } from './market.ts';
+import { StockMarket, type PaymentEvidence } from './market.ts';
 import { orderMachine } from './order-machine.ts';
 import { FINAL_ORDER_STATES, type OrderState, type OrderStep, type StockOrder } from './order-record.ts';
 import type { BuyInput } from './terms.ts';
@@ -120,7 +120,7 @@ export class StockDesk {
    * The order a payment buys: a new one, or (the same payment sent again) the one it already bought. The payment
    * key is claimed atomically first, so one payment never starts two orders.
    */
-  async place(payment: VerifyRequest, input: BuyInput, floor: { quotedShares: bigint; minShares: bigint }): Promise<StockOrder> {
+  async place(payment: VerifyRequest, input: BuyInput, floor: { quotedShares: bigint; minShares: bigint; quoteBlock?: bigint }): Promise<StockOrder> {
     const paymentKey = nonceKeyOf(payment);
     const id = randomUUID();
     const claim = await this.#payments.claim(paymentKey, id);
@@ -146,6 +146,7 @@ export class StockDesk {
       paymentKey,
       quotedShares: floor.quotedShares.toString(),
       minShares: floor.minShares.toString(),
+      ...(floor.quoteBlock !== undefined ? { sinceBlock: floor.quoteBlock.toString() } : {}),
       swapTxs: [],
       refundTxs: [],
       refundAttempts: 0,
@@ -227,17 +228,61 @@ export class StockDesk {
     await this.#orders.put(order.id, { ...order, updatedAt: this.#now() });
   }
 
-  /** Settles the payment; a pending settlement is waited for, never paid again. */
+  /**
+   * Settles the payment; a pending settlement is waited for, never paid again. A settlement that reports failure
+   * (or throws) is not taken at its word: the chain is asked whether the payment reached the desk anyway (copied
+   * from the mempool and sent by someone else first, or our own send that landed despite an error). If it did, the
+   * order goes on as settled; it is rejected ("nothing charged") only when the chain shows the desk holds nothing
+   * of it. While the chain cannot be asked, the order waits in `settling`.
+   */
   async #settleStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
+    let thrown = 0;
     for (;;) {
-      const r = await this.#o.settle(order.payment);
-      if (r.success) return { ok: true, order: { ...order, payer: (r.payer as Address | undefined) ?? order.payer, settlement: r } };
-      if (r.status !== 'pending' || signal.aborted) {
-        if (signal.aborted) throw new Error('stopped while the settlement was pending');
-        return { ok: false, reason: r.errorReason ?? 'settlement_failed', message: r.errorMessage ?? 'the payment did not settle', order: { ...order, settlement: r } };
+      if (signal.aborted) throw new Error('stopped while settling');
+      let r: SettleResponse | undefined;
+      try {
+        r = await this.#o.settle(order.payment);
+      } catch (err) {
+        this.#o.log.warn('settlement threw; the chain is asked whether the payment moved', { order: order.id, error: err });
       }
-      await sleep(this.#o.pollMs, signal);
+      if (r?.success) return { ok: true, order: { ...order, payer: (r.payer as Address | undefined) ?? order.payer, settlement: r } };
+      if (r?.status === 'pending') {
+        await sleep(this.#o.pollMs, signal);
+        continue;
+      }
+      let evidence: PaymentEvidence;
+      try {
+        evidence = await this.#paymentEvidence(order);
+      } catch (err) {
+        this.#o.log.warn('cannot tell whether a payment moved; asking again', { order: order.id, error: err });
+        await sleep(Math.max(this.#o.pollMs, 1000), signal);
+        continue;
+      }
+      if (evidence.moved) {
+        this.#o.log.warn('the settlement reported failure, but the payment reached the desk: the order goes on', { order: order.id, reported: r?.errorReason ?? 'an error', transaction: evidence.transaction });
+        const settlement: SettleResponse = { success: true, transaction: evidence.transaction, network: order.network as SettleResponse['network'], payer: order.payer };
+        return { ok: true, order: { ...order, settlement } };
+      }
+      // A settlement that threw is asked again a few times while the payment has not moved: it may yet settle.
+      if (r === undefined && ++thrown < 5) {
+        await sleep(Math.max(this.#o.pollMs, 500), signal);
+        continue;
+      }
+      const reason = r?.errorReason ?? 'settlement_error';
+      const message = `${r?.errorMessage ?? 'the settlement failed'}${evidence.nonceUsed ? ' (the permit nonce is used, but no transfer of this payment to the desk is on chain)' : ''}`;
+      return { ok: false, reason, message, order: r ? { ...order, settlement: r } : order };
     }
+  }
+
+  /** What the chain says of this order's payment: a Permit2 witness transfer to the desk. */
+  async #paymentEvidence(order: StockOrder): Promise<PaymentEvidence> {
+    const payload = order.payment.paymentPayload.payload;
+    if (!('permit2Authorization' in payload)) throw new Error('a stock order is paid with Permit2');
+    const p = payload.permit2Authorization;
+    return this.market.permit2Evidence(
+      { from: p.from as Address, to: this.address, amount: BigInt(order.amount), nonce: BigInt(p.nonce) },
+      order.sinceBlock === undefined ? undefined : BigInt(order.sinceBlock),
+    );
   }
 
   async #checkPoolStep(order: StockOrder): Promise<OrderStep> {

@@ -33,7 +33,8 @@ const failed = (reason: string) =>
  *
  * settling -> checkingPool -> quoting -> swapping -> confirmingSwap -> delivered
  * Any failure after settlement -> refunding -> confirmingRefund -> refunded; a refund that cannot be sent yet
- * waits in refundWaiting and is tried again, never dropped. A settlement that fails -> rejected (nothing charged).
+ * waits in refundWaiting and is tried again, never dropped. A settlement that fails, and whose payment the chain
+ * shows did not reach the desk -> rejected (nothing charged); one that cannot be told waits and settles again.
  * A restored order enters at the state its record names; a signed swap or refund is confirmed, never signed anew.
  */
 export const orderMachine = setup({
@@ -57,6 +58,7 @@ export const orderMachine = setup({
   },
   delays: {
     refundRetry: ({ context }) => context.refundRetryMs,
+    settleRetry: 1000,
   },
 }).createMachine({
   id: 'order',
@@ -83,8 +85,13 @@ export const orderMachine = setup({
         src: 'settle',
         input: ({ context }) => ({ order: context.order }),
         onDone: [{ guard: ok, target: 'checkingPool', actions: take }, { target: 'rejected', actions: take }],
-        onError: { target: 'rejected', actions: failed('settlement_error') },
+        // The step answers every outcome itself (a failure only once the chain shows nothing moved); one that
+        // throws told nothing, so the payment may have moved: settle again after a pause, never reject.
+        onError: { target: 'settleWaiting' },
       },
+    },
+    settleWaiting: {
+      after: { settleRetry: 'settling' },
     },
     checkingPool: {
       invoke: {

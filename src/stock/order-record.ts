@@ -24,6 +24,8 @@ export interface StockOrder {
   /** Shares the 402 quoted, and the floor below which the swap does not go. */
   quotedShares: string;
   minShares: string;
+  /** The block the quote was read at: a payment that moved is looked for from there. Absent in older records. */
+  sinceBlock?: string;
   /** The on-chain re-quote taken right before the swap. */
   requotedShares?: string;
   settlement?: SettleResponse;

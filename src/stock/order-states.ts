@@ -3,6 +3,7 @@
 /** Where an order is; each is written to LMDB as it is entered. */
 export type OrderState =
   | 'settling'
+  | 'settleWaiting'
   | 'checkingPool'
   | 'quoting'
   | 'swapping'
