@@ -273,6 +273,7 @@ export function publicOrder(order: StockOrder): Record<string, unknown> {
     swapTx: order.swapTx ?? order.swapTxs.at(-1)?.hash,
     refundTx: order.refundTx ?? order.refundTxs.at(-1)?.hash,
     failure: order.failure,
+    refundAttempts: order.refundAttempts,
     createdAt: new Date(order.createdAt).toISOString(),
     updatedAt: new Date(order.updatedAt).toISOString(),
   };
