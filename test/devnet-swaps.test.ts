@@ -5,18 +5,20 @@ import { stablecoinArtifact, stockTokenArtifact } from '../src/chain/contracts/a
 import { uniswapArtifacts } from '../src/chain/contracts/uniswap.ts';
 import { parseDecimalAmount } from '../src/protocol/amounts.ts';
 import { clientsFor, network, tester, testDevnet } from './helpers/devnet.ts';
+import { poolsOf } from './helpers/stock-pools.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
 const { pub, wallet } = clientsFor(n, tester('swaps'));
 const stable = n.stablecoin.address;
 const uni = n.uniswap;
-const stocks = n.stocks ?? [];
+const stocks = poolsOf(n, 'seedPrice');
 
-t.equal(stocks.length, 14, 'fourteen stocks are listed');
+t.equal(n.stocks?.length, 14, 'fourteen stocks are listed');
 t.ok(uni, 'uniswap is deployed');
 
-t.test('stablecoin B buys each stock through the router for exactly the QuoterV2 quote', async (t) => {
+// Only on the pools no other file trades on: each is still at its seed price, and nothing moves it between the quote and the swap.
+t.test('stablecoin B buys each stock of its pools through the router for exactly the QuoterV2 quote', async (t) => {
   if (!uni) return;
   const me = wallet.account.address;
   const amountIn = parseUnits('1000', 6); // the largest order size

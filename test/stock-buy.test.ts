@@ -1,6 +1,6 @@
 import t from 'tap';
 import { decodePaymentResponseHeader } from '@x402/core/http';
-import { maxUint256, parseUnits, type Address } from 'viem';
+import { formatUnits, maxUint256, parseUnits, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
 import { stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
@@ -10,6 +10,8 @@ import { fundedPayer, postJson, stableBalance } from './helpers/payments.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 import { scrape, valueOf } from './helpers/prometheus.ts';
 import { buyInPool, gassedKey, officialBuyer, tokenBalance } from './helpers/stock.ts';
+import { sharePriceFromSlot0, sharePriceFromTick } from './helpers/pool-price.ts';
+import { poolsOf } from './helpers/stock-pools.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
@@ -35,14 +37,22 @@ async function buy(pay: typeof fetch, query: string): Promise<{ status: number; 
 }
 
 t.test('stock list and quote', async (t) => {
+  const { pub } = clientsFor(n, funder);
+  // TSLA's price is worked out here from the pool's own slot0, read before and after the list (no other file trades on TSLA).
+  const slot0 = () => pub.readContract({ address: tsla.pool, abi: uniswapArtifacts.pool.abi, functionName: 'slot0' }) as Promise<readonly [bigint, number, ...unknown[]]>;
+  const [sqrtPriceX96, tick] = await slot0();
   const list = (await (await fetch(`${gw.url}/api/stock/list`)).json()) as { stocks: Array<{ symbol: string; address: string; priceUsd: string; fees: { amount: string }; limits: { minStableAmount: string; maxStableAmount: string } }> };
   t.equal(list.stocks.length, 14, 'fourteen stocks');
   const row = list.stocks.find((s) => s.symbol === 'TSLA');
   t.equal(row?.address, tsla.address, 'TSLA at its token address');
   t.match(row?.priceUsd, /^\d+\.\d{6}$/, 'a live price in USD');
+  t.equal((await slot0())[0], sqrtPriceX96, 'the pool did not move meanwhile');
+  const price = sharePriceFromSlot0(sqrtPriceX96, n.stablecoin.address, tsla.address, tsla.decimals);
+  t.equal(BigInt(row?.priceUsd?.replace('.', '') ?? -1), price, `TSLA's price is the pool's slot0 price, ${formatUnits(price, 6)}`);
+  const byTick = sharePriceFromTick(tick, n.stablecoin.address, tsla.address, tsla.decimals);
+  t.ok(Math.abs(byTick - Number(price)) / Number(price) < 2e-4, `and agrees with the tick's price (${byTick / 1e6})`);
   t.same([row?.fees.amount, row?.limits.minStableAmount, row?.limits.maxStableAmount], ['0.000000', '1.000000', '1000.000000'], 'zero fees, limits 1 to 1000');
   const q = (await (await fetch(`${gw.url}/api/stock/quote?symbol=TSLA&stable_amount=5`)).json()) as { estimatedSharesAtomic: string; total: { atomic: string } };
-  const { pub } = clientsFor(n, funder);
   const { result } = await pub.simulateContract({ address: n.uniswap!.quoter, abi: uniswapArtifacts.quoterV2.abi, functionName: 'quoteExactInputSingle', args: [{ tokenIn: n.stablecoin.address, tokenOut: tsla.address, amountIn: 5_000_000n, fee: tsla.fee, sqrtPriceLimitX96: 0n }] });
   t.equal(q.estimatedSharesAtomic, (result as readonly [bigint])[0].toString(), 'the quote is QuoterV2 on chain');
   t.equal(q.total.atomic, '5000000', 'the total is exactly the amount (fees are zero)');
@@ -140,11 +150,12 @@ t.test('the price moves against the order between quote and swap: 502 with a ref
 t.test('20 concurrent buys by different buyers all complete; the feed lists them newest first', async (t) => {
   const buyers = [];
   for (let i = 0; i < 20; i++) buyers.push(await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('5', 6)));
-  const results = await Promise.all(buyers.map((b, i) => buy(officialBuyer(b), `symbol=${stocks[i % stocks.length]!.symbol}&stable_amount=${1 + (i % 4)}`)));
+  const mine = poolsOf(n, 'stockBuy');
+  const results = await Promise.all(buyers.map((b, i) => buy(officialBuyer(b), `symbol=${mine[i % mine.length]!.symbol}&stable_amount=${1 + (i % 4)}`)));
   t.same(results.map((r) => r.status), Array(20).fill(200), 'all 200');
   for (const [i, r] of results.entries()) {
     const record = (await (await fetch(`${gw.url}/api/stock/order/${r.body.orderId}`)).json()) as Order;
-    const stock = stocks[i % stocks.length]!;
+    const stock = mine[i % mine.length]!;
     const held = await tokenBalance(n, stock.address, buyers[i]!.address);
     if (record.status !== 'delivered' || record.deliveredAtomic !== held.toString() || record.payer.toLowerCase() !== buyers[i]!.address.toLowerCase()) {
       t.fail(`order ${i} is inconsistent: ${JSON.stringify(record)} holds ${held}`);
@@ -156,8 +167,8 @@ t.test('20 concurrent buys by different buyers all complete; the feed lists them
   t.equal(feed.orders.filter((o) => ids.has(o.orderId)).length, 20, 'the global feed lists all 20');
   const times = feed.orders.map((o) => Date.parse(o.createdAt));
   t.ok(times.every((v, i) => i === 0 || v <= (times[i - 1] as number)), 'newest first');
-  const mine = (await (await fetch(`${gw.url}/api/stock/orders?payer=${buyers[3]!.address}`)).json()) as { orders: Order[] };
-  t.same(mine.orders.map((o) => o.orderId), [results[3]!.body.orderId], "a payer's history holds its own order only");
+  const own = (await (await fetch(`${gw.url}/api/stock/orders?payer=${buyers[3]!.address}`)).json()) as { orders: Order[] };
+  t.same(own.orders.map((o) => o.orderId), [results[3]!.body.orderId], "a payer's history holds its own order only");
   t.equal((await fetch(`${gw.url}/api/stock/orders?limit=0`)).status, 400, 'a bad limit is a 400');
   t.equal((await fetch(`${gw.url}/api/stock/order/nope`)).status, 404, 'an unknown order is a 404');
 });

@@ -10,12 +10,12 @@ import { erc20Abi, parseUnits, type Address } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { uniswapArtifacts } from '../src/chain/contracts/uniswap.ts';
 import type { StockInfo } from '../src/chain/manifest.ts';
-import { sortTokens, stockPriceFromSqrtPriceX96 } from '../src/chain/uniswap-math.ts';
 import { formatDecimalAmount, USD_DECIMALS } from '../src/protocol/amounts.ts';
 import { clientsFor, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 import { gassedKey, officialBuyer } from './helpers/stock.ts';
+import { sharePriceFromSlot0 } from './helpers/pool-price.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
@@ -37,11 +37,10 @@ const payer = await fundedPayer(n, CAIP2.stockChain, tester('stockData'), parseU
 const pay = officialBuyer(payer);
 const usd = (atomic: bigint) => formatDecimalAmount(atomic, USD_DECIMALS);
 
-/** The pool's price at `blockNumber`, read here from slot0. */
+/** The pool's price at `blockNumber`, from its slot0 with this suite's own arithmetic (not the code under test). */
 async function poolPrice(s: StockInfo, blockNumber: bigint): Promise<bigint> {
   const slot0 = (await pub.readContract({ address: s.pool, abi: uniswapArtifacts.pool.abi, functionName: 'slot0', blockNumber })) as readonly [bigint, ...unknown[]];
-  const [token0] = sortTokens(n.stablecoin.address, s.address);
-  return stockPriceFromSqrtPriceX96(slot0[0], s.decimals, token0.toLowerCase() === n.stablecoin.address.toLowerCase());
+  return sharePriceFromSlot0(slot0[0], n.stablecoin.address, s.address, s.decimals);
 }
 
 async function balanceAt(token: Address, owner: Address, blockNumber: bigint): Promise<bigint> {

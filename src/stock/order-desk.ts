@@ -56,6 +56,8 @@ export class StockDesk {
   readonly #byPayer: DurableCollection<{ id: string }>;
   readonly #payments: NonceClaims;
   readonly #active = new Map<string, OrderActor>();
+  /** Each order's latest state while its write to the store is under way: what a reader is shown meanwhile. */
+  readonly #unwritten = new Map<string, StockOrder>();
   readonly #abort = new AbortController();
   readonly #now: () => number;
 
@@ -101,7 +103,7 @@ export class StockDesk {
   }
 
   get(id: string): StockOrder | undefined {
-    return this.#orders.get(id);
+    return this.#unwritten.get(id) ?? this.#orders.get(id);
   }
 
   /** Newest first; one payer's orders, or everyone's. */
@@ -109,7 +111,7 @@ export class StockDesk {
     const index = payer ? this.#byPayer.entries(`${payer.toLowerCase()}|`, { reverse: true }) : this.#feed.entries('', { reverse: true });
     const out: StockOrder[] = [];
     for (const [, { id }] of index) {
-      const order = this.#orders.get(id);
+      const order = this.get(id);
       if (order) out.push(order);
       if (out.length >= limit) break;
     }
@@ -162,7 +164,7 @@ export class StockDesk {
   /** The order once it is over, or as it stands after `ms`. */
   wait(id: string, ms: number): Promise<StockOrder | undefined> {
     const actor = this.#active.get(id);
-    if (!actor) return Promise.resolve(this.#orders.get(id));
+    if (!actor) return Promise.resolve(this.get(id));
     return new Promise((resolve) => {
       const finish = () => {
         clearTimeout(timer);
@@ -204,7 +206,12 @@ export class StockDesk {
         last = state;
         log.info('order state', { state, symbol: current.symbol, failure: current.failure?.reason });
         this.#count(current, from, snapshot.status === 'done');
-        this.#write(current).catch((err: unknown) => log.error('could not write an order', { error: err }));
+        this.#unwritten.set(order.id, current);
+        this.#write(current)
+          .catch((err: unknown) => log.error('could not write an order', { error: err }))
+          .finally(() => {
+            if (this.#unwritten.get(order.id) === current) this.#unwritten.delete(order.id);
+          });
         if (snapshot.status === 'done' && this.#active.get(order.id) === actor) this.#active.delete(order.id);
       },
       error: (err) => log.error('order actor failed', { error: err }),
