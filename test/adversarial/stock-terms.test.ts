@@ -28,6 +28,7 @@ import { fundedPayer, officialPayment, stableBalance } from '../helpers/payments
 import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 import { buyInPool, gassedKey, officialBuyer, tokenBalance } from '../helpers/stock.ts';
 import { poolsOf } from '../helpers/stock-pools.ts';
+import { settleArgs, signWitnessPermit, type WitnessPermit } from '../helpers/permit2.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
@@ -185,7 +186,7 @@ t.test('the official client: delivered at least the signed floor, and the swap o
   const swap = await pub.getTransaction({ hash: body.swapTx as Hex });
   t.equal(swap.to?.toLowerCase(), n.uniswap!.router.toLowerCase(), 'the swap calls the router');
   const call = decodeFunctionData({ abi: uniswapArtifacts.router.abi, data: swap.input });
-  t.equal(call.functionName, 'exactInputSingle');
+  t.equal(call.functionName, 'exactInputSingle', 'an exactInputSingle');
   const params = (call.args as readonly [{ tokenIn: Address; tokenOut: Address; recipient: Address; amountIn: bigint; amountOutMinimum: bigint }])[0];
   t.equal(params.amountOutMinimum, BigInt(signed.minShares), `amountOutMinimum is the signed floor, ${signed.minShares}`);
   t.ok(BigInt(signed.minShares) > 0n && BigInt(signed.minShares) < BigInt(signed.shares), 'a floor below the estimate, above zero');
@@ -223,12 +224,12 @@ t.test('front-run: the same authorization sent to the chain by someone else firs
   });
   t.equal(frontRun.status, 'success', 'the copied authorization settles for the front-runner');
   t.equal(stableBefore - (await stableBalance(n, payer.address)), 2_000_000n, 'the payer is charged: the desk holds the stablecoin');
-  t.equal((await stableBalance(n, desk)) - deskStableBefore, 2_000_000n);
+  t.equal((await stableBalance(n, desk)) - deskStableBefore, 2_000_000n, 'the desk received it');
 
   const answer = await paidPost(query, payment);
   t.not(answer.body.status, 'rejected', `not "rejected, nothing charged" (${answer.body.error ?? ''})`);
   t.equal(answer.status, 200, `the order goes on and delivers (${answer.body.error ?? answer.body.status})`);
-  t.equal(answer.body.status, 'delivered');
+  t.equal(answer.body.status, 'delivered', 'delivered');
   t.equal(await tokenBalance(n, nflx.address, payer.address), BigInt(answer.body.deliveredAtomic ?? -1), 'the payer holds exactly the delivered NFLX');
   t.equal(stableBefore - (await stableBalance(n, payer.address)), 2_000_000n, 'charged once');
   t.equal(await stableBalance(n, desk), deskStableBefore, 'the desk keeps nothing: the stablecoin went into the swap');
@@ -270,4 +271,33 @@ t.test('a refund that cannot be sent at first (the desk is out of gas) is retrie
   t.equal(await stableBalance(n, payer.address), before, "the payer's stablecoin B is back");
   t.equal(await tokenBalance(n, meta.address, payer.address), 0n, 'no META was delivered');
   t.equal(await pub.getTransactionCount({ address: desk }), deskNonce + 1, 'the desk sent one transaction in all: the refund');
+});
+
+t.test('a payment whose nonce was spent elsewhere first is rejected: the desk received nothing, so nothing was charged', async (t) => {
+  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('10', 6));
+  const elsewhere = freshAccount().address;
+  const query = 'symbol=NFLX&stable_amount=2';
+  const payment = await officialPayment(payer, await offerFor(query));
+  if (!('permit2Authorization' in payment.payload)) throw new Error('not a Permit2 payment');
+  const p = payment.payload.permit2Authorization;
+  // The payer spends the same Permit2 nonce on another payment (1 stablecoin B to someone else) before the buy settles.
+  const other: WitnessPermit = {
+    permitted: { token: n.stablecoin.address, amount: 1_000_000n },
+    spender: n.exactPermit2Proxy!,
+    nonce: BigInt(p.nonce),
+    deadline: BigInt(p.deadline),
+    witness: { to: elsewhere, validAfter: 0n },
+  };
+  const spent = await pub.waitForTransactionReceipt({
+    hash: await wallet.writeContract({ address: n.exactPermit2Proxy!, abi: exactPermit2ProxySettleAbi, functionName: 'settle', args: settleArgs(payer.address, other, await signWitnessPermit(payer, n.chainId, other)) }),
+  });
+  t.equal(spent.status, 'success', 'the nonce is spent on the other payment');
+  const before = await snapshot([payer.address, elsewhere]);
+
+  const answer = await paidPost(query, payment);
+  t.equal(answer.status, 402, `refused (${answer.body.error})`);
+  t.equal(answer.body.status, 'rejected', 'the order is rejected');
+  t.match(answer.body.error, /nothing was charged/, 'saying nothing was charged');
+  t.same(await snapshot([payer.address, elsewhere]), before, 'and truly nothing moved: balances and nonces as they were');
+  t.equal(await stableBalance(n, elsewhere), 1_000_000n, 'the other payment is the only one the nonce made');
 });
