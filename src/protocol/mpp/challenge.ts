@@ -232,6 +232,42 @@ export function formatWwwAuthenticate(challenge: PaymentChallenge): string {
   return `${PAYMENT_SCHEME} ${parts.join(', ')}`;
 }
 
+/**
+ * What the challenges of one route share within one `expires` second, worked out once: the HMAC input up to the
+ * `digest` slot and the header text between `id` and `digest`. {@link issueFromTemplate} then adds what differs per
+ * challenge (its `digest` and `opaque`) for the cost of one HMAC and a few concatenations.
+ */
+export interface ChallengeTemplate {
+  readonly fields: Omit<PaymentChallenge, 'id' | 'digest' | 'opaque'>;
+  /** `realm|method|intent|request|expires|` */
+  readonly idInputHead: string;
+  /** `, realm="…", method="…", intent="…", request="…", expires="…"[, description="…"]` */
+  readonly headerMiddle: string;
+}
+
+export function challengeTemplate(params: Omit<CreateChallengeParams, 'digest' | 'opaque'>): Result<ChallengeTemplate> {
+  const made = createChallenge(new Uint8Array(0), params);
+  if (!made.ok) return made;
+  const { id: _id, ...fields } = made.value;
+  const head = formatWwwAuthenticate({ ...made.value, id: '' });
+  return ok({
+    fields,
+    idInputHead: challengeIdInput({ ...fields, digest: '', opaque: '' }).slice(0, -1),
+    headerMiddle: head.slice(`${PAYMENT_SCHEME} id=""`.length),
+  });
+}
+
+/** One challenge from a template: its id, and its `WWW-Authenticate` value (as {@link formatWwwAuthenticate} writes it). */
+export function issueFromTemplate(key: Uint8Array, template: ChallengeTemplate, binding: { digest?: string; opaque?: string }): { id: string; header: string } {
+  const id = createHmac('sha256', key)
+    .update(`${template.idInputHead}${binding.digest ?? ''}|${binding.opaque ?? ''}`, 'utf8')
+    .digest('base64url');
+  let header = `${PAYMENT_SCHEME} id="${id}"${template.headerMiddle}`;
+  if (binding.digest !== undefined) header += `, ${authParam('digest', binding.digest)}`;
+  if (binding.opaque !== undefined) header += `, ${authParam('opaque', binding.opaque)}`;
+  return { id, header };
+}
+
 interface RawChallenge {
   scheme: string;
   params: Array<[string, string]>;
