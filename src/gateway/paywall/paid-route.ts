@@ -73,12 +73,11 @@ interface MppIssuer {
   tag: string;
 }
 
-/** An unpaid 402 kept for one path within one `expires` second: all of it but the MPP challenge, which is per 402. */
-interface UnpaidTemplate {
-  /** The whole 402 when the route takes no MPP payment; otherwise its frozen headers, without `WWW-Authenticate`. */
-  response: HttpResponse;
-  mpp?: { issuer: MppIssuer; bodyHead: string };
-}
+/**
+ * An unpaid 402 kept for one path within one `expires` second: the whole frozen response when the route takes no MPP
+ * payment; otherwise all of it but the MPP challenge, which is made per 402: frozen headers and the body up to the id.
+ */
+type UnpaidTemplate = { response: HttpResponse; mpp?: undefined } | { mpp: { issuer: MppIssuer; headers: Readonly<Record<string, string>>; bodyHead: string } };
 
 /** Randomness for every challenge's `opaque`: two 402s never share a challenge id, nor two payments an EIP-3009 nonce. */
 const nextSalt = saltSource();
@@ -250,14 +249,15 @@ function unpaid(deps: PaywallDeps, req: HttpRequest, merchant: Merchant, route: 
     const body = JSON.stringify(problemJson('payment-required', unpaidDetail(route)));
     const issuer = mppIssuer(deps, merchant, route, terms, req.method, terms.nowMs, memo);
     // problemJson puts challengeId last: the body is this head, the id, and `"}`.
-    return issuer ? { response: freeze({ status: 402, headers }), mpp: { issuer, bodyHead: `${body.slice(0, -1)},"challengeId":"` } } : { response: freeze({ status: 402, headers, body }) };
+    return issuer ? { mpp: { issuer, headers: Object.freeze(headers), bodyHead: `${body.slice(0, -1)},"challengeId":"` } } : { response: freeze({ status: 402, headers, body }) };
   });
   // Counted as challenge() counts the 402s it makes.
   deps.metrics.challengeIssued('x402');
   if (kept.mpp === undefined) return kept.response;
   const issued = issueMpp(deps, kept.mpp.issuer, digest);
   deps.metrics.challengeIssued('mpp');
-  return { status: 402, headers: { ...kept.response.headers, 'WWW-Authenticate': issued.header }, body: `${kept.mpp.bodyHead}${issued.id}"}` };
+  // The shared frozen headers are encoded once by the server; only this challenge's header and body are new.
+  return { status: 402, headers: kept.mpp.headers, moreHeaders: { 'WWW-Authenticate': issued.header }, body: `${kept.mpp.bodyHead}${issued.id}"}` };
 }
 
 /** The 402: x402 offers in PAYMENT-REQUIRED, a fresh MPP challenge in WWW-Authenticate, problem+json in the body. */

@@ -201,7 +201,11 @@ export function verifyChallenge(key: Uint8Array, echoed: ChallengeIdFields & { i
 // ---------------------------------------------------------------------------------------------
 // WWW-Authenticate
 
+/** Printable ASCII but `"` and `\`: written as it is. */
+const PLAIN_QUOTED = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 function escapeQuoted(value: string): string {
+  if (PLAIN_QUOTED.test(value)) return value;
   let out = '';
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);
