@@ -233,6 +233,27 @@ t.test('a credential whose source is not its signer is refused', async (t) => {
   t.equal((await stableBalance(stock, merchant)) - before.merchant, amount);
 });
 
+t.test('edited or broken credentials: 400 for another method, 402 with the matching problem otherwise', async (t) => {
+  const payer = await payerWith('1');
+  const { merchant } = await merchantOf(forecast);
+  const credential = await credentialFor(payer, forecast);
+  const original = decode(credential);
+  const before = await snapshot(payer, merchant);
+  const cases: Array<[string, string, number, string]> = [
+    ['another payment method', formatAuthorizationPayment({ ...original, challenge: { ...original.challenge, method: 'tempo' } }), 400, 'method-unsupported'],
+    ['another intent', formatAuthorizationPayment({ ...original, challenge: { ...original.challenge, intent: 'session' } }), 400, 'method-unsupported'],
+    ['the opaque of another 402', formatAuthorizationPayment({ ...original, challenge: { ...original.challenge, opaque: (await challengeOf(forecast)).opaque as string } }), 402, 'invalid-challenge'],
+    ['a nonce not bound to the challenge', formatAuthorizationPayment({ ...original, payload: { ...original.payload, nonce: `0x${'ab'.repeat(32)}` } }), 402, 'verification-failed'],
+    ['not base64url JSON', 'Payment !!!', 402, 'malformed-credential'],
+  ];
+  for (const [name, header, status, problem] of cases) {
+    const r = await send(forecast, header);
+    t.equal(r.status, status, name);
+    t.equal(r.problem, problem, name);
+  }
+  t.same(await snapshot(payer, merchant), before, 'nothing moved, no relayer transaction, no upstream call');
+});
+
 t.test('a challenge with a valid HMAC is still refused on a route (or method) it does not name', async (t) => {
   // Challenges made with the gateway's own key: only the route binding stands between them and payment.
   const payer = await payerWith('1');

@@ -50,7 +50,11 @@ function readX402(header: string, terms: RouteTerms): Credential {
 
 function readMpp(header: string, terms: RouteTerms, method: string): Credential {
   const parsed = parseAuthorizationPayment(header);
-  if (!parsed.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'malformed-credential', detail: parsed.error.message };
+  if (!parsed.ok) {
+    // A well-formed credential for a method or intent we do not serve is a 400, not a malformed one.
+    if (parsed.error.code === 'unsupported_method') return { kind: 'invalid', protocol: 'mpp', status: 400, problem: 'method-unsupported', detail: parsed.error.message };
+    return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'malformed-credential', detail: parsed.error.message };
+  }
   const credential = parsed.value;
   const challenge = credential.challenge;
   if (challenge.method !== 'evm' || challenge.intent !== 'charge') {
