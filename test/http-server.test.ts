@@ -423,6 +423,37 @@ t.test('createHttpServer: pattern routes, HttpError, 204, invalid responses, gra
   await closing;
 });
 
+t.test('shared frozen headers plus per-response moreHeaders: both sent, both checked', async (t) => {
+  const logs: string[] = [];
+  const server = createHttpServer({ host: '127.0.0.1', port: 0, maxBodyBytes: 100, log: (l) => logs.push(l) });
+  const shared = Object.freeze({ 'content-type': 'text/plain', 'x-shared': 'same' });
+  let n = 0;
+  server
+    .route('GET', '/each', () => {
+      n++;
+      return { status: 402, headers: shared, moreHeaders: { 'x-own': `call-${n}` }, body: `body-${n}` };
+    })
+    .route('GET', '/bad-more', () => ({ status: 200, headers: shared, moreHeaders: { 'x-evil': 'a\r\nset-cookie: b' } }))
+    .route('GET', '/reserved-more', () => ({ status: 200, moreHeaders: { 'content-length': '5' } }));
+  const port = await server.listen();
+  t.teardown(() => server.close(0));
+  for (const i of [1, 2, 3]) {
+    const r = await fetch(`http://127.0.0.1:${port}/each`);
+    t.equal(r.status, 402);
+    t.equal(r.headers.get('x-shared'), 'same');
+    t.equal(r.headers.get('content-type'), 'text/plain');
+    t.equal(r.headers.get('x-own'), `call-${i}`, 'the per-response header is this response\'s');
+    t.equal(await r.text(), `body-${i}`);
+  }
+  for (const path of ['/bad-more', '/reserved-more']) {
+    const r = await fetch(`http://127.0.0.1:${port}${path}`);
+    t.equal(r.status, 500, `${path}: moreHeaders are checked like headers`);
+    t.notOk(r.headers.get('set-cookie'));
+    await r.arrayBuffer();
+  }
+  t.equal(logs.length, 2);
+});
+
 t.test('300 concurrent requests are all answered', async (t) => {
   const svc = recordingService({
     verify: async (body) => {

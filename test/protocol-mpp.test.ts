@@ -1,7 +1,7 @@
 import t from 'tap';
 import { transferWithAuthorizationTypes } from './helpers/eip3009.ts';
 import { USDC_BASE_SEPOLIA_ADDRESS } from '../src/chain/canonical.ts';
-import { Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx';
+import { BodyDigest, Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx';
 import { challengeHash } from 'mppx/evm';
 import { charge as mppxEvmCharge } from 'mppx/evm/client';
 import { recoverTypedDataAddress, type Hex } from 'viem';
@@ -10,15 +10,18 @@ import { MAX_HEADER_BYTES, encodeBase64Url, utf8, type CodecErrorCode, type Resu
 import { canonicalJson } from '../src/protocol/mpp/canonical-json.ts';
 import {
   challengeId,
+  challengeTemplate,
   chargeRequest,
   createChallenge,
   decodeRequest,
   encodeRequest,
   formatRfc3339,
   formatWwwAuthenticate,
+  issueFromTemplate,
   parseWwwAuthenticate,
   verifyChallenge,
 } from '../src/protocol/mpp/challenge.ts';
+import { ROUTE_TAG_CHARS, SALT_CHARS, bodyDigest, bodyMismatch, boundMethod, opaqueFor, opaqueIsFor, routeTag, saltSource } from '../src/protocol/mpp/binding.ts';
 import { expectedAuthorizationNonce, formatAuthorizationPayment, parseAuthorizationPayment, sourceMatches } from '../src/protocol/mpp/credential.ts';
 import { decodeReceipt, encodeReceipt, receiptSigningMessage, signReceipt, verifyReceipt } from '../src/protocol/mpp/receipt.ts';
 import { PROBLEM_CODES, problemJson } from '../src/protocol/mpp/problems.ts';
@@ -369,6 +372,75 @@ t.test('problem+json bodies match mppx errors', async (t) => {
     t.match(theirs, { type: p.type, title: p.title, status: p.status, challengeId: 'chal-1' }, `${code} agrees with mppx`);
   }
   t.notOk('challengeId' in problemJson('payment-required', 'x'), 'challengeId omitted when absent');
+});
+
+t.test('a challenge from a template is the challenge createChallenge makes, and mppx verifies it', async (t) => {
+  const expires = new Date(Date.now() + 300_000);
+  const description = 'Caf\u00e9 \u2014 "quoted" \\ x';
+  const template = challengeTemplate({ realm: REALM, request, expires, description });
+  t.ok(template.ok, message(template));
+  if (!template.ok) return;
+  const tag = routeTag('weather', 'forecast', 'GET');
+  const salt = saltSource();
+  for (const digest of [undefined, bodyDigest(utf8('{"model":"x"}'))]) {
+    const opaque = opaqueFor(tag, salt());
+    const issued = issueFromTemplate(KEY, template.value, { ...(digest !== undefined && { digest }), opaque });
+    const made = createChallenge(KEY, { realm: REALM, request, expires, description, opaque, ...(digest !== undefined && { digest }) });
+    t.ok(made.ok);
+    if (!made.ok) continue;
+    t.equal(issued.id, made.value.id, 'same HMAC id');
+    t.equal(issued.header, formatWwwAuthenticate(made.value), 'same header text');
+    const parsed = Challenge.deserialize(issued.header);
+    t.ok(Challenge.verify(parsed, { secretKey: SECRET }), 'mppx verifies the id');
+    t.equal(parsed.opaque, opaque, 'mppx keeps opaque verbatim');
+    t.equal(parsed.digest, digest);
+    t.same(verifyChallenge(KEY, { ...made.value, opaque: opaqueFor(routeTag('weather', 'geocode', 'GET'), opaque.slice(ROUTE_TAG_CHARS)) }, Date.now()), { ok: false, code: 'invalid-challenge', message: 'challenge id does not match its fields' }, 'the route in opaque is covered by the HMAC');
+  }
+  const a = issueFromTemplate(KEY, template.value, { opaque: opaqueFor(tag, salt()) });
+  const b = issueFromTemplate(KEY, template.value, { opaque: opaqueFor(tag, salt()) });
+  t.not(a.id, b.id, 'two challenges of one route in one second have distinct ids');
+  t.not(expectedAuthorizationNonce(a.id, REALM), expectedAuthorizationNonce(b.id, REALM), 'and so distinct EIP-3009 nonces');
+});
+
+t.test('route binding: the opaque route tag names merchant, route and method', async (t) => {
+  const tag = routeTag('weather', 'forecast', 'GET');
+  t.match(tag, new RegExp(`^[A-Za-z0-9_-]{${ROUTE_TAG_CHARS}}$`));
+  t.equal(routeTag('weather', 'forecast', 'HEAD'), tag, 'HEAD is answered as GET');
+  t.equal(boundMethod('HEAD'), 'GET');
+  t.not(routeTag('weather', 'geocode', 'GET'), tag, 'another route');
+  t.not(routeTag('fx', 'forecast', 'GET'), tag, 'another merchant');
+  t.not(routeTag('weather', 'forecast', 'POST'), tag, 'another method');
+  t.not(routeTag('weather\nforecast', '', 'GET'), routeTag('weather', '\nforecast', 'GET'));
+  const salts = saltSource();
+  const drawn = Array.from({ length: 10_000 }, salts);
+  t.ok(drawn.every((s) => s.length === SALT_CHARS && /^[A-Za-z0-9_-]+$/.test(s)), 'every salt is 16 base64url characters');
+  t.equal(new Set(drawn).size, drawn.length, 'no salt repeats across pool refills');
+  const opaque = opaqueFor(tag, salts());
+  t.match(opaque, /^[A-Za-z0-9_-]{40}$/, 'opaque is base64url');
+  t.equal(Buffer.from(opaque, 'base64url').length, 30, 'of 30 bytes: tag and salt concatenate cleanly');
+  t.ok(opaqueIsFor(opaque, tag));
+  t.notOk(opaqueIsFor(opaque, routeTag('weather', 'geocode', 'GET')));
+  t.notOk(opaqueIsFor(undefined, tag), 'a challenge without opaque is bound to nothing');
+  t.notOk(opaqueIsFor(tag, tag), 'a tag without salt is not ours');
+  t.notOk(opaqueIsFor(`${opaque}x`, tag));
+  const fixed = saltSource(() => Buffer.alloc(24, 7), 2);
+  t.same([fixed(), fixed(), fixed()], [Buffer.alloc(12, 7).toString('base64url'), Buffer.alloc(12, 7).toString('base64url'), Buffer.alloc(12, 7).toString('base64url')], 'the pool is refilled from the given source');
+});
+
+t.test('body digest: as mppx BodyDigest computes it; mismatches explained', async (t) => {
+  for (const text of ['{"amount":"1000"}', 'caf\u00e9 \ud83d\ude00', 'x'.repeat(100_000)]) {
+    const d = bodyDigest(utf8(text));
+    t.equal(d, BodyDigest.compute(text));
+    t.ok(d !== undefined && BodyDigest.verify(d as `sha-256=${string}`, text));
+  }
+  t.equal(bodyDigest(new Uint8Array(0)), undefined, 'no digest for an empty body');
+  const a = bodyDigest(utf8('a'));
+  const b = bodyDigest(utf8('b'));
+  t.equal(bodyMismatch(a, a), undefined);
+  t.equal(bodyMismatch(undefined, undefined), undefined);
+  t.match(bodyMismatch(a, b), /not the one/);
+  t.match(bodyMismatch(a, undefined), /none was sent/);
+  t.match(bodyMismatch(undefined, a), /without a body/);
 });
 
 t.test('fuzz: MPP decoders never throw and always return a typed result', async (t) => {

@@ -62,12 +62,15 @@ export interface HttpRequest {
 
 /**
  * A frozen response (`Object.freeze` on it and on its `headers`) may be returned again and again: the server checks
- * and encodes it once, on its first use.
+ * and encodes it once, on its first use. A response that differs each time may still share a frozen `headers` object
+ * (checked and encoded once, on its first use) and add its own in `moreHeaders` (checked on every use).
  */
 export interface HttpResponse {
   status: number;
   /** Must not contain `content-length`, `transfer-encoding` or `connection` (the server writes those). */
   headers?: Record<string, string>;
+  /** Written after `headers`, with the same rules; names not in `headers`. */
+  moreHeaders?: Record<string, string>;
   body?: string | Uint8Array;
 }
 
@@ -163,28 +166,44 @@ interface PreparedResponse {
  * bytes as they are, where it would encode a string on every write.
  */
 const preparedFrozen = new WeakMap<HttpResponse, PreparedResponse>();
+/** Frozen `headers` objects shared by responses that are not frozen themselves, checked and encoded once. */
+const preparedFrozenHeaders = new WeakMap<Record<string, string>, [Buffer, Buffer][]>();
+
+function checkedHeaders(record: Record<string, string> | undefined, out: [RecognizedString, RecognizedString][] = []): [RecognizedString, RecognizedString][] {
+  for (const [name, value] of Object.entries(record ?? {})) {
+    if (!HEADER_NAME.test(name)) throw new TypeError(`invalid response header name ${JSON.stringify(name)}`);
+    if (RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`response header ${name} is set by the server`);
+    if (typeof value !== 'string' || !HEADER_VALUE.test(value)) throw new TypeError(`invalid value for response header ${name}`);
+    out.push([name, value]);
+  }
+  return out;
+}
+
+const frozenOrAbsent = (o: object | undefined) => o === undefined || Object.isFrozen(o);
+const utf8 = (text: RecognizedString) => (typeof text === 'string' ? Buffer.from(text, 'utf8') : (text as Buffer)); // as uWS encodes a string
 
 function prepare(r: HttpResponse): PreparedResponse {
   if (r === null || typeof r !== 'object') throw new TypeError('handler returned no response object');
-  const frozen = Object.isFrozen(r) && (r.headers === undefined || Object.isFrozen(r.headers));
+  const frozen = Object.isFrozen(r) && frozenOrAbsent(r.headers) && frozenOrAbsent(r.moreHeaders);
   if (frozen) {
     const hit = preparedFrozen.get(r);
     if (hit !== undefined) return hit;
   }
   const { status } = r;
   if (!Number.isInteger(status) || status < 200 || status > 599) throw new TypeError(`invalid response status ${String(status)}`);
-  const headers: [string, string][] = [];
-  for (const [name, value] of Object.entries(r.headers ?? {})) {
-    if (!HEADER_NAME.test(name)) throw new TypeError(`invalid response header name ${JSON.stringify(name)}`);
-    if (RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`response header ${name} is set by the server`);
-    if (typeof value !== 'string' || !HEADER_VALUE.test(value)) throw new TypeError(`invalid value for response header ${name}`);
-    headers.push([name, value]);
-  }
+  let headers: [RecognizedString, RecognizedString][];
+  if (!frozen && r.headers !== undefined && Object.isFrozen(r.headers)) {
+    let shared = preparedFrozenHeaders.get(r.headers);
+    if (shared === undefined) {
+      shared = checkedHeaders(r.headers).map(([n, v]): [Buffer, Buffer] => [utf8(n), utf8(v)]);
+      preparedFrozenHeaders.set(r.headers, shared);
+    }
+    headers = r.moreHeaders === undefined ? shared : checkedHeaders(r.moreHeaders, [...shared]);
+  } else headers = checkedHeaders(r.moreHeaders, checkedHeaders(r.headers));
   const body = r.body === undefined ? EMPTY : typeof r.body === 'string' ? Buffer.from(r.body, 'utf8') : r.body;
   if (!(body instanceof Uint8Array)) throw new TypeError('response body must be a string or a Uint8Array');
   if ((status === 204 || status === 304) && body.length > 0) throw new TypeError(`a ${status} response has no body`);
   if (!frozen) return { status, line: statusLine(status), headers, body };
-  const utf8 = (text: string) => Buffer.from(text, 'utf8'); // as uWS encodes a string
   const prepared = { status, line: utf8(statusLine(status)), headers: headers.map(([n, v]): [Buffer, Buffer] => [utf8(n), utf8(v)]), body };
   preparedFrozen.set(r, prepared);
   return prepared;

@@ -1,6 +1,7 @@
 import type { Network } from '../../chain/networks.ts';
 import { decodeRequest, verifyChallenge } from '../../protocol/mpp/challenge.ts';
-import { expectedAuthorizationNonce, parseAuthorizationPayment } from '../../protocol/mpp/credential.ts';
+import { boundMethod, opaqueIsFor } from '../../protocol/mpp/binding.ts';
+import { expectedAuthorizationNonce, parseAuthorizationPayment, sourceMatches } from '../../protocol/mpp/credential.ts';
 import type { ChargeRequest, PaymentChallenge, ProblemCode } from '../../protocol/mpp/types.ts';
 import { decodePaymentSignatureHeader } from '../../protocol/x402/headers.ts';
 import { selectRequirement } from '../../protocol/x402/select.ts';
@@ -16,19 +17,26 @@ export type Credential =
 export interface RouteTerms {
   /** The x402 offers this route advertises. */
   offers: PaymentRequirements[];
-  /** The MPP charge this route asks for, and its network. */
-  mpp?: { request: ChargeRequest; network: Network; requirements: PaymentRequirements };
+  /**
+   * The MPP charge this route asks for, and its network; `routeTags` holds the route tag (see `binding.ts`) of each
+   * method the route serves, which a challenge's `opaque` must start with.
+   */
+  mpp?: { request: ChargeRequest; network: Network; requirements: PaymentRequirements; routeTags: Readonly<Record<string, string>> };
   mppKey: Uint8Array;
   nowMs: number;
 }
 
 const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
-export function readCredential(headers: Record<string, string>, terms: RouteTerms): Credential {
+/**
+ * `method` is the request's HTTP method: an MPP challenge is bound to it. The body is not read here: an MPP
+ * credential's `digest` is checked against it later (`bodyMismatch` in `binding.ts`), still before settlement.
+ */
+export function readCredential(headers: Record<string, string>, terms: RouteTerms, method: string): Credential {
   const x402 = headers['payment-signature'] ?? headers['x-payment'];
   if (x402 !== undefined) return readX402(x402, terms);
   const auth = headers['authorization'];
-  if (auth !== undefined && /^payment\s/i.test(auth)) return readMpp(auth, terms);
+  if (auth !== undefined && /^payment\s/i.test(auth)) return readMpp(auth, terms, method);
   return { kind: 'none' };
 }
 
@@ -40,9 +48,13 @@ function readX402(header: string, terms: RouteTerms): Credential {
   return { kind: 'x402', request: { x402Version: 2, paymentPayload: decoded.value, paymentRequirements: offer } };
 }
 
-function readMpp(header: string, terms: RouteTerms): Credential {
+function readMpp(header: string, terms: RouteTerms, method: string): Credential {
   const parsed = parseAuthorizationPayment(header);
-  if (!parsed.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'malformed-credential', detail: parsed.error.message };
+  if (!parsed.ok) {
+    // A well-formed credential for a method or intent we do not serve is a 400, not a malformed one.
+    if (parsed.error.code === 'unsupported_method') return { kind: 'invalid', protocol: 'mpp', status: 400, problem: 'method-unsupported', detail: parsed.error.message };
+    return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'malformed-credential', detail: parsed.error.message };
+  }
   const credential = parsed.value;
   const challenge = credential.challenge;
   if (challenge.method !== 'evm' || challenge.intent !== 'charge') {
@@ -59,9 +71,18 @@ function readMpp(header: string, terms: RouteTerms): Credential {
   if (r.amount !== want.amount || !sameAddress(r.currency, want.currency) || !sameAddress(r.recipient, want.recipient) || r.methodDetails.chainId !== want.methodDetails.chainId) {
     return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: 'the challenge was issued for other terms than this route', challengeId: challenge.id };
   }
+  // Nor may a challenge issued for another route of the same price and recipient, or for another method.
+  const tag = terms.mpp.routeTags[boundMethod(method)];
+  if (tag === undefined || !opaqueIsFor(challenge.opaque, tag)) {
+    return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: `the challenge was not issued for ${boundMethod(method)} on this route`, challengeId: challenge.id };
+  }
   const p = credential.payload;
   if (p.nonce.toLowerCase() !== expectedAuthorizationNonce(challenge.id, challenge.realm).toLowerCase()) {
     return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'verification-failed', detail: 'the authorization nonce is not bound to this challenge', challengeId: challenge.id };
+  }
+  // The payer the credential names must be the one who signed: `from` on the challenge's chain.
+  if (credential.source !== undefined && !sourceMatches(credential.source, terms.mpp.network.chainId, p.from)) {
+    return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'verification-failed', detail: `source ${credential.source} is not the authorization's signer on chain ${terms.mpp.network.chainId}`, challengeId: challenge.id };
   }
   const requirements = terms.mpp.requirements;
   return {

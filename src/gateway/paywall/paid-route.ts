@@ -6,7 +6,8 @@ import { nonceKeyOf } from '../../engine/payment-record.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../../http/server.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
-import { createChallenge, formatWwwAuthenticate } from '../../protocol/mpp/challenge.ts';
+import { bodyDigest, bodyMismatch, boundMethod, opaqueFor, routeTag, saltSource } from '../../protocol/mpp/binding.ts';
+import { challengeTemplate, issueFromTemplate, type ChallengeTemplate } from '../../protocol/mpp/challenge.ts';
 import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.ts';
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
@@ -65,18 +66,40 @@ const json = (status: number, value: unknown, headers: Record<string, string> = 
   body: JSON.stringify(value),
 });
 
+/** How the MPP challenges of one route and method are made within one `expires` second (see `binding.ts`). */
+interface MppIssuer {
+  template: ChallengeTemplate;
+  /** The route tag `opaque` starts with. */
+  tag: string;
+}
+
 /**
- * The unpaid 402 is the hot path, and everything in it is deterministic: a route's terms change only with the
- * merchant, PAYMENT-REQUIRED only with the path, and an MPP challenge id only with its `expires` second. So they
- * are memoized; the bytes sent are the same as computed afresh. Within one `expires` second a path's whole unpaid
- * 402 is one frozen response, which the server then encodes only once.
+ * An unpaid 402 kept for one path within one `expires` second: the whole frozen response when the route takes no MPP
+ * payment; otherwise all of it but the MPP challenge, which is made per 402: frozen headers and the body up to the id.
+ */
+type UnpaidTemplate = { response: HttpResponse; mpp?: undefined } | { mpp: { issuer: MppIssuer; headers: Readonly<Record<string, string>>; bodyHead: string } };
+
+/** Randomness for every challenge's `opaque`: two 402s never share a challenge id, nor two payments an EIP-3009 nonce. */
+const nextSalt = saltSource();
+
+/** A fresh MPP challenge: the same template, with this request's body digest and a new salt in `opaque`. */
+function issueMpp(deps: PaywallDeps, issuer: MppIssuer, digest: string | undefined): { id: string; header: string } {
+  return issueFromTemplate(deps.mppKey, issuer.template, { ...(digest !== undefined && { digest }), opaque: opaqueFor(issuer.tag, nextSalt()) });
+}
+
+/**
+ * The unpaid 402 is the hot path, and nearly everything in it is deterministic: a route's terms change only with the
+ * merchant, PAYMENT-REQUIRED only with the path, and an MPP challenge's fields (but its `digest` and `opaque`, hence
+ * its id) only with its `expires` second. So those are memoized, and within one `expires` second a path's unpaid 402
+ * is a frozen set of headers and a body prefix, to which each 402 adds its own challenge: one HMAC and a few
+ * concatenations.
  */
 class ChallengeMemo {
   readonly #terms = new Map<string, { terms: Omit<RouteTerms, 'nowMs'>; at: number }>();
-  /** The `expires` second the two maps below are for: MPP challenges, and whole unpaid 402s. */
+  /** The `expires` second the two maps below are for: MPP challenge templates, and unpaid 402 templates. */
   #second = Number.NaN;
-  readonly #mpp = new Map<string, string | undefined>();
-  readonly #unpaid = new Map<string, HttpResponse>();
+  readonly #mpp = new Map<string, MppIssuer | undefined>();
+  readonly #unpaid = new Map<string, UnpaidTemplate>();
   readonly #max = 4096;
 
   terms(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute): RouteTerms {
@@ -88,8 +111,8 @@ class ChallengeMemo {
     return fresh;
   }
 
-  /** An MPP challenge, packed as `id\nWWW-Authenticate` (`undefined` when it cannot be made). */
-  mpp(second: number, key: string, make: () => string | undefined): string | undefined {
+  /** How this second's MPP challenges for `key` are made (`undefined` when they cannot be). */
+  mpp(second: number, key: string, make: () => MppIssuer | undefined): MppIssuer | undefined {
     this.#at(second);
     if (this.#mpp.has(key)) return this.#mpp.get(key);
     const made = make();
@@ -97,17 +120,14 @@ class ChallengeMemo {
     return made;
   }
 
-  /** This second's unpaid 402 for `key`, when it has been made. */
-  unpaid(second: number, key: string): HttpResponse | undefined {
+  /** This second's unpaid 402 template for `key`, made once. */
+  unpaid(second: number, key: string, make: () => UnpaidTemplate): UnpaidTemplate {
     this.#at(second);
-    return this.#unpaid.get(key);
-  }
-
-  /** Keeps `made` as this second's unpaid 402 for `key`; returns it frozen, as it is kept. */
-  keepUnpaid(key: string, made: HttpResponse): HttpResponse {
-    const frozen = Object.freeze({ ...made, ...(made.headers ? { headers: Object.freeze({ ...made.headers }) } : {}) });
-    this.#bounded(this.#unpaid).set(key, frozen);
-    return frozen;
+    const hit = this.#unpaid.get(key);
+    if (hit !== undefined) return hit;
+    const made = make();
+    this.#bounded(this.#unpaid).set(key, made);
+    return made;
   }
 
   #at(second: number): void {
@@ -121,6 +141,20 @@ class ChallengeMemo {
     if (map.size >= this.#max) map.clear();
     return map;
   }
+}
+
+const freeze = (r: HttpResponse): HttpResponse => Object.freeze({ ...r, ...(r.headers ? { headers: Object.freeze({ ...r.headers }) } : {}) });
+
+/** True for a POST that carries a body: its MPP challenge is bound to the body's digest. */
+function sendsBody(req: HttpRequest): boolean {
+  if (req.method !== 'POST') return false;
+  const length = req.headers['content-length'];
+  return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
+}
+
+/** The `digest` an MPP challenge for this request carries (read from its body), or undefined. */
+async function postedDigest(req: HttpRequest): Promise<string | undefined> {
+  return sendsBody(req) ? bodyDigest(await req.body()) : undefined;
 }
 
 /** `/m/{slug}/{route}[/appended/segments]`: 402 until paid, then the upstream's answer, verbatim. */
@@ -144,19 +178,16 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       return json(503, { error: `merchant '${slug}' is unavailable right now; nothing was charged` }, { 'retry-after': String(deps.breakers.retryAfterSeconds(slug)) });
     }
     const terms = memo.terms(deps, merchant, route);
-    const credential = readCredential(req.headers, terms);
+    const credential = readCredential(req.headers, terms, req.method);
     if (credential.kind === 'none') {
       deps.breakers.release(slug);
-      const key = `${merchant.slug}|${merchant.updatedAt}|${route.route}|${req.path}`;
-      const kept = memo.unpaid(expiresSecond(deps, terms.nowMs), key);
-      if (kept === undefined) return memo.keepUnpaid(key, challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo));
-      // Counted as challenge() counts the 402s it makes.
-      deps.metrics.challengeIssued('x402');
-      if (kept.headers?.['WWW-Authenticate'] !== undefined) deps.metrics.challengeIssued('mpp');
-      return kept;
+      // A POST's challenge is bound to its body, so that body is read first; other 402s answer at once.
+      if (sendsBody(req)) return postedDigest(req).then((digest) => unpaid(deps, req, merchant, route, terms, memo, digest));
+      return unpaid(deps, req, merchant, route, terms, memo, undefined);
     }
     if (credential.kind === 'invalid') {
       deps.breakers.release(slug);
+      if (sendsBody(req)) return postedDigest(req).then((digest) => challenge(deps, req, merchant, route, terms, credential, terms.nowMs, { ...(digest !== undefined && { digest }) }, memo));
       return challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo);
     }
     return paid(deps, req, merchant, route, terms, credential, rest);
@@ -167,9 +198,10 @@ function routeTerms(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute)
   const offers = offersFor(merchant, route, deps.networks);
   const n = mppNetworkFor(merchant, deps.networks);
   const mpp = n ? { network: n, request: mppRequestFor(merchant, route, n) } : undefined;
+  const routeTags = Object.fromEntries(route.methods.map((m) => [m, routeTag(merchant.slug, route.route, m)]));
   return {
     offers,
-    ...(mpp ? { mpp: { ...mpp, requirements: mppRequirements(mpp.request, mpp.network) } } : {}),
+    ...(mpp ? { mpp: { ...mpp, requirements: mppRequirements(mpp.request, mpp.network), routeTags } } : {}),
     mppKey: deps.mppKey,
     nowMs: deps.now(),
   };
@@ -178,6 +210,54 @@ function routeTerms(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute)
 /** `expires` of an MPP challenge made at `nowMs`, in whole seconds. */
 function expiresSecond(deps: PaywallDeps, nowMs: number): number {
   return Math.floor((nowMs + deps.challengeTtlMs) / 1000);
+}
+
+/** How this route's MPP challenges for `method` are made this `expires` second; undefined when it takes no MPP. */
+function mppIssuer(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute, terms: RouteTerms, method: string, nowMs: number, memo?: ChallengeMemo): MppIssuer | undefined {
+  const mppTerms = terms.mpp;
+  if (!mppTerms) return undefined;
+  const second = expiresSecond(deps, nowMs);
+  const make = (): MppIssuer | undefined => {
+    const tag = mppTerms.routeTags[boundMethod(method)];
+    const template = challengeTemplate({ realm: deps.realm, request: mppTerms.request, expires: new Date(second * 1000), description: `${merchant.name}: ${route.summary}` });
+    return tag !== undefined && template.ok ? { template: template.value, tag } : undefined;
+  };
+  return memo ? memo.mpp(second, `${merchant.slug}|${merchant.updatedAt}|${route.route}|${boundMethod(method)}`, make) : make();
+}
+
+function paymentRequiredHeaders(deps: PaywallDeps, req: HttpRequest, route: MerchantRoute, terms: RouteTerms, error: string | undefined): Record<string, string> {
+  return {
+    'content-type': PROBLEM_CONTENT_TYPE,
+    'cache-control': 'no-store',
+    'PAYMENT-REQUIRED': encodePaymentRequiredHeader({
+      x402Version: 2,
+      ...(error !== undefined ? { error } : {}),
+      resource: { url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' },
+      accepts: terms.offers,
+    } satisfies PaymentRequired),
+  };
+}
+
+const unpaidDetail = (route: MerchantRoute) => `${route.summary}: ${route.priceUsd} USD. Pay with x402 (PAYMENT-SIGNATURE) or MPP (Authorization: Payment).`;
+
+/** The 402 for a request without a payment: this second's template for its path, plus a fresh MPP challenge. */
+function unpaid(deps: PaywallDeps, req: HttpRequest, merchant: Merchant, route: MerchantRoute, terms: RouteTerms, memo: ChallengeMemo, digest: string | undefined): HttpResponse {
+  const second = expiresSecond(deps, terms.nowMs);
+  const key = `${merchant.slug}|${merchant.updatedAt}|${route.route}|${boundMethod(req.method)}|${req.path}`;
+  const kept = memo.unpaid(second, key, () => {
+    const headers = paymentRequiredHeaders(deps, req, route, terms, undefined);
+    const body = JSON.stringify(problemJson('payment-required', unpaidDetail(route)));
+    const issuer = mppIssuer(deps, merchant, route, terms, req.method, terms.nowMs, memo);
+    // problemJson puts challengeId last: the body is this head, the id, and `"}`.
+    return issuer ? { mpp: { issuer, headers: Object.freeze(headers), bodyHead: `${body.slice(0, -1)},"challengeId":"` } } : { response: freeze({ status: 402, headers, body }) };
+  });
+  // Counted as challenge() counts the 402s it makes.
+  deps.metrics.challengeIssued('x402');
+  if (kept.mpp === undefined) return kept.response;
+  const issued = issueMpp(deps, kept.mpp.issuer, digest);
+  deps.metrics.challengeIssued('mpp');
+  // The shared frozen headers are encoded once by the server; only this challenge's header and body are new.
+  return { status: 402, headers: kept.mpp.headers, moreHeaders: { 'WWW-Authenticate': issued.header }, body: `${kept.mpp.bodyHead}${issued.id}"}` };
 }
 
 /** The 402: x402 offers in PAYMENT-REQUIRED, a fresh MPP challenge in WWW-Authenticate, problem+json in the body. */
@@ -189,43 +269,25 @@ function challenge(
   terms: RouteTerms,
   credential: Credential,
   nowMs: number,
-  extra: { settle?: SettleResponse; problem?: ProblemCode; detail?: string } = {},
+  extra: { settle?: SettleResponse; problem?: ProblemCode; detail?: string; digest?: string } = {},
   memo?: ChallengeMemo,
 ): HttpResponse {
   const invalid = credential.kind === 'invalid' ? credential : undefined;
   const error = invalid || extra.detail ? extra.detail ?? invalid?.detail : undefined;
-  const headers: Record<string, string> = {
-    'content-type': PROBLEM_CONTENT_TYPE,
-    'cache-control': 'no-store',
-    'PAYMENT-REQUIRED': encodePaymentRequiredHeader({
-      x402Version: 2,
-      ...(error !== undefined ? { error } : {}),
-      resource: { url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' },
-      accepts: terms.offers,
-    } satisfies PaymentRequired),
-  };
+  const headers = paymentRequiredHeaders(deps, req, route, terms, error);
   deps.metrics.challengeIssued('x402');
   let challengeId: string | undefined;
-  if (terms.mpp) {
-    // `expires` carries whole seconds: within one second the same route gets the same challenge, id included.
-    const second = expiresSecond(deps, nowMs);
-    const mppTerms = terms.mpp;
-    const makeMpp = () => {
-      const made = createChallenge(deps.mppKey, { realm: deps.realm, request: mppTerms.request, expires: new Date(second * 1000), description: `${merchant.name}: ${route.summary}` });
-      return made.ok ? `${made.value.id}\n${formatWwwAuthenticate(made.value)}` : undefined;
-    };
-    const packed = memo ? memo.mpp(second, `${merchant.slug}|${merchant.updatedAt}|${route.route}`, makeMpp) : makeMpp();
-    if (packed !== undefined) {
-      const cut = packed.indexOf('\n');
-      challengeId = packed.slice(0, cut);
-      headers['WWW-Authenticate'] = packed.slice(cut + 1);
-      deps.metrics.challengeIssued('mpp');
-    }
+  const issuer = mppIssuer(deps, merchant, route, terms, req.method, nowMs, memo);
+  if (issuer) {
+    const issued = issueMpp(deps, issuer, extra.digest);
+    challengeId = issued.id;
+    headers['WWW-Authenticate'] = issued.header;
+    deps.metrics.challengeIssued('mpp');
   }
   if (extra.settle) headers['PAYMENT-RESPONSE'] = encodePaymentResponseHeader(extra.settle);
   const code: ProblemCode = extra.problem ?? invalid?.problem ?? 'payment-required';
   const status = invalid?.status ?? (code === 'method-unsupported' ? 400 : 402);
-  const detail = extra.detail ?? invalid?.detail ?? `${route.summary}: ${route.priceUsd} USD. Pay with x402 (PAYMENT-SIGNATURE) or MPP (Authorization: Payment).`;
+  const detail = extra.detail ?? invalid?.detail ?? unpaidDetail(route);
   return { status, headers, body: JSON.stringify(problemJson(code, detail, challengeId)) };
 }
 
@@ -240,10 +302,15 @@ async function paid(
 ): Promise<HttpResponse> {
   const slug = merchant.slug;
   const key = nonceKeyOf(credential.request);
+  // A POST's fresh MPP challenges are bound to its body; an MPP credential must answer a challenge bound to this body.
+  const digest = await postedDigest(req);
+  const bound = digest !== undefined ? { digest } : {};
   const used = (detail: string) => {
     deps.breakers.release(slug);
-    return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail });
+    return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail, ...bound });
   };
+  const otherBody = credential.kind === 'mpp' ? bodyMismatch(credential.challenge.digest, digest) : undefined;
+  if (otherBody !== undefined) return used(otherBody);
   if (deps.served.holder(key) !== undefined) return used('this payment has already been used for a request');
   // The upstream call is made ready first: a request it can only refuse is refused before anything is charged.
   const upstream = await prepareUpstream(deps, merchant, req, upstreamPath);
@@ -269,7 +336,7 @@ async function paid(
   }
   if (!settlement.success) {
     deps.breakers.release(slug);
-    return challenge(deps, req, merchant, route, terms, credential, deps.now(), { settle: settlement, problem: 'verification-failed', detail: `payment refused: ${settlement.errorReason ?? 'unknown'}` });
+    return challenge(deps, req, merchant, route, terms, credential, deps.now(), { settle: settlement, problem: 'verification-failed', detail: `payment refused: ${settlement.errorReason ?? 'unknown'}`, ...bound });
   }
   const servedBy = randomUUID();
   const claim = await deps.served.claim(key, servedBy);

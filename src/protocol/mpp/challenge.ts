@@ -201,7 +201,11 @@ export function verifyChallenge(key: Uint8Array, echoed: ChallengeIdFields & { i
 // ---------------------------------------------------------------------------------------------
 // WWW-Authenticate
 
+/** Printable ASCII but `"` and `\`: written as it is. */
+const PLAIN_QUOTED = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 function escapeQuoted(value: string): string {
+  if (PLAIN_QUOTED.test(value)) return value;
   let out = '';
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);
@@ -230,6 +234,42 @@ export function formatWwwAuthenticate(challenge: PaymentChallenge): string {
   if (challenge.digest !== undefined) parts.push(authParam('digest', challenge.digest));
   if (challenge.opaque !== undefined) parts.push(authParam('opaque', challenge.opaque));
   return `${PAYMENT_SCHEME} ${parts.join(', ')}`;
+}
+
+/**
+ * What the challenges of one route share within one `expires` second, worked out once: the HMAC input up to the
+ * `digest` slot and the header text between `id` and `digest`. {@link issueFromTemplate} then adds what differs per
+ * challenge (its `digest` and `opaque`) for the cost of one HMAC and a few concatenations.
+ */
+export interface ChallengeTemplate {
+  readonly fields: Omit<PaymentChallenge, 'id' | 'digest' | 'opaque'>;
+  /** `realm|method|intent|request|expires|` */
+  readonly idInputHead: string;
+  /** `, realm="…", method="…", intent="…", request="…", expires="…"[, description="…"]` */
+  readonly headerMiddle: string;
+}
+
+export function challengeTemplate(params: Omit<CreateChallengeParams, 'digest' | 'opaque'>): Result<ChallengeTemplate> {
+  const made = createChallenge(new Uint8Array(0), params);
+  if (!made.ok) return made;
+  const { id: _id, ...fields } = made.value;
+  const head = formatWwwAuthenticate({ ...made.value, id: '' });
+  return ok({
+    fields,
+    idInputHead: challengeIdInput({ ...fields, digest: '', opaque: '' }).slice(0, -1),
+    headerMiddle: head.slice(`${PAYMENT_SCHEME} id=""`.length),
+  });
+}
+
+/** One challenge from a template: its id, and its `WWW-Authenticate` value (as {@link formatWwwAuthenticate} writes it). */
+export function issueFromTemplate(key: Uint8Array, template: ChallengeTemplate, binding: { digest?: string; opaque?: string }): { id: string; header: string } {
+  const id = createHmac('sha256', key)
+    .update(`${template.idInputHead}${binding.digest ?? ''}|${binding.opaque ?? ''}`, 'utf8')
+    .digest('base64url');
+  let header = `${PAYMENT_SCHEME} id="${id}"${template.headerMiddle}`;
+  if (binding.digest !== undefined) header += `, ${authParam('digest', binding.digest)}`;
+  if (binding.opaque !== undefined) header += `, ${authParam('opaque', binding.opaque)}`;
+  return { id, header };
 }
 
 interface RawChallenge {

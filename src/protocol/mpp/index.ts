@@ -5,3 +5,4 @@ export * from './challenge.ts';
 export * from './credential.ts';
 export * from './receipt.ts';
 export * from './problems.ts';
+export * from './binding.ts';
