@@ -18,11 +18,12 @@ export interface PaidGateway {
 
 /**
  * The real `gate402 gateway`, with the built-in catalog pointed at `upstreamOrigin` (each merchant at
- * `{upstreamOrigin}/{slug}`) and relayers of its own. Breakers are raised out of the way unless `env` says otherwise.
+ * `{upstreamOrigin}/{slug}`) and relayers of its own (fresh keys, unless `reuse` gives the keys of an earlier run,
+ * with its data directory). Breakers are raised out of the way unless `env` says otherwise.
  */
-export async function spawnPaidGateway(manifest: DevnetManifest, upstreamOrigin: string, env: Record<string, string> = {}, reuse?: { relayerKeys: string; relayers: Address[]; dataDir: string; port?: number }): Promise<PaidGateway> {
-  let relayerKeys = reuse?.relayerKeys;
-  let relayers = reuse?.relayers;
+export async function spawnPaidGateway(manifest: DevnetManifest, upstreamOrigin: string, env: Record<string, string> = {}, reuse: { relayerKeys?: string; relayers?: Address[]; dataDir?: string; port?: number } = {}): Promise<PaidGateway> {
+  let relayerKeys = reuse.relayerKeys;
+  let relayers = reuse.relayers;
   if (relayerKeys === undefined || relayers === undefined) {
     const keys = [generatePrivateKey(), generatePrivateKey()];
     relayers = keys.map((k) => privateKeyToAccount(k).address);
@@ -34,8 +35,8 @@ export async function spawnPaidGateway(manifest: DevnetManifest, upstreamOrigin:
   const gw = await spawnFacilitator({
     part: 'gateway',
     manifestPath: TEST_MANIFEST_PATH,
-    ...(reuse?.dataDir ? { dataDir: reuse.dataDir } : {}),
-    ...(reuse?.port ? { port: reuse.port } : {}),
+    ...(reuse.dataDir ? { dataDir: reuse.dataDir } : {}),
+    ...(reuse.port ? { port: reuse.port } : {}),
     env: {
       GATE402_RELAYER_KEYS: relayerKeys,
       GATE402_CATALOG_UPSTREAM_BASE: upstreamOrigin,
@@ -100,4 +101,31 @@ export async function until(check: () => boolean | Promise<boolean>, what: strin
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/**
+ * Registers a merchant of the test's own through the gateway's signed registration: a fresh wallet, so that its
+ * balance moves only with this test's payments. Its upstream is `{upstreamOrigin}/{slug}`; its one route `data`
+ * takes GET and POST at `priceUsd`.
+ */
+export async function registerOwnMerchant(gatewayUrl: string, upstreamOrigin: string, opts: { slug: string; priceUsd: string; networks: string[] }): Promise<{ slug: string; payTo: Address }> {
+  const { registrationTypedData } = await import('../../src/gateway/merchants/signature.ts');
+  const owner = freshAccount();
+  const registration = {
+    action: 'register' as const,
+    slug: opts.slug,
+    name: 'Attacked shop',
+    description: 'A merchant the adversarial tests pay',
+    payTo: owner.address,
+    networks: opts.networks,
+    upstream: { kind: 'url' as const, baseUrl: `${upstreamOrigin}/${opts.slug}`, secretHeaders: { 'x-api-key': `${opts.slug}-secret` } },
+    routes: [{ route: 'data', methods: ['GET' as const, 'POST' as const], priceUsd: opts.priceUsd, summary: 'Data', description: 'Paid data', input: 'anything' }],
+    nonce: `n-${Math.random()}`,
+    issuedAt: Math.floor(Date.now() / 1000),
+  };
+  const signature = await owner.signTypedData(registrationTypedData(registration as never));
+  const res = await fetch(`${gatewayUrl}/api/merchants`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ registration, signature }) });
+  const text = await res.text();
+  if (res.status !== 200 && res.status !== 201) throw new Error(`registration refused: ${res.status} ${text}`);
+  return { slug: opts.slug, payTo: owner.address };
 }

@@ -10,7 +10,7 @@ export interface RawResponse {
 
 /**
  * One HTTP/1.1 request written byte for byte on a fresh socket (`fetch` would normalise `..`, `%2e` and `\` before
- * sending), read until the server closes. `target` goes on the request line as it is. A `body` may be partial: the
+ * sending), read until the server closes (a HEAD answer: until its headers end). `target` goes on the request line as it is. A `body` may be partial: the
  * request then announces `contentLength` and sends only what is given, and the answer is read anyway.
  */
 export async function rawRequest(
@@ -37,7 +37,11 @@ export async function rawRequest(
       socket.write(head);
       if (body.length > 0) socket.write(body);
     });
-    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('data', (c: Buffer) => {
+      chunks.push(c);
+      // A HEAD answer ends with its headers (its Content-Length announces a body that never comes).
+      if (method === 'HEAD' && Buffer.concat(chunks).includes('\r\n\r\n')) socket.destroy();
+    });
     socket.on('error', () => {}); // EPIPE/ECONNRESET when the server answers early and closes: the answer counts
     socket.on('close', () => {
       clearTimeout(timer);
