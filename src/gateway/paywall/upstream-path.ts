@@ -56,13 +56,15 @@ export function confinePath(rest: string): ConfinedPath {
     if (decoded === undefined) return { ok: false, error: 'the path has a malformed percent-escape or invalid UTF-8' };
     const unsafe = unsafeSegment(decoded);
     if (unsafe !== undefined) return { ok: false, error: `the path contains ${unsafe}` };
-    let encoded: string;
+    if (i === 0) {
+      out.push(decoded); // the route name, matched against the merchant's routes as it is
+      continue;
+    }
     try {
-      encoded = encodeSegment(decoded);
+      out.push(encodeSegment(decoded));
     } catch {
       return { ok: false, error: 'the path has an invalid character' }; // a lone surrogate
     }
-    out.push(i === 0 ? decoded : encoded);
   }
   const [route, ...segments] = out;
   return { ok: true, route: route ?? '', segments };
