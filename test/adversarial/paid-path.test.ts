@@ -153,6 +153,28 @@ t.test('appended segments reach the upstream canonically encoded, inside the rou
   t.equal(res.headers['server'], undefined);
 });
 
+t.test('a file merchant: hostile paths refused before payment; the file is served private and nosniff', async (t) => {
+  const content = Buffer.from('name,price\nwidget,1\n');
+  const file = await registerOwnMerchant(gw.url, upstream.origin, { slug: `file-${Date.now().toString(36)}`, priceUsd: '0.005000', networks: [CAIP2.base], file: { fileName: 'prices.csv', contentType: 'text/csv', content } });
+  const F = `/m/${file.slug}/data`;
+  const payer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
+  const credential = { 'payment-signature': await x402Credential(`${gw.url}${F}`, payer, CAIP2.base) };
+  const before = await money(payer.address, file.payTo);
+  for (const path of [`${F}/%2e%2e/%2e%2e/x`, `${F}/..%2fx`, `${F}/a%5cb`, `${F}/%00`, `${F}/%ZZ`]) {
+    const res = await get(path, credential);
+    t.equal(res.status, 400, `${path} -> 400`);
+    t.ok(jsonOf(res)?.['error']);
+  }
+  t.same(await money(payer.address, file.payTo), before, 'nothing settled');
+  const res = await get(F, credential);
+  t.equal(res.status, 200, res.body);
+  t.equal(res.body, content.toString(), 'the file');
+  t.equal(res.headers['cache-control'], 'private, no-store');
+  t.equal(res.headers['x-content-type-options'], 'nosniff');
+  const after = await money(payer.address, file.payTo);
+  t.same([before.payer - after.payer, after.merchant - before.merchant, after.relayerTxs - before.relayerTxs], [PRICE, PRICE, 1]);
+});
+
 t.test('bad escapes anywhere on the gateway answer 400 JSON (or a 404/402), never a 5xx', async (t) => {
   const targets = [`${M}%ZZ`, '/m/%ZZ/latest', `${M}?q=%ZZ`, `${M}?q=%C3%28`, '/m/%ZZ/openapi.json', '/api/merchants/%ZZ', '/api/merchants/%C3%28', `/m/${slug}/%C3%28`, '/.well-known/x402?x=%ZZ', '/openapi.json?%E0%A4'];
   const before = upstream.seen.length;
