@@ -4,7 +4,7 @@
  * the resource, once, without a second charge.
  */
 import t from 'tap';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseUnits } from 'viem';
@@ -21,6 +21,8 @@ const base = network(manifest, CAIP2.base);
 const upstream = await startHostileUpstream();
 t.teardown(() => upstream.close());
 const dataDir = mkdtempSync(join(tmpdir(), 'gate402-paid-crash-'));
+// Runs once the test below has stopped both gateways (its own teardowns run when it ends).
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
 t.test('SIGKILL while the upstream call is open: after a restart the same credential is served once, charged once', async (t) => {
   const first = await spawnPaidGateway(manifest, upstream.origin, {}, { dataDir });
