@@ -28,7 +28,11 @@ export interface GatewayConfig {
   /** The public URL buyers use; discovery documents and x402 resources name it. */
   baseUrl: string;
   maxBodyBytes: number;
+  /** The request body limit of paid routes (`/m/{slug}/...`); registration uploads keep `maxBodyBytes`. */
+  paidMaxBodyBytes: number;
   upstreamTimeoutMs: number;
+  /** The largest upstream response a paid request takes. */
+  upstreamMaxBytes: number;
   challengeTtlMs: number;
   /** Hosts or CIDRs of upstreams the operator allows although private (the devnet's local fixtures). */
   upstreamAllowlist: string[];
@@ -54,7 +58,9 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
     port,
     baseUrl: envString(env, 'GATE402_PUBLIC_URL', `http://${host}:${port}`).replace(/\/$/, ''),
     maxBodyBytes: envInt(env, 'GATE402_GATEWAY_MAX_BODY_BYTES', 1024 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
+    paidMaxBodyBytes: envInt(env, 'GATE402_PAID_MAX_BODY_BYTES', 1024 * 1024, { min: 0, max: 64 * 1024 * 1024 }),
     upstreamTimeoutMs: envInt(env, 'GATE402_UPSTREAM_TIMEOUT_MS', 15_000, { min: 100, max: 300_000 }),
+    upstreamMaxBytes: envInt(env, 'GATE402_UPSTREAM_MAX_BYTES', 10 * 1024 * 1024, { min: 1024, max: 1024 * 1024 * 1024 }),
     challengeTtlMs: envInt(env, 'GATE402_CHALLENGE_TTL_MS', 300_000, { min: 10_000, max: 3_600_000 }),
     upstreamAllowlist: allow.split(',').map((s) => s.trim()).filter(Boolean),
     receiptKey,
@@ -97,6 +103,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   const paid = paidRouteHandler({
     networks: parts.networks,
     settle: (request) => parts.engine.settle(request),
+    verify: (request) => parts.engine.verify(request),
     merchant: (slug) => parts.merchants.get(slug),
     served: parts.store.claims('served'),
     records: parts.store.collection<PaidRequestRecord>('paid-requests'),
@@ -109,6 +116,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     receiptKey: config.receiptKey,
     baseUrl: config.baseUrl,
     upstreamTimeoutMs: config.upstreamTimeoutMs,
+    upstreamMaxBytes: config.upstreamMaxBytes,
     challengeTtlMs: config.challengeTtlMs,
     log: parts.log.child({ part: 'paywall' }),
     metrics: parts.metrics,
@@ -125,7 +133,8 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
       return m ? json(200, merchantOpenApi(m, discovery)) : json(404, { error: `no merchant '${req.params['slug']}'` });
     });
   for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler);
-  for (const method of ['GET', 'POST']) server.route(method, '/m/:slug/*', paid);
+  // Paid routes have their own body limit, and read a body only once its credential has passed the cheap checks.
+  for (const method of ['GET', 'POST']) server.route(method, '/m/:slug/*', paid, { maxBodyBytes: config.paidMaxBodyBytes, bodyOnDemand: true });
   const port = await server.listen();
   const url = `http://${config.host}:${port}`;
   parts.log.info('gateway listening', { url, publicUrl: config.baseUrl });

@@ -15,7 +15,10 @@
  * - the body is bounded by `maxBodyBytes`: a larger declared `content-length` is answered 413 before reading,
  *   and a streamed (chunked) body is answered 413 as soon as it crosses the limit, without buffering more.
  *   Both 413s close the connection so that the client cannot keep the server reading. The body is collected
- *   from the start (bounded by the limit), so a handler may call `req.body()` late.
+ *   from the start (bounded by the limit), so a handler may call `req.body()` late. A route may have its own
+ *   limit, and may take its body on demand ({@link RouteOptions}): then nothing past what already arrived is read
+ *   until the handler asks for it, and a handler that answers without asking answers at once and closes the
+ *   connection rather than reading a body it will not use.
  *
  * Errors: a handler may throw {@link HttpError} for a deliberate status; any other exception is logged to
  * stderr (with its stack) and answered `500 {"error":"internal error"}`. Unknown paths get 404, a known path
@@ -77,6 +80,22 @@ export interface HttpResponse {
 /** A handler that returns a response (not a promise) is answered before the route callback returns. */
 export type HttpHandler = (req: HttpRequest) => Promise<HttpResponse> | HttpResponse;
 
+export interface RouteOptions {
+  /** This route's request body limit, instead of the server's `maxBodyBytes`. */
+  maxBodyBytes?: number;
+  /**
+   * Read the body only once the handler calls `req.body()` (the socket is paused until then), so that a request can
+   * be refused on its headers without its body being read.
+   */
+  bodyOnDemand?: boolean;
+}
+
+interface RegisteredRoute {
+  handler: HttpHandler;
+  maxBodyBytes: number;
+  bodyOnDemand: boolean;
+}
+
 /** Told of each response written: the route's registered path (`unmatched`), method, status, seconds since arrival. */
 export type ResponseObserver = (route: string, method: string, status: number, seconds: number) => void;
 
@@ -98,7 +117,7 @@ export interface HttpServerOptions {
 
 export interface HttpServer {
   /** Registers a handler (see `router.ts` for path patterns). Returns the server for chaining. */
-  route(method: string, path: string, handler: HttpHandler): HttpServer;
+  route(method: string, path: string, handler: HttpHandler, options?: RouteOptions): HttpServer;
   /** Starts listening; resolves to the bound port. */
   listen(): Promise<number>;
   /**
@@ -285,6 +304,9 @@ class Exchange {
   private held: PreparedResponse | undefined;
   private bodyComplete = true;
   private overLimit = false;
+  /** The body is read only once asked for (see {@link RouteOptions.bodyOnDemand}), and it has not been yet. */
+  private bodyPaused = false;
+  private maxBodyBytes: number;
   private chunks: Uint8Array[] = [];
   private received = 0;
   private bodyPromise = NO_BODY;
@@ -296,10 +318,11 @@ class Exchange {
     private readonly res: UwsResponse,
     readonly method: string,
     readonly path: string,
-    private readonly maxBodyBytes: number,
+    maxBodyBytes: number,
     private readonly log: (line: string) => void,
     private readonly observe: ResponseObserver | undefined,
   ) {
+    this.maxBodyBytes = maxBodyBytes;
     this.started = observe === undefined ? 0 : performance.now();
   }
 
@@ -308,6 +331,10 @@ class Exchange {
   }
 
   body(): Promise<Uint8Array> {
+    if (this.bodyPaused) {
+      this.bodyPaused = false;
+      if (!this.aborted && !this.written) this.res.resume();
+    }
     return this.bodyPromise;
   }
 
@@ -319,8 +346,12 @@ class Exchange {
     this.rejectBody?.(new RequestAbortedError());
   }
 
-  /** Synchronously, in the route callback. Returns false when a 413 was sent up front. */
-  startBody(headers: Record<string, string>): boolean {
+  /**
+   * Synchronously, in the route callback. Returns false when a 413 was sent up front. `route` gives the matched
+   * route's body limit and whether it reads its body on demand.
+   */
+  startBody(headers: Record<string, string>, route?: { maxBodyBytes: number; bodyOnDemand: boolean }): boolean {
+    if (route !== undefined) this.maxBodyBytes = route.maxBodyBytes;
     const declared = headers['content-length'];
     const length = declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : undefined;
     if (length !== undefined && length > this.maxBodyBytes) {
@@ -337,6 +368,10 @@ class Exchange {
     });
     this.bodyPromise.catch(() => {}); // a handler that never reads the body must not cause an unhandled rejection
     this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
+    if (route?.bodyOnDemand === true) {
+      this.bodyPaused = true;
+      this.res.pause();
+    }
     return true;
   }
 
@@ -401,7 +436,8 @@ class Exchange {
   respond(r: PreparedResponse, closeConnection = false): void {
     if (this.decided || this.aborted) return;
     this.decided = true;
-    if (this.bodyComplete || closeConnection) this.write(r, closeConnection);
+    // A body nobody asked for is not read on: the answer goes now, and the connection with it.
+    if (this.bodyComplete || closeConnection || this.bodyPaused) this.write(r, closeConnection || !this.bodyComplete);
     else this.held = r;
   }
 
@@ -435,7 +471,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`port must be 0..65535, got ${port}`);
   const trustProxy = options.trustProxy === true;
   const log = options.log ?? ((line: string) => void process.stderr.write(`${line}\n`));
-  const router = new Router<HttpHandler>();
+  const router = new Router<RegisteredRoute>();
   const app: TemplatedApp = App();
   let listenSocket: us_listen_socket | undefined;
   let closing = false;
@@ -452,13 +488,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   function onRequest(res: UwsResponse, req: UwsRequest, ex: Exchange): void {
     const query = req.getQuery() ?? ''; // typed as string, but undefined when the URL has no `?`
     const headers = readHeaders(req);
-    if (!ex.startBody(headers)) return;
+    const { method, path } = ex;
+    const match = router.match(method, path);
+    if (!ex.startBody(headers, match.kind === 'found' ? match.handler : undefined)) return;
     if (closing) {
       ex.respond(errorBody(503, 'shutting down'), true);
       return;
     }
-    const { method, path } = ex;
-    const match = router.match(method, path);
     switch (match.kind) {
       case 'not_found':
         ex.respond(errorBody(404, 'not found'));
@@ -476,7 +512,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const request = new RouteRequest(method, path, query, headers, match.params, ex, res, trustProxy);
     let result: Promise<HttpResponse> | HttpResponse;
     try {
-      result = match.handler(request);
+      result = match.handler.handler(request);
     } catch (err) {
       ex.fail(err);
       return;
@@ -530,8 +566,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
 
   const server: HttpServer = {
-    route(method, path, handler) {
-      router.add(method, path, handler);
+    route(method, path, handler, routeOptions = {}) {
+      const limit = routeOptions.maxBodyBytes ?? maxBodyBytes;
+      if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`maxBodyBytes of ${path} must be a non-negative integer, got ${limit}`);
+      router.add(method, path, { handler, maxBodyBytes: limit, bodyOnDemand: routeOptions.bodyOnDemand === true });
       return server;
     },
     listen() {

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import type { Hex } from 'viem';
 import type { NetworkRegistry } from '../../chain/networks.ts';
@@ -12,14 +11,18 @@ import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.t
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '../../protocol/x402/headers.ts';
-import type { PaymentRequired, SettleResponse, VerifyRequest } from '../../protocol/x402/types.ts';
+import type { PaymentRequired, SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
+import { Eip3009Reason, Permit2Reason } from '../../verify/reasons.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 import type { CircuitBreakers } from './circuit-breaker.ts';
 import { readCredential, type Credential, type RouteTerms } from './credentials.ts';
 import { forwardToUpstream, type InternalUpstream, type PreparedCall, type UpstreamResult } from './forward.ts';
 import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
+import { paidAnswerHeaders } from './paid-headers.ts';
+import { claimForServing, markServed, releaseServing, servedState } from './served-claims.ts';
+import { checkQuery, confinedUpstreamUrl, confinePath, upstreamRelativePath } from './upstream-path.ts';
 
 /** One paid request, as recorded: enough to reconcile revenue, disputes and upstream health. */
 export interface PaidRequestRecord {
@@ -38,6 +41,11 @@ export interface PaidRequestRecord {
 export interface PaywallDeps {
   networks: NetworkRegistry;
   settle(request: VerifyRequest): Promise<SettleResponse>;
+  /**
+   * Verification short of settling, run on a credential before its request's body is read: a credential whose
+   * signature is not the payer's is refused without reading (or buffering) the body.
+   */
+  verify?(request: VerifyRequest): Promise<VerifyResponse>;
   merchant(slug: string): Merchant | undefined;
   /** Which payments have been served upstream: a payment buys one upstream call. */
   served: NonceClaims;
@@ -52,6 +60,8 @@ export interface PaywallDeps {
   receiptKey: Hex;
   baseUrl: string;
   upstreamTimeoutMs: number;
+  /** The largest upstream response body a paid request takes; a larger one fails the call (502, not charged again). */
+  upstreamMaxBytes: number;
   challengeTtlMs: number;
   log: Logger;
   metrics: PaywallMetrics;
@@ -165,11 +175,13 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
     const slug = req.params['slug'] ?? '';
     const merchant = deps.merchant(slug);
     if (!merchant) return json(404, { error: `no merchant '${slug}'` });
-    const rest = req.params['*'] ?? '';
-    const cut = rest.indexOf('/');
-    const routeName = cut < 0 ? rest : rest.slice(0, cut);
-    const route = findRoute(merchant, decodeURIComponent(routeName));
-    if (!route) return json(404, { error: `merchant '${slug}' has no route '${routeName}'` });
+    // The path is checked before anything else: a path that could leave the route is refused, whatever is paid.
+    const confined = confinePath(req.params['*'] ?? '');
+    if (!confined.ok) return json(400, { error: `${confined.error}; nothing was charged` });
+    const badQuery = checkQuery(req.query);
+    if (badQuery) return json(400, { error: `${badQuery.error}; nothing was charged` });
+    const route = findRoute(merchant, confined.route);
+    if (!route) return json(404, { error: `merchant '${slug}' has no route '${confined.route.slice(0, 64)}'` });
     if (!route.methods.includes(req.method === 'HEAD' ? 'GET' : (req.method as 'GET' | 'POST'))) {
       return json(405, { error: `${req.method} is not allowed here` }, { allow: route.methods.join(', ') });
     }
@@ -178,7 +190,8 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       return json(503, { error: `merchant '${slug}' is unavailable right now; nothing was charged` }, { 'retry-after': String(deps.breakers.retryAfterSeconds(slug)) });
     }
     const terms = memo.terms(deps, merchant, route);
-    const credential = readCredential(req.headers, terms, req.method);
+    // HEAD never spends a credential: it answers what an unpaid GET would, whatever payment headers it carries.
+    const credential: Credential = req.method === 'HEAD' ? { kind: 'none' } : readCredential(req.headers, terms, req.method);
     if (credential.kind === 'none') {
       deps.breakers.release(slug);
       // A POST's challenge is bound to its body, so that body is read first; other 402s answer at once.
@@ -190,7 +203,11 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       if (sendsBody(req)) return postedDigest(req).then((digest) => challenge(deps, req, merchant, route, terms, credential, terms.nowMs, { ...(digest !== undefined && { digest }) }, memo));
       return challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo);
     }
-    return paid(deps, req, merchant, route, terms, credential, rest);
+    return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, confined.segments)).catch((err: unknown) => {
+      // Before settlement (the body was too large, the client left): nothing was charged; the server answers.
+      deps.breakers.release(slug);
+      throw err;
+    });
   };
 }
 
@@ -302,16 +319,23 @@ async function paid(
 ): Promise<HttpResponse> {
   const slug = merchant.slug;
   const key = nonceKeyOf(credential.request);
-  // A POST's fresh MPP challenges are bound to its body; an MPP credential must answer a challenge bound to this body.
-  const digest = await postedDigest(req);
-  const bound = digest !== undefined ? { digest } : {};
+  // Fresh MPP challenges of a POST are bound to its body, once it has been read.
+  let bound: { digest?: string } = {};
   const used = (detail: string) => {
     deps.breakers.release(slug);
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail, ...bound });
   };
+  if (servedState(deps.served.holder(key)) !== 'free') return used('this payment has already been used for a request');
+  // A body is read only for a credential whose signature checks: a forged one is refused before a byte of it is.
+  if (deps.verify && sendsBody(req)) {
+    const verdict = await deps.verify(credential.request);
+    if (!verdict.isValid && SIGNATURE_REASONS.has(verdict.invalidReason ?? '')) return used(`payment refused: ${verdict.invalidReason}`);
+  }
+  // An MPP credential must answer a challenge bound to this very body.
+  const digest = await postedDigest(req);
+  if (digest !== undefined) bound = { digest };
   const otherBody = credential.kind === 'mpp' ? bodyMismatch(credential.challenge.digest, digest) : undefined;
   if (otherBody !== undefined) return used(otherBody);
-  if (deps.served.holder(key) !== undefined) return used('this payment has already been used for a request');
   // The upstream call is made ready first: a request it can only refuse is refused before anything is charged.
   const upstream = await prepareUpstream(deps, merchant, req, upstreamPath);
   if (!upstream.ok) {
@@ -338,41 +362,64 @@ async function paid(
     deps.breakers.release(slug);
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { settle: settlement, problem: 'verification-failed', detail: `payment refused: ${settlement.errorReason ?? 'unknown'}`, ...bound });
   }
-  const servedBy = randomUUID();
-  const claim = await deps.served.claim(key, servedBy);
-  if (!claim.claimed) return used('this payment has already been used for a request');
+  // Claimed as `serving` (durably) before the upstream is called: a crash from here on leaves the credential redeemable.
+  const claim = await claimForServing(deps.served, key);
+  if (!claim) return used('this payment has already been used for a request');
 
-  const result = await upstream.call();
-  deps.metrics.upstreamCall(slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
-  const upstreamFailed = !result.ok || result.status >= 500;
-  if (upstreamFailed) deps.breakers.failure(slug);
-  else deps.breakers.success(slug);
-  const record: PaidRequestRecord = {
-    merchant: slug,
-    route: route.route,
-    protocol: credential.kind,
-    payer: settlement.payer ?? '',
-    amount: credential.request.paymentRequirements.amount,
-    network: settlement.network,
-    transaction: settlement.transaction,
-    upstreamStatus: result.ok ? result.status : 'failed',
-    latencyMs: Math.round(result.latencyMs),
-    at: deps.now(),
-  };
-  void deps.records.put(`${String(record.at).padStart(15, '0')}-${servedBy}`, record).catch((err: unknown) => deps.log.error('could not record a paid request', { payment: key, error: err }));
-  if (upstreamFailed) {
-    deps.log.warn('upstream failed after payment', { payment: key, merchant: slug, route: route.route, transaction: settlement.transaction, error: result.ok ? `status ${result.status}` : result.error });
-    // The buyer keeps the right to the resource: the same credential may be sent again, and is not charged again.
-    await deps.served.release(key, servedBy);
+  // From here on the buyer has paid: whatever goes wrong answers 502 with the settlement, and the credential stays good.
+  const failedAfterPayment = async (error: string): Promise<HttpResponse> => {
+    deps.log.warn('upstream failed after payment', { payment: key, merchant: slug, route: route.route, transaction: settlement.transaction, error });
+    await releaseServing(deps.served, claim).catch((err: unknown) => deps.log.error('could not release a served claim', { payment: key, error: err }));
     return json(
       502,
       { error: 'the merchant upstream failed after your payment settled', transaction: settlement.transaction, network: settlement.network, retry: 'send the same request with the same credential; it will not be charged again' },
       paymentHeaders,
     );
+  };
+  try {
+    const result = await upstream.call();
+    const answer = result.ok ? answerable(result) : undefined;
+    deps.metrics.upstreamCall(slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
+    const upstreamFailed = answer === undefined || answer.status >= 500;
+    if (upstreamFailed) deps.breakers.failure(slug);
+    else deps.breakers.success(slug);
+    const record: PaidRequestRecord = {
+      merchant: slug,
+      route: route.route,
+      protocol: credential.kind,
+      payer: settlement.payer ?? '',
+      amount: credential.request.paymentRequirements.amount,
+      network: settlement.network,
+      transaction: settlement.transaction,
+      upstreamStatus: result.ok ? result.status : 'failed',
+      latencyMs: Math.round(result.latencyMs),
+      at: deps.now(),
+    };
+    void deps.records.put(`${String(record.at).padStart(15, '0')}-${claim.id}`, record).catch((err: unknown) => deps.log.error('could not record a paid request', { payment: key, error: err }));
+    if (upstreamFailed) return await failedAfterPayment(!result.ok ? result.error : `status ${result.status}`);
+    const response: HttpResponse = { status: answer.status, headers: paidAnswerHeaders(answer.headers, paymentHeaders), body: answer.status === 204 ? new Uint8Array(0) : answer.body };
+    // The payment is spent once the answer is ready: durably, before it goes out.
+    if (!(await markServed(deps.served, claim))) return used('this payment has already been used for a request');
+    // Counted once per payment: a served payment's claim is kept, so the credential buys nothing more.
+    deps.metrics.revenue(slug, credential.kind, Number(route.priceUsd));
+    return response;
+  } catch (err) {
+    deps.breakers.release(slug);
+    return failedAfterPayment(err instanceof Error ? err.message : String(err));
   }
-  // Counted once per payment: a served payment's claim is kept, so the credential buys nothing more.
-  deps.metrics.revenue(slug, credential.kind, Number(route.priceUsd));
-  return { status: (result as Extract<UpstreamResult, { ok: true }>).status, headers: { ...(result as Extract<UpstreamResult, { ok: true }>).headers, ...paymentHeaders }, body: (result as Extract<UpstreamResult, { ok: true }>).body };
+}
+
+/** Reasons of a credential whose signature is not the payer's: the checks run before a body is read. */
+const SIGNATURE_REASONS = new Set<string>([Eip3009Reason.signature, Permit2Reason.signature]);
+
+/**
+ * An upstream answer that may be passed on: a final status other than a redirect (never followed, and its Location
+ * would name the upstream) and not 304 (conditional requests are not forwarded). Anything else fails the call.
+ */
+function answerable(result: Extract<UpstreamResult, { ok: true }>): Extract<UpstreamResult, { ok: true }> | undefined {
+  const s = result.status;
+  if (!Number.isInteger(s) || s < 200 || s > 599 || (s >= 300 && s < 400)) return undefined;
+  return result;
 }
 
 /** The upstream call of a paid request, ready to make once the payment settles; or its refusal before that. */
@@ -385,14 +432,22 @@ async function prepareUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpR
         const started = performance.now();
         const body = await deps.readFile(upstream.sha256);
         if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
-        return { ok: true, status: 200, headers: { 'content-type': upstream.contentType, 'x-content-type-options': 'nosniff' }, body, latencyMs: performance.now() - started };
+        return { ok: true, status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started };
       },
     };
+  }
+  let url: string | undefined;
+  if (upstream.kind === 'url') {
+    const confined = confinedUpstreamUrl(upstream.baseUrl, path, req.query);
+    if (!confined.ok) return { ok: false, status: 400, error: confined.error };
+    url = confined.url;
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
   const request = { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) };
   if (upstream.kind === 'internal') return deps.internalUpstream(upstream.name, request);
-  return { ok: true, call: () => forwardToUpstream(upstream, request, deps.dispatcher, deps.upstreamTimeoutMs) };
+  const limits = { timeoutMs: deps.upstreamTimeoutMs, maxBytes: deps.upstreamMaxBytes };
+  const target = url as string;
+  return { ok: true, call: () => forwardToUpstream(target, upstream.secretHeaders, request, deps.dispatcher, limits) };
 }
 
 /** x402 answers with PAYMENT-RESPONSE; MPP with a signed Payment-Receipt once settled. */
