@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
 import { BlockWatcher } from '../chain/block-watcher.ts';
 import { publicClientFor } from '../chain/clients.ts';
+import { knownContracts } from '../chain/known-addresses.ts';
 import { DEVNET_ROLES, devnetAccount } from '../chain/devnet/accounts.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
@@ -90,6 +91,8 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     relayers: (caip2) => pick(relayers, caip2),
     watcher: (caip2) => pick(watchers, caip2),
     simulateFrom: (caip2) => pick(relayers, caip2).addresses[0] as `0x${string}`,
+    // Never paid: our own relayers and every contract the networks name (a payment there only burns our gas).
+    policy: { refusedPayees: new Set([...knownContracts(networks), ...accounts.map((a) => a.address.toLowerCase())]), minAmount: 1n },
     now: () => BigInt(Math.floor(Date.now() / 1000)),
     confirmDeadlineMs: config.confirmDeadlineMs,
     pollMs: config.pollMs,
