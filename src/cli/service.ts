@@ -5,6 +5,7 @@ import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../chain/devnet/a
 import type { DevnetManifest } from '../chain/manifest.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { envString } from '../config/env.ts';
+import { requireProductionSecrets } from '../config/production-secrets.ts';
 import { createEngine, engineConfigFromEnv } from '../engine/create-engine.ts';
 import { facilitatorAdmissionConfigFromEnv } from '../facilitator/admission.ts';
 import { facilitatorHttpConfigFromEnv } from '../facilitator/config.ts';
@@ -51,11 +52,13 @@ export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
  * relayer keys would race each other for nonces.
  */
 export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv = process.env): Promise<RunningService> {
+  // Before anything starts: off the devnet, no key may come from the public test mnemonic.
+  if (!opts.manifest) requireProductionSecrets(env, opts, opts.networks);
   const log = createLogger('gate402');
   // One registry per process: in `start`, the facilitator's and the gateway's /metrics show the same numbers.
   const metrics = createMetrics();
   const metricsEndpoint = metricsRoute(metrics, metricsEndpointConfigFromEnv(env));
-  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics);
+  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics, { devnet: opts.manifest !== undefined });
   const closers: Array<() => Promise<void>> = [() => engine.close()];
   const running: RunningService = {
     async close() {

@@ -63,7 +63,9 @@ export interface RunningEngine {
 }
 
 /** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
-export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics): Promise<RunningEngine> {
+export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics, opts: { devnet?: boolean } = {}): Promise<RunningEngine> {
+  // The devnet's relayers are keys of the public test mnemonic: never a fallback anywhere else.
+  if (!config.relayerKeys.length && opts.devnet !== true) throw new ConfigError('GATE402_RELAYER_KEYS is required off the devnet (the relayers that pay settlement gas)');
   const accounts: LocalAccount[] = config.relayerKeys.length
     ? config.relayerKeys.map((k) => privateKeyToAccount(k))
     : DEVNET_ROLES.relayers.map((i) => devnetAccount(i));
