@@ -43,7 +43,12 @@ t.test('admission settings from the environment', async (t) => {
     ['GATE402_FACILITATOR_PAYER_RATE_CAPACITY', '0'],
     ['GATE402_FACILITATOR_PAYER_RATE_PER_SECOND', 'fast'],
   ] as const) {
-    t.throws(() => facilitatorAdmissionConfigFromEnv({ [name]: value }), ConfigError, `${name}=${value} is refused`);
-    t.throws(() => facilitatorAdmissionConfigFromEnv({ [name]: value }), new RegExp(name), 'naming the variable');
+    let error: unknown;
+    try {
+      facilitatorAdmissionConfigFromEnv({ [name]: value });
+    } catch (err) {
+      error = err;
+    }
+    t.ok(error instanceof ConfigError && error.message.includes(name), `${name}=${value} is refused, naming the variable (${String(error)})`);
   }
 });
