@@ -43,6 +43,8 @@ export type Precheck =
   | { ok: true; payer: Address; network: Network; kind: 'eip3009' | 'permit2'; token: StablecoinInfo; call: SettlementCall; job: VerifyJob; signedByKey: boolean }
   | { ok: false; reason: InvalidReason; message: string; payer?: Address };
 
+const refused = (reason: InvalidReason, message: string, payer?: Address): Precheck => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
+
 /**
  * Every check of a payment that needs no chain, the payment policy included: unconfigured networks and assets,
  * scheme, domain, recipient, time window, amount, payee, and the signature recovered locally. A payment that fails
@@ -53,12 +55,11 @@ export async function precheckPayment(deps: Pick<VerifyDeps, 'networks' | 'signa
   const req = request.paymentRequirements;
   const accepted = request.paymentPayload.accepted;
   const network = deps.networks.find(req.network);
-  if (!network) return invalid(GatewayReason.unsupportedNetwork, `network ${req.network} is not served here`) as Precheck;
+  if (!network) return refused(GatewayReason.unsupportedNetwork, `network ${req.network} is not served here`);
   const token = deps.networks.stablecoinOn(req.network, req.asset);
-  if (!token) return invalid(GatewayReason.unsupportedAsset, `asset ${req.asset} is not a configured stablecoin on ${req.network}`) as Precheck;
+  if (!token) return refused(GatewayReason.unsupportedAsset, `asset ${req.asset} is not a configured stablecoin on ${req.network}`);
   const payload = request.paymentPayload.payload;
   const now = deps.now();
-  const refused = (reason: InvalidReason, message: string, payer?: Address): Precheck => invalid(reason, message, payer) as Precheck;
 
   if (transferMethodOf(req) === 'permit2') {
     if (!isPermit2Payload(payload)) return refused(Permit2Reason.payloadType, 'requirements ask for a Permit2 payload');
