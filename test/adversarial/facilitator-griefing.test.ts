@@ -154,6 +154,23 @@ t.test('contracts we know are never a payee', async (t) => {
   if (firstStock) await refusedForFree(t, 'Permit2 to a stock token', await permit2(freshAccount(), firstStock.address, 10_000n), 'payee_not_allowed');
 });
 
+t.test('a payment failing any pure check costs no RPC, even with a signature no key made', async (t) => {
+  const payer = freshAccount();
+  const impostor = freshAccount();
+  const payTo = freshAccount().address;
+  const req = requirementsFor(CAIP2.base, base, payTo, '10000');
+  const forged = async (over: { value?: bigint; validBefore?: bigint; to?: Address }) => {
+    const s = await signTransferAuthorization(impostor, baseDomain, { from: payer.address, to: payTo, value: 10_000n, validAfter: 0n, validBefore: now() + 120n, ...over });
+    const a = s.authorization;
+    const payment = { x402Version: 2, accepted: req, payload: { signature: s.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: '0', validBefore: a.validBefore.toString(), nonce: a.nonce } } } as PaymentPayload;
+    return { payment, req };
+  };
+  // Without the pure checks first, each of these would ask the chain whether the payer is a contract wallet.
+  await refusedForFree(t, 'forged and expired', await forged({ validBefore: now() + 1n }), 'invalid_exact_evm_payload_authorization_valid_before');
+  await refusedForFree(t, 'forged and the wrong amount', await forged({ value: 9_999n }), 'invalid_exact_evm_payload_authorization_value_mismatch');
+  await refusedForFree(t, 'forged and the wrong recipient', await forged({ to: freshAccount().address }), 'invalid_exact_evm_recipient_mismatch');
+});
+
 t.test('an asset without code is asked about once, not once per request', async (t) => {
   const sepolia = network(manifest, CAIP2.baseSepolia);
   const req = { ...requirementsFor(CAIP2.baseSepolia, sepolia, freshAccount().address, '10000'), asset: undeployedAsset };
