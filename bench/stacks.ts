@@ -67,6 +67,8 @@ export async function startGate402(manifestPath: string, opts: { upstream?: stri
     GATE402_DATA_DIR: join(dir, 'data'),
     GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
     GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
+    GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '1000000',
+    GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '1000000',
     GATE402_RECEIPT_POLL_MS: String(opts.pollMs),
     ...(opts.upstream ? { GATE402_CATALOG_UPSTREAM_BASE: opts.upstream } : {}),
     ...opts.env,

@@ -51,6 +51,8 @@ try {
       GATE402_SIMULATE_ON_VERIFY: String(simulate),
       GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
       GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
+      GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '1000000',
+      GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '1000000',
     });
     try {
       const verify = (i: number) => ({ url: `http://127.0.0.1:${port}/verify`, method: 'POST' as const, headers: { 'content-type': 'application/json' }, body: bodies[i % bodies.length] as string });

@@ -22,6 +22,8 @@ const fac = await spawnFacilitator({
     GATE402_RELAYER_KEYS: relayerIndices.map((i) => devnetPrivateKey(i)).join(','),
     GATE402_FACILITATOR_RATE_CAPACITY: '100000',
     GATE402_FACILITATOR_RATE_PER_SECOND: '100000',
+    GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '100000',
+    GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '100000',
   },
 });
 t.teardown(() => fac.stop());
@@ -179,12 +181,16 @@ t.test('50 concurrent settles of one payload: one transfer, 50 consistent answer
   const payTo = freshAccount().address;
   const req = requirementsFor(CAIP2.base, n, payTo, '25000');
   const payment = await officialPayment(payer, req);
+  const before = await relayerNonces();
   const answers = await Promise.all(Array.from({ length: 50 }, () => client.settle(payment, req)));
   const hashes = new Set(answers.map((a) => a.transaction));
   t.equal(hashes.size, 1, 'every answer names the same transaction');
   t.ok(answers.every((a) => a.success), 'every answer says success');
   t.equal(await stableBalance(n, payTo), 25_000n, 'the price moved once');
   t.equal(await stableBalance(n, payer.address), 975_000n);
+  // Nonces make a second transfer impossible anyway: count what the relayers sent, so a duplicate broadcast shows.
+  const after = await relayerNonces();
+  t.equal(after.reduce((sum, nonce, i) => sum + nonce - (before[i] as number), 0), 1, 'the relayers sent exactly one transaction');
 });
 
 t.test('1,000 malformed or hostile requests: 4xx JSON, no crash, no relayer transaction', async (t) => {

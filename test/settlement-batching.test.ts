@@ -44,6 +44,8 @@ const env = {
   GATE402_CONFIRM_DEADLINE_MS: '1500',
   GATE402_FACILITATOR_RATE_CAPACITY: '100000',
   GATE402_FACILITATOR_RATE_PER_SECOND: '100000',
+  GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '100000',
+  GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '100000',
 };
 const fac = await spawnFacilitator({ manifestPath: devnet.manifestPath, env });
 t.teardown(() => fac.stop());

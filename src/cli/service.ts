@@ -1,10 +1,13 @@
 import type { Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../chain/canonical.ts';
 import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../chain/devnet/accounts.ts';
 import type { DevnetManifest } from '../chain/manifest.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { envString } from '../config/env.ts';
+import { requireProductionSecrets } from '../config/production-secrets.ts';
 import { createEngine, engineConfigFromEnv } from '../engine/create-engine.ts';
+import { facilitatorAdmissionConfigFromEnv } from '../facilitator/admission.ts';
 import { facilitatorHttpConfigFromEnv } from '../facilitator/config.ts';
 import { runFacilitator } from '../facilitator/run-facilitator.ts';
 import { builtinCatalog } from '../gateway/catalog/catalog.ts';
@@ -49,11 +52,13 @@ export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
  * relayer keys would race each other for nonces.
  */
 export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv = process.env): Promise<RunningService> {
+  // Before anything starts: off the devnet, no key may come from the public test mnemonic.
+  if (!opts.manifest) requireProductionSecrets(env, opts, opts.networks);
   const log = createLogger('gate402');
   // One registry per process: in `start`, the facilitator's and the gateway's /metrics show the same numbers.
   const metrics = createMetrics();
   const metricsEndpoint = metricsRoute(metrics, metricsEndpointConfigFromEnv(env));
-  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics);
+  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics, { devnet: opts.manifest !== undefined });
   const closers: Array<() => Promise<void>> = [() => engine.close()];
   const running: RunningService = {
     async close() {
@@ -62,7 +67,13 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   };
   try {
     if (opts.facilitator) {
-      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }), metrics, [metricsEndpoint]);
+      // The stock desk is paid through the gateway's stock API only: the open facilitator never pays it.
+      const deskKey = stockConfigFromEnv(env).deskKey;
+      const desk = deskKey ? privateKeyToAccount(deskKey).address : opts.manifest ? devnetAccount(DEVNET_ROLES.stockDesk).address : undefined;
+      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }), metrics, [metricsEndpoint], {
+        config: facilitatorAdmissionConfigFromEnv(env),
+        ...(desk ? { ownPayees: [desk] } : {}),
+      });
       closers.push(() => f.close());
       running.facilitatorUrl = f.url;
     }

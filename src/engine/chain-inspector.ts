@@ -14,25 +14,52 @@ const erc1271Abi = [
 export type Simulation = { ok: true; gas: bigint } | { ok: false; error: string };
 
 /** Everything the engine asks of one chain, through the viem client it is given. */
+/** How long "no code at this address" is believed, and how many such answers are kept (oldest dropped first). */
+export const ABSENT_CODE_TTL_MS = 30_000;
+export const ABSENT_CODE_MAX_ENTRIES = 10_000;
+
 export class ChainInspector {
   readonly #client: PublicClient<Transport, Chain>;
   readonly #deployed = new Set<string>();
+  /** Addresses found without code, with when that answer expires; insertion order is age order. */
+  readonly #absent = new Map<string, number>();
+  readonly #clock: () => number;
 
-  constructor(client: PublicClient<Transport, Chain>) {
+  constructor(client: PublicClient<Transport, Chain>, clock: () => number = Date.now) {
     this.#client = client;
+    this.#clock = clock;
   }
 
   get client(): PublicClient<Transport, Chain> {
     return this.#client;
   }
 
-  /** Whether an address has code. Positive answers for contracts are cached: code does not vanish in practice. */
+  /**
+   * Whether an address has code. Positive answers are cached (code does not vanish in practice; only contracts the
+   * service asks about repeatedly end up there); negative ones for {@link ABSENT_CODE_TTL_MS}, at most
+   * {@link ABSENT_CODE_MAX_ENTRIES} of them, so that a flood of payments naming an address without code (an asset
+   * not deployed, a forged contract payer) costs one `eth_getCode` per address and period, not one per request.
+   */
   async hasCode(address: Address): Promise<boolean> {
     const key = address.toLowerCase();
     if (this.#deployed.has(key)) return true;
+    const now = this.#clock();
+    const expires = this.#absent.get(key);
+    if (expires !== undefined) {
+      if (expires > now) return false;
+      this.#absent.delete(key);
+    }
     const code = await this.#client.getCode({ address });
     const has = code !== undefined && code !== '0x';
-    if (has) this.#deployed.add(key);
+    if (has) {
+      this.#deployed.add(key);
+      // Any contract may be named as a payer: the oldest answers make room.
+      while (this.#deployed.size > ABSENT_CODE_MAX_ENTRIES) this.#deployed.delete(this.#deployed.values().next().value as string);
+    } else {
+      this.#absent.delete(key);
+      this.#absent.set(key, now + ABSENT_CODE_TTL_MS);
+      while (this.#absent.size > ABSENT_CODE_MAX_ENTRIES) this.#absent.delete(this.#absent.keys().next().value as string);
+    }
     return has;
   }
 

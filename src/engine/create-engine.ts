@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
 import { BlockWatcher } from '../chain/block-watcher.ts';
 import { publicClientFor } from '../chain/clients.ts';
+import { knownContracts } from '../chain/known-addresses.ts';
 import { DEVNET_ROLES, devnetAccount } from '../chain/devnet/accounts.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
@@ -62,7 +63,9 @@ export interface RunningEngine {
 }
 
 /** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
-export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics): Promise<RunningEngine> {
+export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics, opts: { devnet?: boolean } = {}): Promise<RunningEngine> {
+  // The devnet's relayers are keys of the public test mnemonic: never a fallback anywhere else.
+  if (!config.relayerKeys.length && opts.devnet !== true) throw new ConfigError('GATE402_RELAYER_KEYS is required off the devnet (the relayers that pay settlement gas)');
   const accounts: LocalAccount[] = config.relayerKeys.length
     ? config.relayerKeys.map((k) => privateKeyToAccount(k))
     : DEVNET_ROLES.relayers.map((i) => devnetAccount(i));
@@ -90,6 +93,8 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     relayers: (caip2) => pick(relayers, caip2),
     watcher: (caip2) => pick(watchers, caip2),
     simulateFrom: (caip2) => pick(relayers, caip2).addresses[0] as `0x${string}`,
+    // Never paid: our own relayers and every contract the networks name (a payment there only burns our gas).
+    policy: { refusedPayees: new Set([...knownContracts(networks), ...accounts.map((a) => a.address.toLowerCase())]), minAmount: 1n },
     now: () => BigInt(Math.floor(Date.now() / 1000)),
     confirmDeadlineMs: config.confirmDeadlineMs,
     pollMs: config.pollMs,

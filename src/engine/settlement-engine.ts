@@ -16,7 +16,8 @@ import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { SettlementBatcher, type Joined, type MinedBatch } from './settlement-batcher.ts';
 import type { SettlementCall } from './settlement-call.ts';
 import { awaitMined, resend, sendDurably, type Courier } from './tx-courier.ts';
-import { checkPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
+import type { PaymentPolicy } from '../verify/payment-policy.ts';
+import { checkPayment, precheckPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Precheck, type Verdict, type VerifyDeps } from './verify-payment.ts';
 
 export interface EngineOptions extends VerifyDeps {
   store: Store;
@@ -144,7 +145,28 @@ export class SettlementEngine {
     return { isValid: false, invalidReason: verdict.reason, invalidMessage: verdict.message, ...(verdict.payer ? { payer: verdict.payer } : {}) };
   }
 
-  async settle(request: VerifyRequest): Promise<SettleResponse> {
+  /**
+   * Settles `request`, or answers what this engine already knows of it. `admit`, when given, is asked only about a
+   * payment the engine does not know yet (a retry of a known one always gets its recorded or pending answer): a
+   * refusal it returns is the answer, and nothing is settled.
+   */
+  async settle(request: VerifyRequest, admit?: (request: VerifyRequest) => Promise<SettleResponse | undefined>): Promise<SettleResponse> {
+    const known = this.#known(request);
+    if (known) return known;
+    if (admit) {
+      const refused = await admit(request);
+      if (refused) return refused;
+      // Another settle of the same payment may have started meanwhile.
+      const meanwhile = this.#known(request);
+      if (meanwhile) return meanwhile;
+    }
+    const now = this.#clock();
+    const record: PaymentRecord = { id: nonceKeyOf(request), attempt: randomUUID(), network: request.paymentRequirements.network, payer: '', fingerprint: fingerprintOf(request), request, state: 'verifying', txs: [], createdAt: now, updatedAt: now };
+    return this.#answer(this.#spawn(record));
+  }
+
+  /** The answer for a payment in flight or settled under this nonce; undefined when it is new here. */
+  #known(request: VerifyRequest): Promise<SettleResponse> | SettleResponse | undefined {
     const id = nonceKeyOf(request);
     const fingerprint = fingerprintOf(request);
     const network = request.paymentRequirements.network;
@@ -158,9 +180,17 @@ export class SettlementEngine {
       if (existing.fingerprint === fingerprint) return existing.result;
       return failure(network, existing.payer, nonceUsedReason(request), 'this nonce has settled another payment');
     }
-    const now = this.#clock();
-    const record: PaymentRecord = { id, attempt: randomUUID(), network, payer: '', fingerprint, request, state: 'verifying', txs: [], createdAt: now, updatedAt: now };
-    return this.#answer(this.#spawn(record));
+    return undefined;
+  }
+
+  /** The checks of `request` that need no chain, under `policy` (default: the engine's own). */
+  precheck(request: VerifyRequest, policy: PaymentPolicy = this.#o.policy): Promise<Precheck> {
+    return precheckPayment(this.#o, request, policy);
+  }
+
+  /** The payments this engine refuses to settle whoever asks (its relayers, its contracts, nothing of value). */
+  get policy(): PaymentPolicy {
+    return this.#o.policy;
   }
 
   /** The payment machine with this engine's steps, made once: every payment's actor runs it. */

@@ -1,7 +1,9 @@
 import { bytesToHex, type Address } from 'viem';
-import type { NetworkRegistry } from '../chain/networks.ts';
+import type { StablecoinInfo } from '../chain/manifest.ts';
+import type { Network, NetworkRegistry } from '../chain/networks.ts';
 import { isPermit2Payload, type VerifyRequest } from '../protocol/x402/types.ts';
 import { checkEip3009Envelope, checkEip3009Terms, checkPermit2Terms, transferMethodOf } from '../verify/checks.ts';
+import { checkPaymentPolicy, type PaymentPolicy } from '../verify/payment-policy.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason, type InvalidReason } from '../verify/reasons.ts';
 import { jobDigest, type VerifyJob } from '../verify/signature/jobs.ts';
 import { ChainInspector } from './chain-inspector.ts';
@@ -20,6 +22,8 @@ export interface VerifyDeps {
   now(): bigint;
   /** Who simulates the settlement (the relayer that would send it). */
   simulateFrom(caip2: string): Address;
+  /** Which payments are worth settling at all (pure checks on the signed terms). */
+  policy: PaymentPolicy;
 }
 
 export type Verdict =
@@ -31,60 +35,91 @@ const invalid = (reason: InvalidReason, message: string, payer?: Address): Verdi
 
 type Signer = 'key' | 'contract';
 
-/** Signature by the payer's key, or (for a payer with code) vouched for by the payer contract under ERC-1271. */
-async function signedBy(deps: VerifyDeps, inspector: ChainInspector, job: VerifyJob, payer: Address): Promise<Signer | undefined> {
-  const recovered = await deps.signatures.verify(job);
-  if (recovered && recovered.toLowerCase() === payer.toLowerCase()) return 'key';
-  if (!(await inspector.hasCode(payer))) return undefined;
-  const digest = jobDigest(job);
-  return digest !== undefined && (await inspector.erc1271Valid(payer, bytesToHex(digest), job.signature)) ? 'contract' : undefined;
-}
+/**
+ * What the checks that need no chain found: the payer, the settlement call, and whether the payer's own key signed
+ * (recovered locally; when it did not, only the chain can tell whether a payer contract vouches for the signature).
+ */
+export type Precheck =
+  | { ok: true; payer: Address; network: Network; kind: 'eip3009' | 'permit2'; token: StablecoinInfo; call: SettlementCall; job: VerifyJob; signedByKey: boolean }
+  | { ok: false; reason: InvalidReason; message: string; payer?: Address };
+
+const refused = (reason: InvalidReason, message: string, payer?: Address): Precheck => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
 
 /**
- * Verifies a payment for its requirements in the reference order, short of simulation. Unconfigured networks and
- * assets are refused before any chain is asked anything.
+ * Every check of a payment that needs no chain, the payment policy included: unconfigured networks and assets,
+ * scheme, domain, recipient, time window, amount, payee, and the signature recovered locally. A payment that fails
+ * here never costs an RPC call. Where two checks fail, the reference's order is kept except that a signature that
+ * no key made is reported only after the terms (whether a contract wallet vouches for it is a chain question).
  */
-export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Promise<Verdict> {
+export async function precheckPayment(deps: Pick<VerifyDeps, 'networks' | 'signatures' | 'now' | 'policy'>, request: VerifyRequest, policy: PaymentPolicy = deps.policy): Promise<Precheck> {
   const req = request.paymentRequirements;
   const accepted = request.paymentPayload.accepted;
   const network = deps.networks.find(req.network);
-  if (!network) return invalid(GatewayReason.unsupportedNetwork, `network ${req.network} is not served here`);
+  if (!network) return refused(GatewayReason.unsupportedNetwork, `network ${req.network} is not served here`);
   const token = deps.networks.stablecoinOn(req.network, req.asset);
-  if (!token) return invalid(GatewayReason.unsupportedAsset, `asset ${req.asset} is not a configured stablecoin on ${req.network}`);
-  const inspector = deps.inspector(req.network);
+  if (!token) return refused(GatewayReason.unsupportedAsset, `asset ${req.asset} is not a configured stablecoin on ${req.network}`);
   const payload = request.paymentPayload.payload;
   const now = deps.now();
 
   if (transferMethodOf(req) === 'permit2') {
-    if (!isPermit2Payload(payload)) return invalid(Permit2Reason.payloadType, 'requirements ask for a Permit2 payload');
+    if (!isPermit2Payload(payload)) return refused(Permit2Reason.payloadType, 'requirements ask for a Permit2 payload');
     const proxy = network.exactPermit2Proxy;
-    if (!proxy) return invalid(Permit2Reason.proxyNotDeployed, `no exact-permit proxy is configured on ${req.network}`);
-    const payer = payload.permit2Authorization.from;
+    if (!proxy) return refused(Permit2Reason.proxyNotDeployed, `no exact-permit proxy is configured on ${req.network}`);
+    const p = payload.permit2Authorization;
+    const payer = p.from;
     const terms = checkPermit2Terms(req, accepted, payload, proxy, now);
-    if (!terms.ok) return invalid(terms.reason, terms.message, payer);
-    if (!(await inspector.hasCode(token.address))) return invalid(Permit2Reason.assetNotDeployed, `no contract at ${token.address}`, payer);
-    const job: VerifyJob = { kind: 'permit2', domain: { chainId: network.chainId, ...(network.permit2 ? { verifyingContract: network.permit2 } : {}) }, permit: payload.permit2Authorization, signature: payload.signature };
-    const signer = await signedBy(deps, inspector, job, payer);
-    if (!signer) return invalid(Permit2Reason.signature, "the signature is not the payer's", payer);
-    return { ok: true, payer, network: req.network, kind: 'permit2', call: permit2SettlementCall(proxy, payload), signer };
+    if (!terms.ok) return refused(terms.reason, terms.message, payer);
+    const policed = checkPaymentPolicy(policy, { kind: 'permit2', payer, payee: p.witness.to, amount: BigInt(p.permitted.amount) });
+    if (!policed.ok) return refused(policed.reason, policed.message, payer);
+    const job: VerifyJob = { kind: 'permit2', domain: { chainId: network.chainId, ...(network.permit2 ? { verifyingContract: network.permit2 } : {}) }, permit: p, signature: payload.signature };
+    const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
+    return { ok: true, payer, network, kind: 'permit2', token, call: permit2SettlementCall(proxy, payload), job, signedByKey };
   }
 
-  if (isPermit2Payload(payload)) return invalid(Eip3009Reason.scheme, 'requirements ask for an EIP-3009 authorization');
-  const payer = payload.authorization.from;
+  if (isPermit2Payload(payload)) return refused(Eip3009Reason.scheme, 'requirements ask for an EIP-3009 authorization');
+  const a = payload.authorization;
+  const payer = a.from;
   const envelope = checkEip3009Envelope(req, accepted);
-  if (!envelope.ok) return invalid(envelope.reason, envelope.message, payer);
+  if (!envelope.ok) return refused(envelope.reason, envelope.message, payer);
   const job: VerifyJob = {
     kind: 'eip3009',
     domain: { name: String(req.extra?.['name']), version: String(req.extra?.['version']), chainId: network.chainId, verifyingContract: token.address },
-    authorization: payload.authorization,
+    authorization: a,
     signature: payload.signature,
   };
-  const signer = await signedBy(deps, inspector, job, payer);
-  if (!signer) return invalid(Eip3009Reason.signature, "the signature is not the payer's", payer);
+  const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
   const terms = checkEip3009Terms(req, payload, token, now);
-  if (!terms.ok) return invalid(terms.reason, terms.message, payer);
-  if (!(await inspector.hasCode(token.address))) return invalid(Eip3009Reason.assetNotDeployed, `no contract at ${token.address}`, payer);
-  return { ok: true, payer, network: req.network, kind: 'eip3009', call: eip3009SettlementCall(token.address, payload), signer };
+  if (!terms.ok) return refused(terms.reason, terms.message, payer);
+  const policed = checkPaymentPolicy(policy, { kind: 'eip3009', payer, payee: a.to, amount: BigInt(a.value) });
+  if (!policed.ok) return refused(policed.reason, policed.message, payer);
+  return { ok: true, payer, network, kind: 'eip3009', token, call: eip3009SettlementCall(token.address, payload), job, signedByKey };
+}
+
+const sameAddress = (a: string | undefined, b: string): boolean => a !== undefined && a.toLowerCase() === b.toLowerCase();
+
+/** Signature by the payer's key (already recovered), or (for a payer with code) vouched for by the payer contract under ERC-1271. */
+async function signedBy(inspector: ChainInspector, pre: Precheck & { ok: true }): Promise<Signer | undefined> {
+  if (pre.signedByKey) return 'key';
+  if (!(await inspector.hasCode(pre.payer))) return undefined;
+  const digest = jobDigest(pre.job);
+  return digest !== undefined && (await inspector.erc1271Valid(pre.payer, bytesToHex(digest), pre.job.signature)) ? 'contract' : undefined;
+}
+
+/**
+ * Verifies a payment for its requirements in the reference order, short of simulation: first everything that needs
+ * no chain ({@link precheckPayment}), then the asset's code and a contract payer's signature.
+ */
+export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Promise<Verdict> {
+  const pre = await precheckPayment(deps, request);
+  if (!pre.ok) return pre;
+  const inspector = deps.inspector(pre.network.caip2);
+  const { payer, token, kind } = pre;
+  const reasons = kind === 'permit2' ? Permit2Reason : Eip3009Reason;
+  if (kind === 'permit2' && !(await inspector.hasCode(token.address))) return invalid(Permit2Reason.assetNotDeployed, `no contract at ${token.address}`, payer);
+  const signer = await signedBy(inspector, pre);
+  if (!signer) return invalid(reasons.signature, "the signature is not the payer's", payer);
+  if (kind === 'eip3009' && !(await inspector.hasCode(token.address))) return invalid(Eip3009Reason.assetNotDeployed, `no contract at ${token.address}`, payer);
+  return { ok: true, payer, network: pre.network.caip2, kind, call: pre.call, signer };
 }
 
 /** Runs exactly the settlement call a passed verdict would send; on a revert, says why as the reference would. */

@@ -3,6 +3,7 @@ import type { RunningEngine } from '../engine/create-engine.ts';
 import type { HttpHandler } from '../http/server.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import { facilitatorAdmissionConfigFromEnv, PaymentAdmission, type FacilitatorAdmissionConfig } from './admission.ts';
 import type { FacilitatorHttpConfig } from './config.ts';
 import { startFacilitatorHttp } from './http-app.ts';
 import { settlementService } from './settlement-service.ts';
@@ -21,6 +22,7 @@ export async function runFacilitator(
   log: Logger,
   metrics: Metrics,
   extraRoutes: Array<{ method: string; path: string; handler: HttpHandler }> = [],
+  admission: { config: FacilitatorAdmissionConfig; ownPayees?: readonly string[] } = { config: facilitatorAdmissionConfigFromEnv({}) },
 ): Promise<RunningFacilitator> {
   const health = async () => {
     const chains = await Promise.all(
@@ -32,7 +34,11 @@ export async function runFacilitator(
     );
     return { inFlight: running.engine.inFlight, networks: Object.fromEntries(chains) };
   };
-  const server = await startFacilitatorHttp(settlementService(running.engine, networks, http.maxBodyBytes, health), {
+  const door = new PaymentAdmission(
+    { policy: running.engine.policy, precheck: (request, policy) => running.engine.precheck(request, policy), ...(admission.ownPayees ? { ownPayees: admission.ownPayees } : {}) },
+    admission.config,
+  );
+  const server = await startFacilitatorHttp(settlementService(running.engine, networks, http.maxBodyBytes, health, door), {
     host: http.host,
     port: http.port,
     maxBodyBytes: http.maxBodyBytes,

@@ -1,15 +1,24 @@
 import { decodeFacilitatorRequest } from '../protocol/x402/facilitator-body.ts';
-import type { VerifyRequest } from '../protocol/x402/types.ts';
+import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
 import { GatewayReason } from '../verify/reasons.ts';
+import type { PaymentAdmission } from './admission.ts';
 import type { FacilitatorService, ServiceAnswer } from './service.ts';
 
 /**
  * The facilitator's routes over the settlement engine. A body that does not decode, or that asks for a network
- * or asset this facilitator does not serve, is the client's mistake: 400 with what was wrong.
+ * or asset this facilitator does not serve, is the client's mistake: 400 with what was wrong. A payment that
+ * `admission` refuses (pure checks and the payer's quota) is answered as the protocol answers any refusal, a 200 with
+ * `isValid: false` / `success: false` and the reason, and costs no RPC call.
  */
-export function settlementService(engine: SettlementEngine, networks: NetworkRegistry, maxBodyBytes: number, health: () => Promise<Record<string, unknown>>): FacilitatorService {
+export function settlementService(
+  engine: SettlementEngine,
+  networks: NetworkRegistry,
+  maxBodyBytes: number,
+  health: () => Promise<Record<string, unknown>>,
+  admission?: PaymentAdmission,
+): FacilitatorService {
   const decode = (body: Uint8Array): { ok: true; request: VerifyRequest } | { ok: false; answer: ServiceAnswer } => {
     const decoded = decodeFacilitatorRequest(body, maxBodyBytes);
     if (!decoded.ok) return { ok: false, answer: { status: 400, body: { error: decoded.error.message, code: decoded.error.code } } };
@@ -26,11 +35,25 @@ export function settlementService(engine: SettlementEngine, networks: NetworkReg
     supported: () => engine.supported(),
     async verify(body) {
       const d = decode(body);
-      return d.ok ? { status: 200, body: await engine.verify(d.request) } : d.answer;
+      if (!d.ok) return d.answer;
+      const admitted = admission ? await admission.admit(d.request) : undefined;
+      if (admitted && !admitted.ok) {
+        return { status: 200, body: { isValid: false, invalidReason: admitted.reason, invalidMessage: admitted.message, ...(admitted.payer ? { payer: admitted.payer } : {}) } };
+      }
+      return { status: 200, body: await engine.verify(d.request) };
     },
     async settle(body) {
       const d = decode(body);
-      return d.ok ? { status: 200, body: await engine.settle(d.request) } : d.answer;
+      if (!d.ok) return d.answer;
+      const admit = admission
+        ? async (request: VerifyRequest): Promise<SettleResponse | undefined> => {
+            const admitted = await admission.admit(request);
+            if (admitted.ok) return undefined;
+            const network = request.paymentRequirements.network as SettleResponse['network'];
+            return { success: false, errorReason: admitted.reason, errorMessage: admitted.message, transaction: '', network, ...(admitted.payer ? { payer: admitted.payer } : {}) };
+          }
+        : undefined;
+      return { status: 200, body: await engine.settle(d.request, admit) };
     },
     async health() {
       try {

@@ -41,10 +41,17 @@ export const Permit2Reason = {
   transactionFailed: 'invalid_exact_evm_transaction_failed',
 } as const;
 
-/** gate402's own: a network or asset the operator did not configure is never settled (nor simulated). */
+/**
+ * gate402's own: a network or asset the operator did not configure is never settled (nor simulated); a payment to
+ * its own payer, or to one of our relayers or contracts (or off the operator's payee allowlist), would only burn our
+ * gas; a payer over its quota waits.
+ */
 export const GatewayReason = {
   unsupportedNetwork: 'unsupported_network',
   unsupportedAsset: 'unsupported_asset',
+  payerIsPayee: 'payer_is_payee',
+  payeeRefused: 'payee_not_allowed',
+  payerRateLimited: 'payer_rate_limited',
   nonceInFlight: 'payment_in_progress',
   unexpected: 'unexpected_verify_error',
 } as const;

@@ -51,3 +51,13 @@ export function devnetPrivateKey(index: number): `0x${string}` {
   if (!key) throw new Error(`no private key at index ${index}`);
   return `0x${Buffer.from(key).toString('hex')}`;
 }
+
+/** The first `count` private keys of the public test mnemonic (m/44'/60'/0'/0/0 on), lower-case hex, quickly. */
+export function devnetPrivateKeys(count: number): string[] {
+  const parent = masterKey().derive("m/44'/60'/0'/0");
+  return Array.from({ length: count }, (_, i) => {
+    const key = parent.deriveChild(i).privateKey;
+    if (!key) throw new Error(`no private key at index ${i}`);
+    return `0x${Buffer.from(key).toString('hex')}`;
+  });
+}
