@@ -159,7 +159,8 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       deps.breakers.release(slug);
       return challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo);
     }
-    return paid(deps, req, merchant, route, terms, credential, rest);
+    // However it ends (body too large, client gone, a throw), a half-open trial this request held is given back.
+    return paid(deps, req, merchant, route, terms, credential, rest).finally(() => deps.breakers.release(slug));
   };
 }
 
@@ -278,7 +279,7 @@ async function paid(
   const result = await upstream.call();
   deps.metrics.upstreamCall(slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
   const upstreamFailed = !result.ok || result.status >= 500;
-  if (upstreamFailed) deps.breakers.failure(slug);
+  if (upstreamFailed) deps.breakers.failure(slug, key);
   else deps.breakers.success(slug);
   const record: PaidRequestRecord = {
     merchant: slug,
