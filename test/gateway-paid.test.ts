@@ -16,7 +16,7 @@ import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 
 const manifest = testDevnet();
 const funder = tester('gateway');
-const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
+const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0, faults: true });
 t.teardown(() => fixtures.close());
 const upstreamOrigin = new URL(fixtures.baseUrlFor('catjoke')).origin;
 const gw = await spawnFacilitator({
