@@ -2,9 +2,10 @@ import { createHmac } from 'node:crypto';
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { NetworkRegistry } from '../chain/networks.ts';
-import { ConfigError, envBool, envHost, envInt, envString } from '../config/env.ts';
+import { ConfigError, envHost, envInt, envString } from '../config/env.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
 import { createHttpServer, json, type HttpHandler } from '../http/server.ts';
+import { trustProxyFromEnv, type TrustProxy } from '../http/trust-proxy.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
@@ -39,7 +40,7 @@ export interface GatewayConfig {
   realm: string;
   contactEmail: string;
   breaker: { threshold: number; openMs: number };
-  trustProxy: boolean;
+  trustProxy: TrustProxy;
 }
 
 export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receiptKey?: Hex; upstreamAllowlist?: string[] } = {}): GatewayConfig {
@@ -62,7 +63,7 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
     realm: envString(env, 'GATE402_REALM', 'gate402'),
     contactEmail: envString(env, 'GATE402_CONTACT_EMAIL', 'operator@gate402.invalid'),
     breaker: { threshold: envInt(env, 'GATE402_BREAKER_THRESHOLD', 5, { min: 1, max: 1000 }), openMs: envInt(env, 'GATE402_BREAKER_OPEN_MS', 30_000, { min: 100, max: 3_600_000 }) },
-    trustProxy: envBool(env, 'GATE402_TRUST_PROXY', false),
+    trustProxy: trustProxyFromEnv(env),
   };
 }
 
