@@ -23,6 +23,8 @@ export async function runFacilitator(
   extraRoutes: Array<{ method: string; path: string; handler: HttpHandler }> = [],
 ): Promise<RunningFacilitator> {
   const health = async () => {
+    const store = await running.store.probe();
+    if (!store.ok) throw new Error(`the data store cannot write (since ${new Date(store.since).toISOString()})`);
     const chains = await Promise.all(
       networks.all().map(async (n) => {
         const pool = running.relayers.get(n.caip2);

@@ -117,7 +117,11 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   });
   const server = createHttpServer({ host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, log: (l) => parts.log.error(l), observe: parts.metrics.httpObserver('gateway') });
   server
-    .route('GET', '/health', () => json(200, { ok: true, merchants: parts.merchants.list().length, inFlight: parts.engine.inFlight }))
+    .route('GET', '/health', async () => {
+      const store = await parts.store.probe();
+      if (!store.ok) return json(503, { ok: false, store: { ok: false, error: 'the data store cannot write', since: new Date(store.since).toISOString() } });
+      return json(200, { ok: true, merchants: parts.merchants.list().length, inFlight: parts.engine.inFlight });
+    })
     .route('GET', '/openapi.json', () => json(200, rootOpenApi(parts.merchants.list(), discovery)))
     .route('GET', '/.well-known/x402', () => json(200, wellKnownX402(parts.merchants.list(), config.baseUrl)))
     .route('GET', '/.well-known/gate402', () => json(200, { receiptSigner, realm: config.realm, receipts: 'Payment-Receipt is base64url JSON; drop `signature`, canonicalize (RFC 8785), and check it is an EIP-191 signature by receiptSigner' }))
