@@ -94,7 +94,7 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
   const onUnhandled = (e: unknown) => unhandled.push(e);
   process.on('unhandledRejection', onUnhandled);
   t.teardown(() => void process.off('unhandledRejection', onUnhandled));
-  const store = openStore(dir(), { openLmdb: failingLmdb(state) as never });
+  const store = openStore(dir(), { openLmdb: failingLmdb(state) as never, failureMemoryMs: 1500 });
   t.teardown(() => store.close());
   const payments = store.collection<{ state: string }>('payments');
   await payments.put('p', { state: 'broadcasting' });
@@ -110,7 +110,9 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
 
   state.failing = false;
   await new Promise((r) => setTimeout(r, 1100)); // probes are at most once a second
-  t.same(await store.probe(), { ok: true }, 'healthy again once a write succeeds');
+  t.match(await store.probe(), { ok: false }, 'a write succeeds again, but a failure is remembered for a while');
+  await new Promise((r) => setTimeout(r, 500));
+  t.same(await store.probe(), { ok: true }, 'then healthy again');
   await payments.put('p', { state: 'settled' });
   t.same(payments.get('p'), { state: 'settled' });
   await new Promise((r) => setTimeout(r, 50));

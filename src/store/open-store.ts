@@ -17,7 +17,10 @@ export interface Store {
   collection<T>(name: string): DurableCollection<T>;
   /** Runs `write` (its writes made with `putWithin`, in any collections) as one transaction, durably: all or nothing. */
   atomically(write: () => void): Promise<void>;
-  /** Whether the last durable write succeeded (a full disk, an I/O error: not ok until a write succeeds again). */
+  /**
+   * Not ok while the last durable write failed (a full disk, an I/O error), and for a while after any write failed:
+   * on a nearly full disk small writes may still pass while larger ones fail.
+   */
   health(): StoreHealth;
   /** {@link health}, after trying a small durable write when the store is failing (at most once a second). */
   probe(): Promise<StoreHealth>;
@@ -29,6 +32,8 @@ export type StoreHealth = { ok: true } | { ok: false; error: string; since: numb
 export interface StoreOptions {
   /** Told how long each durable write took, from the write until it was on disk (metrics). */
   onCommit?: (seconds: number) => void;
+  /** How long a failed write keeps the store unhealthy after writes succeed again (default 60 s). */
+  failureMemoryMs?: number;
   /** Opens the LMDB environment; `lmdb`'s `open` unless given (tests give one whose writes fail). */
   openLmdb?: (options: RootDatabaseOptionsWithPath) => RootDatabase;
 }
@@ -44,6 +49,7 @@ export type Durable = <T>(write: Promise<T>) => Promise<T>;
  * their record, and the store reports itself unhealthy until a write succeeds again.
  */
 export function openStore(path: string, opts: StoreOptions = {}): Store {
+  guardCommitRejections();
   mkdirSync(path, { recursive: true });
   const root: RootDatabase = (opts.openLmdb ?? open)({ path, noSubdir: false, compression: false, maxDbs: 32 });
   const dbs = new Map<string, Database>();
@@ -55,8 +61,12 @@ export function openStore(path: string, opts: StoreOptions = {}): Store {
     }
     return d;
   };
+  /** The current run of failed writes, if the last write failed. */
   let failing: { error: string; since: number } | undefined;
+  /** The last failure, remembered for `failureMemoryMs`. */
+  let lastFailure: { error: string; since: number; at: number } | undefined;
   let probedAt = 0;
+  const failureMemoryMs = opts.failureMemoryMs ?? 60_000;
   const durable: Durable = async (write) => {
     const started = performance.now();
     try {
@@ -67,10 +77,17 @@ export function openStore(path: string, opts: StoreOptions = {}): Store {
       return result;
     } catch (err) {
       failing ??= { error: err instanceof Error ? err.message : String(err), since: Date.now() };
+      lastFailure = { ...failing, at: Date.now() };
+      // lmdb rejects a failed commit's cause (`commitError`) in a promise of its own: handled here, with the write.
+      (err as { commitError?: Promise<unknown> } | undefined)?.commitError?.catch(() => {});
       throw err;
     }
   };
-  const health = (): StoreHealth => (failing === undefined ? { ok: true } : { ok: false, ...failing });
+  const health = (): StoreHealth => {
+    if (failing !== undefined) return { ok: false, ...failing };
+    if (lastFailure !== undefined && Date.now() - lastFailure.at < failureMemoryMs) return { ok: false, error: lastFailure.error, since: lastFailure.since };
+    return { ok: true };
+  };
   return {
     path,
     nonces: new NonceClaims(db('nonces'), durable),
@@ -89,4 +106,21 @@ export function openStore(path: string, opts: StoreOptions = {}): Store {
     },
     close: () => root.close(),
   };
+}
+
+let guarding = false;
+
+/**
+ * When a commit fails (disk full, I/O error), lmdb rejects each write of the transaction, which its caller handles,
+ * and also internal promises nobody can hold, which would be unhandled rejections and, by Node's default, end the
+ * process. Those (recognised by lmdb's `commitError`) are ignored: the failure reaches the writes' callers and the
+ * store's health. Any other unhandled rejection is thrown on, as Node would.
+ */
+function guardCommitRejections(): void {
+  if (guarding) return;
+  guarding = true;
+  process.on('unhandledRejection', (reason) => {
+    if (reason instanceof Error && 'commitError' in reason) return;
+    throw reason;
+  });
 }
