@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { erc20Abi, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import { permit2Artifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
@@ -16,7 +17,8 @@ export type Simulation = { ok: true; gas: bigint } | { ok: false; error: string 
 /** Everything the engine asks of one chain, through the viem client it is given. */
 export class ChainInspector {
   readonly #client: PublicClient<Transport, Chain>;
-  readonly #deployed = new Set<string>();
+  /** Bounded: a payer address comes from the client, and any existing contract can be named. */
+  readonly #deployed = new LRUCache<string, true>({ max: 10_000 });
 
   constructor(client: PublicClient<Transport, Chain>) {
     this.#client = client;
@@ -32,7 +34,7 @@ export class ChainInspector {
     if (this.#deployed.has(key)) return true;
     const code = await this.#client.getCode({ address });
     const has = code !== undefined && code !== '0x';
-    if (has) this.#deployed.add(key);
+    if (has) this.#deployed.set(key, true);
     return has;
   }
 
