@@ -6,7 +6,7 @@ import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { CatalogRouteRecord } from '../src/gateway/catalog/catalog.ts';
-import { startFixtureUpstreams } from '../src/gateway/fixtures/server.ts';
+import { startFixtureUpstreams, type FixtureUpstreams } from '../src/gateway/fixtures/server.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const SHARED = `${REPO}../shared/reference/routes.json`;
@@ -86,8 +86,8 @@ function pathOf(r: CatalogRouteRecord, rest?: string): string {
   return `/${r.slug}/${r.route}${rest ? `/${rest}` : ''}`;
 }
 
-async function call(r: CatalogRouteRecord, method: string, typical: Typical, headers: Record<string, string> = {}): Promise<Answer> {
-  const url = `${fixtures.baseUrlFor(r.slug)}/${r.route}${typical.rest ? `/${typical.rest}` : ''}${typical.query ? `?${typical.query}` : ''}`;
+async function call(r: CatalogRouteRecord, method: string, typical: Typical, headers: Record<string, string> = {}, from: FixtureUpstreams = fixtures): Promise<Answer> {
+  const url = `${from.baseUrlFor(r.slug)}/${r.route}${typical.rest ? `/${typical.rest}` : ''}${typical.query ? `?${typical.query}` : ''}`;
   const res = await fetch(url, {
     method,
     headers: { ...(typical.body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
@@ -240,12 +240,19 @@ t.test('forwarding details: raw paths, queries and bodies are echoed as received
 
 t.test('test hooks and routing errors', async (t) => {
   const r = find('catjoke-joke');
-  const failing = await call(r, 'GET', { query: 'fixture_status=503' });
+  const faulty = await startFixtureUpstreams({ host: '127.0.0.1', port: 0, faults: true });
+  t.teardown(() => faulty.close());
+  const failing = await call(r, 'GET', { query: 'fixture_status=503' }, {}, faulty);
   t.equal(failing.status, 503);
   t.match(JSON.parse(failing.text), { error: 'fixture failure', _request: { query: 'fixture_status=503' } });
   const started = Date.now();
-  t.equal((await call(r, 'GET', { query: 'fixture_delay_ms=150' })).status, 200);
+  t.equal((await call(r, 'GET', { query: 'fixture_delay_ms=150' }, {}, faulty)).status, 200);
   t.ok(Date.now() - started >= 140, 'answered late');
+  // Without `faults` (as the CLI starts them), nobody can make a fixture fail or stall.
+  t.equal((await call(r, 'GET', { query: 'fixture_status=503' })).status, 200, 'fixture_status is ignored by default');
+  const prompt = Date.now();
+  t.equal((await call(r, 'GET', { query: 'fixture_delay_ms=3000' })).status, 200);
+  t.ok(Date.now() - prompt < 2500, 'fixture_delay_ms is ignored by default');
   t.equal((await fetch(`${fixtures.baseUrlFor('catjoke')}/nope`)).status, 404);
   t.equal((await fetch(`${fixtures.baseUrlFor('nobody')}/joke`)).status, 404);
   t.equal((await fetch(`${fixtures.baseUrlFor('catjoke')}/joke`, { method: 'POST', body: '{}' })).status, 405);

@@ -1,22 +1,23 @@
 import t from 'tap';
 import { x402Client } from '@x402/core/client';
-import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { Mppx, evm } from 'mppx/client';
 import { parseUnits, type LocalAccount } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
-import { DEVNET_ROLES, devnetPrivateKey } from '../src/chain/devnet/accounts.ts';
+import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../src/chain/devnet/accounts.ts';
+import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
 import { DEVNET_UPSTREAM_SECRET } from '../src/cli/service.ts';
 import { startFixtureUpstreams } from '../src/gateway/fixtures/server.ts';
 import { verifyReceipt } from '../src/protocol/mpp/receipt.ts';
-import { freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
-import { fundedPayer, stableBalance } from './helpers/payments.ts';
+import { clientsFor, freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
+import { fundedPayer, officialPayment, stableBalance } from './helpers/payments.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 
 const manifest = testDevnet();
 const funder = tester('gateway');
-const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
+const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0, faults: true });
 t.teardown(() => fixtures.close());
 const upstreamOrigin = new URL(fixtures.baseUrlFor('catjoke')).origin;
 const gw = await spawnFacilitator({
@@ -26,7 +27,7 @@ const gw = await spawnFacilitator({
     GATE402_RELAYER_KEYS: [8, 9].map((slot) => devnetPrivateKey(DEVNET_ROLES.testers[slot] as number)).join(','),
     GATE402_CATALOG_UPSTREAM_BASE: upstreamOrigin,
     GATE402_BREAKER_THRESHOLD: '2',
-    GATE402_BREAKER_OPEN_MS: '60000',
+    GATE402_BREAKER_OPEN_MS: '3000',
   },
 });
 t.teardown(() => gw.stop());
@@ -161,26 +162,84 @@ t.test('malformed payment headers get 400/402 problem JSON, never a 500', async 
   t.equal(unknown.status, 404);
 });
 
-t.test('a failing upstream: 502 with the settlement after payment, then 503 before anyone pays', async (t) => {
+t.test('a failing upstream: 502 with the settlement; replays of one credential cannot open the breaker; two buyers can; nobody pays while it is open; it closes again', async (t) => {
   const n = network(manifest, CAIP2.stockChain);
-  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
-  const failing = `${gw.url}/m/fx/latest?base=EUR&fixture_status=500`;
-  const sent: Array<Record<string, string>> = [];
-  const res = await look(await x402Buyer(payer, CAIP2.stockChain, sent)(failing));
-  t.equal(res.status, 502, 'the upstream failed after the payment settled');
-  const body = JSON.parse(res.text) as { transaction: string; network: string };
+  const { pub } = clientsFor(n, funder);
+  const relayers = [8, 9].map((slot) => devnetAccount(DEVNET_ROLES.testers[slot] as number).address);
+  const relayerTxs = async () => Promise.all(relayers.map((address) => pub.getTransactionCount({ address, blockTag: 'pending' })));
+  const fx = `${gw.url}/m/fx/latest?base=EUR`;
+  const failing = `${fx}&fixture_status=500`;
+  const unpaid = await look(await fetch(fx));
+  t.equal(unpaid.status, 402);
+  const required = decodePaymentRequiredHeader(unpaid.headers.get('payment-required') as string);
+  const offer = required.accepts.find((a) => a.network === CAIP2.stockChain) as PaymentRequirements;
+  const fxMerchant = offer.payTo as `0x${string}`;
+  const paidWith = async (credential: string, at = failing) => look(await fetch(at, { headers: { 'payment-signature': credential } }));
+  const buyOnce = async (payer: LocalAccount) => {
+    const sent: Array<Record<string, string>> = [];
+    const res = await look(await x402Buyer(payer, CAIP2.stockChain, sent)(failing));
+    return { res, credential: sent.find((h) => h['payment-signature'])?.['payment-signature'] as string };
+  };
+  const merchantBefore = await stableBalance(n, fxMerchant);
+
+  // A buyer whose input makes the upstream fail pays once, then replays the credential again and again.
+  const a = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+  let calls = fixtures.calls;
+  const first = await buyOnce(a);
+  t.equal(first.res.status, 502, 'the upstream failed after the payment settled');
+  const body = JSON.parse(first.res.text) as { transaction: string; network: string };
   t.match(body.transaction, /^0x[0-9a-f]{64}$/, 'the buyer holds the settlement transaction');
-  t.equal(decodePaymentResponseHeader(res.headers.get('payment-response') as string).transaction, body.transaction);
-  const credential = sent.find((h) => h['payment-signature'])?.['payment-signature'] as string;
-  const retried = await look(await fetch(failing, { headers: { 'payment-signature': credential } }));
-  t.equal(retried.status, 502, 'the same credential may retry and is not charged again');
-  t.equal(await stableBalance(n, payer.address), 995_000n, 'charged once: 0.005 USD');
-  // Two consecutive failures (GATE402_BREAKER_THRESHOLD=2) open the breaker: nobody is asked to pay now.
-  const unpaid = await look(await fetch(`${gw.url}/m/fx/latest?base=EUR`));
-  t.equal(unpaid.status, 503, 'refused before payment');
-  t.ok(Number(unpaid.headers.get('retry-after')) >= 1, 'with Retry-After');
-  t.equal(unpaid.headers.get('payment-required'), null, 'and no challenge to pay');
+  t.equal(decodePaymentResponseHeader(first.res.headers.get('payment-response') as string).transaction, body.transaction);
+  t.equal(fixtures.calls - calls, 1, 'one upstream call');
+  calls = fixtures.calls;
+  for (let i = 0; i < 6; i++) t.equal((await paidWith(first.credential)).status, 502, `replay ${i + 1}: the same credential may retry, and fails again`);
+  t.equal(fixtures.calls - calls, 6, 'each retry reached the upstream once');
+  t.equal(await stableBalance(n, a.address), 995_000n, 'charged once: 0.005 USD');
+  t.equal((await stableBalance(n, fxMerchant)) - merchantBefore, 5_000n, 'the merchant was paid once');
+  t.equal((await look(await fetch(fx))).status, 402, 'seven failures of one credential count once: the breaker (threshold 2) is still closed for everyone');
+
+  // A second, distinct paid failure opens it.
+  const b = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+  t.equal((await buyOnce(b)).res.status, 502);
+  const open = await look(await fetch(fx));
+  t.equal(open.status, 503, 'two buyers failing: refused before payment');
+  t.ok(Number(open.headers.get('retry-after')) >= 1, 'with Retry-After');
+  t.equal(open.headers.get('payment-required'), null, 'and no challenge to pay');
   t.equal((await look(await fetch(url))).status, 402, 'other merchants are unaffected');
+
+  // A paid credential arriving while the breaker is open (its offer read before) is not charged.
+  const c = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+  const late = encodePaymentSignatureHeader({ ...(await officialPayment(c, offer)), resource: required.resource } as never);
+  const txsBefore = await relayerTxs();
+  const merchantOpen = await stableBalance(n, fxMerchant);
+  calls = fixtures.calls;
+  const refused = await paidWith(late, fx);
+  t.equal(refused.status, 503, 'a paid request while open: 503');
+  t.match(refused.text, /nothing was charged/);
+  t.equal(await stableBalance(n, c.address), 1_000_000n, 'the buyer was not charged');
+  t.equal(await stableBalance(n, fxMerchant), merchantOpen, 'the merchant received nothing');
+  t.same(await relayerTxs(), txsBefore, 'no relayer sent a transaction');
+  t.equal(fixtures.calls, calls, 'the upstream was not called');
+
+  // Once open long enough, one trial goes through: the upstream has recovered (no failing input), it succeeds and
+  // the breaker closes.
+  for (let status = 503; status === 503; ) {
+    await new Promise((r) => setTimeout(r, 250));
+    status = (await look(await fetch(fx))).status;
+  }
+  const trial = await paidWith(late, fx);
+  t.equal(trial.status, 200, `the trial is served: ${trial.text}`);
+  t.equal(await stableBalance(n, c.address), 995_000n, 'and charged once');
+  t.equal((await look(await fetch(fx))).status, 402, 'the breaker is closed again');
+
+  // The first buyer's credential, whose calls failed, still buys its one answer, without paying again.
+  calls = fixtures.calls;
+  const recovered = await paidWith(first.credential, fx);
+  t.equal(recovered.status, 200, `a successful retry after recovery: ${recovered.text}`);
+  t.equal(fixtures.calls - calls, 1, 'one upstream call');
+  t.equal(await stableBalance(n, a.address), 995_000n, 'not charged again');
+  t.equal((await paidWith(first.credential, fx)).status, 402, 'and now it is spent');
+  t.equal((await stableBalance(n, fxMerchant)) - merchantBefore, 15_000n, 'the merchant was paid three times, once per buyer');
 });
 
 t.test('served discovery documents validate as OpenAPI 3.1 and price the catalog', async (t) => {

@@ -152,6 +152,43 @@ t.test('the allowlist', async (t) => {
   t.notOk(a.allowsHost('other.local'));
   t.throws(() => new UpstreamAllowlist(['http://x']), /not a host name/);
   t.throws(() => new UpstreamAllowlist(['10.0.0.0/40']), /not a host name/);
+  t.throws(() => new UpstreamAllowlist(['127.0.0.1:99999']), /not a host name/);
+  t.throws(() => new UpstreamAllowlist(['127.0.0.1:x']), /not a host name/);
+});
+
+t.test('an allowlist entry with a port allows that port only', async (t) => {
+  const a = new UpstreamAllowlist(['127.0.0.1:4100', '[::1]:4100', 'fixtures.local:4100']);
+  t.ok(a.allowsAddress('127.0.0.1', 4100));
+  t.notOk(a.allowsAddress('127.0.0.1', 8545), 'another port of the same address (a chain RPC) is refused');
+  t.ok(a.allowsAddress('::ffff:127.0.0.1', 4100));
+  t.ok(a.allowsAddress('::1', 4100));
+  t.notOk(a.allowsAddress('::1', 4101));
+  t.ok(a.allowsHost('fixtures.local', 4100));
+  t.notOk(a.allowsHost('fixtures.local', 80));
+  t.ok(a.allowsHost('127.0.0.1', undefined), 'an unknown port (a DNS lookup) is left to the connect-time check');
+  const check = (url: string) => checkUpstreamUrl(url, { allowlist: a, resolve: async () => ['127.0.0.1'] });
+  t.match(await check('http://127.0.0.1:4100/x'), { ok: true });
+  t.match(await check('http://127.0.0.1:8545/'), { ok: false, code: 'forbidden_address' });
+  t.match(await check('http://127.0.0.1/'), { ok: false, code: 'forbidden_address' }, 'the default port is a port too');
+  t.match(await check('http://fixtures.local:4100/'), { ok: true });
+  t.match(await check('http://fixtures.local:4101/'), { ok: false, code: 'forbidden_address' });
+
+  // At request time: the guarded dispatcher refuses another port of an allowlisted address before connecting.
+  const served = createServer((_req, res) => res.end('ok'));
+  await new Promise<void>((r) => served.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => served.close(() => r())));
+  const port = (served.address() as { port: number }).port;
+  const allowedHere = guardedDispatcher([`127.0.0.1:${port}`]);
+  const elsewhere = guardedDispatcher([`127.0.0.1:${port + 1}`]);
+  t.teardown(async () => {
+    await allowedHere.close();
+    await elsewhere.close();
+  });
+  t.equal((await request(`http://127.0.0.1:${port}/`, { dispatcher: allowedHere })).statusCode, 200, 'the allowlisted port');
+  await t.rejects(request(`http://127.0.0.1:${port}/`, { dispatcher: elsewhere }), /forbidden/, 'another port of the same address');
+  const byName = guardedDispatcher([`localhost:${port + 1}`]);
+  t.teardown(() => byName.close());
+  await t.rejects(request(`http://localhost:${port}/`, { dispatcher: byName }), /forbidden/, 'a name allowlisted on another port');
 });
 
 function fakeDns(table: Record<string, string[]>): Resolver & { calls: string[] } {

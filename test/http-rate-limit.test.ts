@@ -1,7 +1,8 @@
 import t from 'tap';
 import { TokenBucketLimiter } from '../src/http/rate-limit.ts';
 import { facilitatorHttpConfigFromEnv } from '../src/facilitator/config.ts';
-import { ipRateLimitKey, leftmostForwardedFor, normalizeIp, formatBinaryAddress } from '../src/http/ip.ts';
+import { ipRateLimitKey, normalizeIp, formatBinaryAddress } from '../src/http/ip.ts';
+import { clientIp, parseTrustProxy } from '../src/http/trust-proxy.ts';
 
 function clock(start = 1_000_000) {
   let ms = start;
@@ -117,9 +118,6 @@ t.test('client IP normalisation used as the rate-limit key', async (t) => {
   t.equal(normalizeIp('0000:0000:0000:0000:0000:ffff:7f00:0001'), '127.0.0.1', 'uWS text form of a mapped address');
   t.equal(normalizeIp('unknown'), undefined);
   t.equal(normalizeIp('1.2.3.999'), undefined);
-  t.equal(leftmostForwardedFor('9.9.9.9, 10.0.0.1'), '9.9.9.9');
-  t.equal(leftmostForwardedFor('garbage, 10.0.0.1'), undefined);
-  t.equal(leftmostForwardedFor(undefined), undefined);
   t.equal(formatBinaryAddress(new Uint8Array([10, 0, 0, 7]).buffer), '10.0.0.7');
   t.equal(formatBinaryAddress(new Uint8Array([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 127, 0, 0, 1]).buffer), '127.0.0.1');
   t.equal(formatBinaryAddress(new Uint8Array([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]).buffer), '::1');
@@ -127,6 +125,30 @@ t.test('client IP normalisation used as the rate-limit key', async (t) => {
   t.equal(ipRateLimitKey('2001:db8:1:2:3:4:5:6'), '2001:db8:1:2::/64');
   t.equal(ipRateLimitKey('2001:db8:1:2::9'), '2001:db8:1:2::/64', 'same /64, same key');
   t.equal(ipRateLimitKey('::1'), '0:0:0:0::/64');
+});
+
+t.test('behind trusted proxies the client is the right-most untrusted X-Forwarded-For hop', async (t) => {
+  const peer = '10.0.0.2'; // the nearest proxy
+  // The client wrote "6.6.6.6" itself; its real address 203.0.113.7 was appended by the first proxy.
+  const xff = '6.6.6.6, 203.0.113.7';
+  t.equal(clientIp(peer, xff, false), peer, 'off: the socket peer');
+  t.equal(clientIp(peer, xff, parseTrustProxy('true')), '203.0.113.7', 'one proxy: the right-most entry, not the left-most');
+  t.equal(clientIp(peer, `${xff}, 10.0.0.9`, parseTrustProxy('2')), '203.0.113.7', 'two proxies');
+  t.equal(clientIp(peer, xff, parseTrustProxy('5')), '6.6.6.6', 'more proxies counted than hops: the left-most there is');
+  t.equal(clientIp(peer, undefined, parseTrustProxy('1')), peer, 'no header: the peer');
+  t.equal(clientIp(peer, 'garbage', parseTrustProxy('1')), peer, 'an unreadable hop: the last address known');
+  t.equal(clientIp(peer, '6.6.6.6, garbage', parseTrustProxy('2')), peer, 'never an address left of an unreadable hop');
+  const cidrs = parseTrustProxy('10.0.0.0/8, ::1');
+  t.equal(clientIp(peer, `${xff}, 10.1.2.3`, cidrs), '203.0.113.7', 'listed proxies are skipped from the right');
+  t.equal(clientIp('198.51.100.1', xff, cidrs), '198.51.100.1', 'a peer that is not a listed proxy is the client itself');
+  t.equal(clientIp('::1', '[2001:db8::5]:443', cidrs), '2001:db8::5');
+  t.equal(clientIp(peer, '::ffff:203.0.113.7', cidrs), '203.0.113.7', 'canonical spelling');
+  t.equal(clientIp(peer, '10.0.0.3, 10.0.0.4', cidrs), '10.0.0.3', 'only proxies: the left-most');
+  t.same(parseTrustProxy(undefined), false);
+  t.same(parseTrustProxy('off'), false);
+  t.same(parseTrustProxy('0'), false);
+  t.throws(() => parseTrustProxy('maybe'), /proxy count/);
+  t.throws(() => parseTrustProxy('99'), /at most/);
 });
 
 t.test('facilitatorHttpConfigFromEnv: defaults, parsing, and errors naming the variable', async (t) => {
@@ -146,7 +168,7 @@ t.test('facilitatorHttpConfigFromEnv: defaults, parsing, and errors naming the v
       GATE402_FACILITATOR_RATE_PER_SECOND: '0.5',
       GATE402_TRUST_PROXY: 'TRUE',
     }),
-    { host: '0.0.0.0', port: 0, maxBodyBytes: 1024, rateLimit: { capacity: 5, refillPerSecond: 0.5 }, trustProxy: true },
+    { host: '0.0.0.0', port: 0, maxBodyBytes: 1024, rateLimit: { capacity: 5, refillPerSecond: 0.5 }, trustProxy: { hops: 1 } },
   );
   t.equal(facilitatorHttpConfigFromEnv({ GATE402_FACILITATOR_PORT: '' }).port, 8403, 'empty means unset');
   const bad: [string, string][] = [

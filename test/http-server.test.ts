@@ -207,7 +207,8 @@ t.test('429 with Retry-After per client IP (via trustProxy + X-Forwarded-For)', 
   const now = 1_000_000; // frozen clock: no refill during the test
   const { base } = await start(t, svc, { trustProxy: true, rateLimit: { capacity: 3, refillPerSecond: 0.5 }, now: () => now });
   const post = (ip: string, path = '/verify') =>
-    fetch(`${base}${path}`, { method: 'POST', headers: { ...JSON_HEADERS, 'x-forwarded-for': `${ip}, 10.0.0.1` }, body: '{"x":1}' });
+    // The proxy appended `ip`; the client's own (spoofed, changing) entry on the left counts for nothing.
+    fetch(`${base}${path}`, { method: 'POST', headers: { ...JSON_HEADERS, 'x-forwarded-for': `10.0.${Math.floor(Math.random() * 250)}.1, ${ip}` }, body: '{"x":1}' });
   for (let i = 0; i < 3; i++) {
     const r = await post('203.0.113.7', i === 1 ? '/settle' : '/verify');
     t.not(r.status, 429, `burst request ${i + 1}`);

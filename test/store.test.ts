@@ -1,6 +1,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { open } from 'lmdb';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eip3009NonceKey, permit2NonceKey } from '../src/store/nonce-claims.ts';
@@ -49,4 +50,71 @@ t.test('records list by prefix in key order', async (t) => {
   await Promise.all([c.put('b:2', 2), c.put('a:1', 1), c.put('b:1', 1), c.put('c:1', 3)]);
   t.same([...c.entries('b:')], [['b:1', 1], ['b:2', 2]]);
   t.equal([...c.entries()].length, 4);
+});
+
+t.test('a data directory that exists already (a mounted volume) or has a dot in its name opens', async (t) => {
+  for (const name of ['data.v1', 'gate402.lmdb', 'plain']) {
+    for (const exists of [true, false]) {
+      const path = join(dir(), name);
+      if (exists) {
+        mkdirSync(path);
+        writeFileSync(join(path, 'README'), 'a volume with something in it already');
+      }
+      const store = openStore(path);
+      await store.collection<number>('c').put('k', 1);
+      await store.close();
+      t.ok(statSync(path).isDirectory(), `${name} (${exists ? 'existing' : 'new'}) is a directory`);
+      const again = openStore(path);
+      t.equal(again.collection<number>('c').get('k'), 1, `${name} (${exists ? 'existing' : 'new'}) keeps its records`);
+      await again.close();
+    }
+  }
+});
+
+/** lmdb's `open`, but every write fails while `state.failing` (as on a full disk). */
+function failingLmdb(state: { failing: boolean }): typeof open {
+  const diskFull = () => Promise.reject(Object.assign(new Error('MDB_MAP_FULL: No space left on device'), { code: 'ENOSPC' }));
+  const WRITES = new Set(['put', 'remove', 'ifNoExists', 'transaction', 'ifVersion']);
+  const wrap = <D extends object>(db: D): D =>
+    new Proxy(db, {
+      get(target, prop) {
+        const v = Reflect.get(target, prop, target) as unknown;
+        if (typeof v !== 'function') return v;
+        if (typeof prop === 'string' && WRITES.has(prop)) return (...args: unknown[]) => (state.failing ? diskFull() : (v as (...a: unknown[]) => unknown).apply(target, args));
+        if (prop === 'openDB') return (...args: unknown[]) => wrap((v as (...a: unknown[]) => object).apply(target, args));
+        return (v as (...a: unknown[]) => unknown).bind(target);
+      },
+    });
+  return ((options: Parameters<typeof open>[0]) => wrap(open(options as never))) as typeof open;
+}
+
+t.test('a write that fails (disk full) rejects only its own promise; the store says unhealthy until writes work again', async (t) => {
+  const state = { failing: false };
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  t.teardown(() => void process.off('unhandledRejection', onUnhandled));
+  const store = openStore(dir(), { openLmdb: failingLmdb(state) as never, failureMemoryMs: 1500 });
+  t.teardown(() => store.close());
+  const payments = store.collection<{ state: string }>('payments');
+  await payments.put('p', { state: 'broadcasting' });
+  t.same(store.health(), { ok: true });
+
+  state.failing = true;
+  await t.rejects(payments.put('p', { state: 'settled' }), /No space left/, 'the write says it failed');
+  await t.rejects(store.nonces.claim('n', 'holder'), /No space left/);
+  t.same(payments.get('p'), { state: 'broadcasting' }, 'the record is where its last durable write left it');
+  t.equal(store.nonces.holder('n'), undefined, 'and the claim was not taken');
+  t.match(store.health(), { ok: false, error: /No space left/ }, 'unhealthy');
+  t.match(await store.probe(), { ok: false }, 'a probe while the disk is full fails too');
+
+  state.failing = false;
+  await new Promise((r) => setTimeout(r, 1100)); // probes are at most once a second
+  t.match(await store.probe(), { ok: false }, 'a write succeeds again, but a failure is remembered for a while');
+  await new Promise((r) => setTimeout(r, 500));
+  t.same(await store.probe(), { ok: true }, 'then healthy again');
+  await payments.put('p', { state: 'settled' });
+  t.same(payments.get('p'), { state: 'settled' });
+  await new Promise((r) => setTimeout(r, 50));
+  t.same(unhandled, [], 'no unhandled rejection');
 });

@@ -41,6 +41,8 @@ const gatewayEnv = async (extra: Record<string, string> = {}) => ({
   GATE402_STOCK_DESK_KEY: await gassedKey(n),
   GATE402_RELAYER_KEYS: await gassedKey(n),
   GATE402_CONFIRM_DEADLINE_MS: '30000',
+  // The merchant page registers an upstream on the discard port, which the devnet does not allow by itself.
+  GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1:9',
   ...extra,
 });
 const [gw, tight, browser] = await Promise.all([

@@ -4,7 +4,7 @@ import { CAIP2 } from '../chain/canonical.ts';
 import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../chain/devnet/accounts.ts';
 import type { DevnetManifest } from '../chain/manifest.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
-import { envString } from '../config/env.ts';
+import { ConfigError, envString } from '../config/env.ts';
 import { requireProductionSecrets } from '../config/production-secrets.ts';
 import { createEngine, engineConfigFromEnv } from '../engine/create-engine.ts';
 import { facilitatorAdmissionConfigFromEnv } from '../facilitator/admission.ts';
@@ -18,6 +18,7 @@ import { merchantHandlers } from '../gateway/merchants/http.ts';
 import { MerchantRegistry } from '../gateway/merchants/registry.ts';
 import { registrationBodyLimit } from '../gateway/merchants/validate.ts';
 import { gatewayConfigFromEnv, runGateway } from '../gateway/run-gateway.ts';
+import { urlPort } from '../gateway/upstream-guard/guard.ts';
 import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { createLogger } from '../log/logger.ts';
@@ -79,7 +80,22 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
     }
     if (opts.gateway) {
       const devnet = opts.manifest;
-      const config = gatewayConfigFromEnv(env, devnet ? { receiptKey: devnetPrivateKey(DEVNET_RECEIPT_KEY_INDEX) as Hex, upstreamAllowlist: ['127.0.0.1', '::1'] } : {});
+      const config = gatewayConfigFromEnv(env, devnet ? { receiptKey: devnetPrivateKey(DEVNET_RECEIPT_KEY_INDEX) as Hex } : {});
+      // On the devnet the built-in catalog is served by local fixture upstreams (started here unless the catalog's
+      // base is given). Exactly their origin is allowlisted, not the whole host: the chain RPCs, the facilitator and
+      // this gateway listen on other ports of the same loopback address, and a self-registered merchant must not
+      // reach them.
+      let baseFor = (slug: string) => slug;
+      if (devnet) {
+        const fixtureBase = envString(env, 'GATE402_CATALOG_UPSTREAM_BASE', '');
+        baseFor = (slug) => `${fixtureBase.replace(/\/$/, '')}/${slug}`;
+        if (!fixtureBase) {
+          const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
+          closers.push(() => fixtures.close());
+          baseFor = (slug) => fixtures.baseUrlFor(slug);
+        }
+        config.upstreamAllowlist = [...config.upstreamAllowlist, originEntry(baseFor('catalog'))];
+      }
       const merchantConfig = merchantConfigFromEnv(env);
       const registry = new MerchantRegistry({
         store: engine.store,
@@ -107,13 +123,6 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       if (devnet) {
         // The built-in catalog against local fixture upstreams, so everything works offline; chain-stocks from the
         // stock chain itself while the stock API runs.
-        const fixtureBase = envString(env, 'GATE402_CATALOG_UPSTREAM_BASE', '');
-        let baseFor = (slug: string) => `${fixtureBase.replace(/\/$/, '')}/${slug}`;
-        if (!fixtureBase) {
-          const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
-          closers.push(() => fixtures.close());
-          baseFor = (slug) => fixtures.baseUrlFor(slug);
-        }
         const payees = devnet.accounts.merchants.map((m) => m.address);
         const catalog = builtinCatalog({
           payTo: (slug) => payees[[...slug].reduce((h, c) => h + c.charCodeAt(0), 0) % payees.length] as `0x${string}`,
@@ -160,4 +169,15 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
     await running.close();
     throw err;
   }
+}
+
+/** The upstream allowlist entry (`host:port`) of exactly the origin of `url`. */
+function originEntry(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ConfigError(`GATE402_CATALOG_UPSTREAM_BASE must be an absolute http(s) URL, got '${url}'`);
+  }
+  return `${parsed.hostname}:${urlPort(parsed)}`;
 }

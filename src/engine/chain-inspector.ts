@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { erc20Abi, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import { permit2Artifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
@@ -13,14 +14,16 @@ const erc1271Abi = [
 
 export type Simulation = { ok: true; gas: bigint } | { ok: false; error: string };
 
-/** Everything the engine asks of one chain, through the viem client it is given. */
 /** How long "no code at this address" is believed, and how many such answers are kept (oldest dropped first). */
 export const ABSENT_CODE_TTL_MS = 30_000;
 export const ABSENT_CODE_MAX_ENTRIES = 10_000;
 
+/** Everything the engine asks of one chain, through the viem client it is given. */
+
 export class ChainInspector {
   readonly #client: PublicClient<Transport, Chain>;
-  readonly #deployed = new Set<string>();
+  /** Bounded: a payer address comes from the client, and any existing contract can be named. */
+  readonly #deployed = new LRUCache<string, true>({ max: ABSENT_CODE_MAX_ENTRIES });
   /** Addresses found without code, with when that answer expires; insertion order is age order. */
   readonly #absent = new Map<string, number>();
   readonly #clock: () => number;
@@ -52,9 +55,7 @@ export class ChainInspector {
     const code = await this.#client.getCode({ address });
     const has = code !== undefined && code !== '0x';
     if (has) {
-      this.#deployed.add(key);
-      // Any contract may be named as a payer: the oldest answers make room.
-      while (this.#deployed.size > ABSENT_CODE_MAX_ENTRIES) this.#deployed.delete(this.#deployed.values().next().value as string);
+      this.#deployed.set(key, true);
     } else {
       this.#absent.delete(key);
       this.#absent.set(key, now + ABSENT_CODE_TTL_MS);

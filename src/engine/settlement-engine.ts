@@ -218,7 +218,9 @@ export class SettlementEngine {
         if (state === last) return;
         last = state;
         log.debug('payment state', { state });
-        if (DURABLE_STATES.has(state)) void this.#write({ ...snapshot.context.record, state });
+        // A failed write (disk full) leaves the record at its last durable state, which a restart resumes from;
+        // the store reports itself unhealthy meanwhile. It must not become an unhandled rejection.
+        if (DURABLE_STATES.has(state)) this.#write({ ...snapshot.context.record, state }).catch((err: unknown) => log.error('could not write the payment record', { state, error: err }));
         if (snapshot.status === 'done') {
           this.#o.metrics.settlement(this.#o.networks.has(record.network) ? record.network : 'other', state, (this.#clock() - record.createdAt) / 1000);
           if (this.#active.get(record.id) === entry) this.#active.delete(record.id);

@@ -9,17 +9,18 @@
  * | `GATE402_FACILITATOR_MAX_BODY_BYTES` | `65536` | largest accepted request body |
  * | `GATE402_FACILITATOR_RATE_CAPACITY` | `50` | rate-limit burst per client IP (verify + settle) |
  * | `GATE402_FACILITATOR_RATE_PER_SECOND` | `20` | rate-limit refill per client IP |
- * | `GATE402_TRUST_PROXY` | `false` | take the client IP from `X-Forwarded-For` (`true`/`false`/`1`/`0`/`yes`/`no`) |
+ * | `GATE402_TRUST_PROXY` | `false` | behind reverse proxies: `false`, a proxy count (`true` = 1), or the proxies' addresses/CIDR blocks; the client is the right-most untrusted `X-Forwarded-For` hop |
  */
 
-import { envBool, envHost, envInt, envPositiveNumber } from '../config/env.ts';
+import { envHost, envInt, envPositiveNumber } from '../config/env.ts';
+import { trustProxyFromEnv, type TrustProxy } from '../http/trust-proxy.ts';
 
 export interface FacilitatorHttpConfig {
   host: string;
   port: number;
   maxBodyBytes: number;
   rateLimit: { capacity: number; refillPerSecond: number };
-  trustProxy: boolean;
+  trustProxy: TrustProxy;
 }
 
 const MAX_BODY_LIMIT = 16 * 1024 * 1024;
@@ -33,6 +34,6 @@ export function facilitatorHttpConfigFromEnv(env: NodeJS.ProcessEnv = process.en
       capacity: envInt(env, 'GATE402_FACILITATOR_RATE_CAPACITY', 50, { min: 1, max: 1_000_000 }),
       refillPerSecond: envPositiveNumber(env, 'GATE402_FACILITATOR_RATE_PER_SECOND', 20),
     },
-    trustProxy: envBool(env, 'GATE402_TRUST_PROXY', false),
+    trustProxy: trustProxyFromEnv(env),
   };
 }

@@ -5,6 +5,7 @@
  * token bucket on verify/settle (429 with `Retry-After`), and turning {@link FacilitatorService} answers into
  * JSON responses. Decoding and judging payments is the service's job.
  */
+import type { TrustProxy } from '../http/trust-proxy.ts';
 import { isJsonContentType } from '../http/content-type.ts';
 import { ipRateLimitKey } from '../http/ip.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
@@ -19,8 +20,8 @@ export interface FacilitatorHttpOptions {
   maxBodyBytes?: number;
   /** Per client IP (IPv6: per /64), on `/verify` and `/settle` together. Default 50 burst, 20 per second. */
   rateLimit?: { capacity: number; refillPerSecond: number; maxKeys?: number };
-  /** Take the client IP from the left-most `X-Forwarded-For` entry. Only behind a proxy that sets it. */
-  trustProxy?: boolean;
+  /** Take the client IP from `X-Forwarded-For` behind these proxies (see `http/trust-proxy.ts`; `true`: one). */
+  trustProxy?: boolean | TrustProxy;
   /** Clock for the rate limiter (ms). */
   now?: () => number;
   /** Where unexpected errors are logged; defaults to stderr. */
@@ -60,7 +61,7 @@ export async function startFacilitatorHttp(service: FacilitatorService, opts: Fa
     host: opts.host,
     port: opts.port,
     maxBodyBytes,
-    trustProxy: opts.trustProxy === true,
+    trustProxy: opts.trustProxy ?? false,
     log,
     observe: opts.observe,
   });

@@ -25,6 +25,8 @@ export async function runFacilitator(
   admission: { config: FacilitatorAdmissionConfig; ownPayees?: readonly string[] } = { config: facilitatorAdmissionConfigFromEnv({}) },
 ): Promise<RunningFacilitator> {
   const health = async () => {
+    const store = await running.store.probe();
+    if (!store.ok) throw new Error(`the data store cannot write (since ${new Date(store.since).toISOString()})`);
     const chains = await Promise.all(
       networks.all().map(async (n) => {
         const pool = running.relayers.get(n.caip2);

@@ -2,9 +2,10 @@ import { createHmac } from 'node:crypto';
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { NetworkRegistry } from '../chain/networks.ts';
-import { ConfigError, envBool, envHost, envInt, envString } from '../config/env.ts';
+import { ConfigError, envHost, envInt, envString } from '../config/env.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
 import { createHttpServer, json, type HttpHandler } from '../http/server.ts';
+import { trustProxyFromEnv, type TrustProxy } from '../http/trust-proxy.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
@@ -43,7 +44,7 @@ export interface GatewayConfig {
   realm: string;
   contactEmail: string;
   breaker: { threshold: number; openMs: number };
-  trustProxy: boolean;
+  trustProxy: TrustProxy;
 }
 
 export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receiptKey?: Hex; upstreamAllowlist?: string[] } = {}): GatewayConfig {
@@ -68,7 +69,7 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
     realm: envString(env, 'GATE402_REALM', 'gate402'),
     contactEmail: envString(env, 'GATE402_CONTACT_EMAIL', 'operator@gate402.invalid'),
     breaker: { threshold: envInt(env, 'GATE402_BREAKER_THRESHOLD', 5, { min: 1, max: 1000 }), openMs: envInt(env, 'GATE402_BREAKER_OPEN_MS', 30_000, { min: 100, max: 3_600_000 }) },
-    trustProxy: envBool(env, 'GATE402_TRUST_PROXY', false),
+    trustProxy: trustProxyFromEnv(env),
   };
 }
 
@@ -124,7 +125,11 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   });
   const server = createHttpServer({ host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, log: (l) => parts.log.error(l), observe: parts.metrics.httpObserver('gateway') });
   server
-    .route('GET', '/health', () => json(200, { ok: true, merchants: parts.merchants.list().length, inFlight: parts.engine.inFlight }))
+    .route('GET', '/health', async () => {
+      const store = await parts.store.probe();
+      if (!store.ok) return json(503, { ok: false, store: { ok: false, error: 'the data store cannot write', since: new Date(store.since).toISOString() } });
+      return json(200, { ok: true, merchants: parts.merchants.list().length, inFlight: parts.engine.inFlight });
+    })
     .route('GET', '/openapi.json', () => json(200, rootOpenApi(parts.merchants.list(), discovery)))
     .route('GET', '/.well-known/x402', () => json(200, wellKnownX402(parts.merchants.list(), config.baseUrl)))
     .route('GET', '/.well-known/gate402', () => json(200, { receiptSigner, realm: config.realm, receipts: 'Payment-Receipt is base64url JSON; drop `signature`, canonicalize (RFC 8785), and check it is an EIP-191 signature by receiptSigner' }))

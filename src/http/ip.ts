@@ -71,17 +71,6 @@ export function formatBinaryAddress(bin: ArrayBuffer, fallbackText?: ArrayBuffer
 }
 
 /**
- * The left-most entry of an `X-Forwarded-For` value (several header lines arrive joined with `, `),
- * normalised; `undefined` when absent or not an IP address (e.g. `unknown`).
- * Only meaningful behind a trusted proxy: the client can write anything it likes into this header.
- */
-export function leftmostForwardedFor(value: string | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  const first = value.split(',', 1)[0];
-  return first === undefined ? undefined : normalizeIp(first);
-}
-
-/**
  * A rate-limiting key for a canonical IP: the address itself for IPv4, its /64 prefix for IPv6
  * (one IPv6 subscriber typically controls a whole /64, so per-address keys would be trivial to evade).
  */

@@ -39,7 +39,8 @@ import type {
   us_listen_socket,
   us_socket,
 } from 'uWebSockets.js';
-import { formatBinaryAddress, leftmostForwardedFor } from './ip.ts';
+import { formatBinaryAddress } from './ip.ts';
+import { clientIp, type TrustProxy } from './trust-proxy.ts';
 import { Router, StringRecord } from './router.ts';
 
 export interface HttpRequest {
@@ -51,7 +52,7 @@ export interface HttpRequest {
   readonly query: string;
   /** Lower-cased names; repeated header lines joined with `, ` (`cookie` with `; `). */
   readonly headers: Readonly<Record<string, string>>;
-  /** Canonical client IP (see `ip.ts`): the socket peer, or with `trustProxy` the left-most `X-Forwarded-For`. */
+  /** Canonical client IP (see `ip.ts`): the socket peer, or with `trustProxy` the right-most untrusted `X-Forwarded-For` hop. */
   readonly remoteIp: string;
   /** Path parameters of a pattern route (`:name`, `*`); empty for exact routes. */
   readonly params: Readonly<Record<string, string>>;
@@ -104,8 +105,8 @@ export interface HttpServerOptions {
   /** 0 picks a free port; `listen()` resolves to the actual one. */
   port: number;
   maxBodyBytes: number;
-  /** Take the client IP from the left-most `X-Forwarded-For` entry (only behind a proxy that sets it). */
-  trustProxy?: boolean;
+  /** Take the client IP from `X-Forwarded-For`, behind these proxies (see `trust-proxy.ts`; `true`: one). */
+  trustProxy?: boolean | TrustProxy;
   /** Where handler failures are logged; defaults to stderr. */
   log?: (line: string) => void;
   /**
@@ -262,11 +263,11 @@ class RouteRequest implements HttpRequest {
     readonly params: Readonly<Record<string, string>>,
     private readonly exchange: Exchange,
     private readonly res: UwsResponse,
-    private readonly trustProxy: boolean,
+    private readonly trustProxy: TrustProxy,
   ) {}
 
   get remoteIp(): string {
-    this.#remoteIp ??= (this.trustProxy ? leftmostForwardedFor(this.headers['x-forwarded-for']) : undefined) ?? formatBinaryAddress(...this.keepPeer());
+    this.#remoteIp ??= clientIp(formatBinaryAddress(...this.keepPeer()), this.headers['x-forwarded-for'], this.trustProxy);
     return this.#remoteIp;
   }
 
@@ -469,7 +470,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { host, port, maxBodyBytes } = options;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) throw new RangeError(`maxBodyBytes must be a non-negative integer, got ${maxBodyBytes}`);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`port must be 0..65535, got ${port}`);
-  const trustProxy = options.trustProxy === true;
+  const trustProxy: TrustProxy = options.trustProxy === true ? { hops: 1 } : (options.trustProxy ?? false);
   const log = options.log ?? ((line: string) => void process.stderr.write(`${line}\n`));
   const router = new Router<RegisteredRoute>();
   const app: TemplatedApp = App();

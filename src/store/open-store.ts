@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { open, type Database, type RootDatabase, type RootDatabaseOptionsWithPath } from 'lmdb';
 import { DurableCollection } from './durable-collection.ts';
 import { NonceClaims } from './nonce-claims.ts';
 
@@ -17,16 +17,41 @@ export interface Store {
   collection<T>(name: string): DurableCollection<T>;
   /** Runs `write` (its writes made with `putWithin`, in any collections) as one transaction, durably: all or nothing. */
   atomically(write: () => void): Promise<void>;
+  /**
+   * Not ok while the last durable write failed (a full disk, an I/O error), and for a while after any write failed:
+   * on a nearly full disk small writes may still pass while larger ones fail.
+   */
+  health(): StoreHealth;
+  /** {@link health}, after trying a small durable write when the store is failing (at most once a second). */
+  probe(): Promise<StoreHealth>;
   close(): Promise<void>;
+}
+
+export type StoreHealth = { ok: true } | { ok: false; error: string; since: number };
+
+export interface StoreOptions {
+  /** Told how long each durable write took, from the write until it was on disk (metrics). */
+  onCommit?: (seconds: number) => void;
+  /** How long a failed write keeps the store unhealthy after writes succeed again (default 60 s). */
+  failureMemoryMs?: number;
+  /** Opens the LMDB environment; `lmdb`'s `open` unless given (tests give one whose writes fail). */
+  openLmdb?: (options: RootDatabaseOptionsWithPath) => RootDatabase;
 }
 
 /** Resolves once `write` is committed and flushed to disk. */
 export type Durable = <T>(write: Promise<T>) => Promise<T>;
 
-/** `onCommit` is told how long each durable write took, from the write until it was on disk (metrics). */
-export function openStore(path: string, opts: { onCommit?: (seconds: number) => void } = {}): Store {
+/**
+ * `path` is a directory (created if missing; an existing one, e.g. a mounted volume, is used as it is, whatever its
+ * name: lmdb would otherwise take a name with a dot, `data.v1`, for a file).
+ *
+ * A write that fails (disk full, I/O error) rejects its own promise, and only that: callers decide what it means for
+ * their record, and the store reports itself unhealthy until a write succeeds again.
+ */
+export function openStore(path: string, opts: StoreOptions = {}): Store {
+  guardCommitRejections();
   mkdirSync(path, { recursive: true });
-  const root: RootDatabase = open({ path, compression: false, maxDbs: 32 });
+  const root: RootDatabase = (opts.openLmdb ?? open)({ path, noSubdir: false, compression: false, maxDbs: 32 });
   const dbs = new Map<string, Database>();
   const db = (name: string): Database => {
     let d = dbs.get(name);
@@ -36,12 +61,32 @@ export function openStore(path: string, opts: { onCommit?: (seconds: number) => 
     }
     return d;
   };
+  /** The current run of failed writes, if the last write failed. */
+  let failing: { error: string; since: number } | undefined;
+  /** The last failure, remembered for `failureMemoryMs`. */
+  let lastFailure: { error: string; since: number; at: number } | undefined;
+  let probedAt = 0;
+  const failureMemoryMs = opts.failureMemoryMs ?? 60_000;
   const durable: Durable = async (write) => {
     const started = performance.now();
-    const result = await write;
-    await root.flushed;
-    opts.onCommit?.((performance.now() - started) / 1000);
-    return result;
+    try {
+      const result = await write;
+      await root.flushed;
+      failing = undefined;
+      opts.onCommit?.((performance.now() - started) / 1000);
+      return result;
+    } catch (err) {
+      failing ??= { error: err instanceof Error ? err.message : String(err), since: Date.now() };
+      lastFailure = { ...failing, at: Date.now() };
+      // lmdb rejects a failed commit's cause (`commitError`) in a promise of its own: handled here, with the write.
+      (err as { commitError?: Promise<unknown> } | undefined)?.commitError?.catch(() => {});
+      throw err;
+    }
+  };
+  const health = (): StoreHealth => {
+    if (failing !== undefined) return { ok: false, ...failing };
+    if (lastFailure !== undefined && Date.now() - lastFailure.at < failureMemoryMs) return { ok: false, error: lastFailure.error, since: lastFailure.since };
+    return { ok: true };
   };
   return {
     path,
@@ -51,6 +96,31 @@ export function openStore(path: string, opts: { onCommit?: (seconds: number) => 
     atomically: async (write) => {
       await durable(root.transaction(write));
     },
+    health,
+    probe: async () => {
+      if (failing !== undefined && Date.now() - probedAt >= 1000) {
+        probedAt = Date.now();
+        await (async () => durable(db('health').put('probe', probedAt)))().catch(() => {});
+      }
+      return health();
+    },
     close: () => root.close(),
   };
+}
+
+let guarding = false;
+
+/**
+ * When a commit fails (disk full, I/O error), lmdb rejects each write of the transaction, which its caller handles,
+ * and also internal promises nobody can hold, which would be unhandled rejections and, by Node's default, end the
+ * process. Those (recognised by lmdb's `commitError`) are ignored: the failure reaches the writes' callers and the
+ * store's health. Any other unhandled rejection is thrown on, as Node would.
+ */
+function guardCommitRejections(): void {
+  if (guarding) return;
+  guarding = true;
+  process.on('unhandledRejection', (reason) => {
+    if (reason instanceof Error && 'commitError' in reason) return;
+    throw reason;
+  });
 }

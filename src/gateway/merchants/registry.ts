@@ -20,6 +20,7 @@
  * 404 (update/delete of an unknown slug). 409 is part of the type for callers' exhaustiveness but not produced:
  * a taken slug is a 400 (`slug … is taken`), as the acceptance criteria ask.
  */
+import { LRUCache } from 'lru-cache';
 import type { Hex } from 'viem';
 import type { Merchant, Upstream } from '../catalog/merchant.ts';
 import { canonicalJson } from '../../protocol/mpp/canonical-json.ts';
@@ -33,6 +34,8 @@ import type { RegistrationAction, ValidatedUpsert } from './types.ts';
 import { resolveLimits, validateRegistrationRequest, type RegistrationLimits } from './validate.ts';
 
 export const MERCHANTS_COLLECTION = 'merchants';
+/** Merchant records kept decoded in memory; beyond it the least recently used one is read from LMDB again. */
+export const MERCHANT_CACHE_MAX = 10_000;
 
 export interface MerchantRecord {
   /** `null` after a delete (a tombstone that remembers the nonces). */
@@ -104,11 +107,13 @@ export class MerchantRegistry {
   readonly #log: Logger | undefined;
   readonly #locks = new Map<string, Promise<unknown>>();
   /**
-   * Every record read or written, frozen, by slug: the paid route looks its merchant up on every request, and
+   * Records read or written, frozen, by slug: the paid route looks its merchant up on every request, and
    * decoding it from LMDB each time cost more than the rest of the 402. Sound because this registry is the only
    * writer of its collection (see the top of this file) and updates the cache once a write is durable.
+   * Only slugs that have a record are kept (a miss costs LMDB no decoding, and anyone can ask for any slug), and
+   * at most {@link MERCHANT_CACHE_MAX} of them, least recently used first out.
    */
-  readonly #cache = new Map<string, Readonly<MerchantRecord> | null>();
+  readonly #cache = new LRUCache<string, Readonly<MerchantRecord>>({ max: MERCHANT_CACHE_MAX });
 
   constructor(options: MerchantRegistryOptions) {
     this.#merchants = options.store.collection<MerchantRecord>(MERCHANTS_COLLECTION);
@@ -124,10 +129,15 @@ export class MerchantRegistry {
   #read(slug: string): Readonly<MerchantRecord> | undefined {
     let hit = this.#cache.get(slug);
     if (hit === undefined) {
-      hit = deepFreeze(this.#merchants.get(slug)) ?? null;
-      this.#cache.set(slug, hit);
+      hit = deepFreeze(this.#merchants.get(slug));
+      if (hit !== undefined) this.#cache.set(slug, hit);
     }
-    return hit ?? undefined;
+    return hit;
+  }
+
+  /** Slugs whose record is held in memory (for tests: bounded whatever buyers ask for). */
+  get cachedRecords(): number {
+    return this.#cache.size;
   }
 
   async #write(slug: string, record: MerchantRecord): Promise<void> {

@@ -11,7 +11,7 @@ import { getAddress } from 'viem';
 import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
 import { createAjv } from '../../protocol/x402/codec.ts';
 import type { MerchantRoute } from '../catalog/merchant.ts';
-import { UpstreamAllowlist } from '../upstream-guard/guard.ts';
+import { UpstreamAllowlist, urlPort } from '../upstream-guard/guard.ts';
 import { decodeCanonicalBase64 } from './base64.ts';
 import type {
   DeleteRegistration,
@@ -311,7 +311,7 @@ export function checkBaseUrl(raw: string, allowlist: UpstreamAllowlist): Checked
   if (url.username !== '' || url.password !== '' || /^[a-z]+:\/\/[^/?#]*@/i.test(raw)) return bad('upstream.baseUrl must not contain credentials (use secretHeaders)');
   if (raw.includes('#')) return bad('upstream.baseUrl must not contain a fragment');
   if (url.hostname === '') return bad('upstream.baseUrl has no host');
-  if (url.protocol === 'http:' && !allowlist.allowsHost(url.hostname)) return bad('upstream.baseUrl must be an https: URL (http: is only allowed for hosts the operator allowlisted)');
+  if (url.protocol === 'http:' && !allowlist.allowsHost(url.hostname, urlPort(url))) return bad('upstream.baseUrl must be an https: URL (http: is only allowed for hosts the operator allowlisted)');
   return good(url.href);
 }
 

@@ -203,11 +203,8 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       if (sendsBody(req)) return postedDigest(req).then((digest) => challenge(deps, req, merchant, route, terms, credential, terms.nowMs, { ...(digest !== undefined && { digest }) }, memo));
       return challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo);
     }
-    return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, confined.segments)).catch((err: unknown) => {
-      // Before settlement (the body was too large, the client left): nothing was charged; the server answers.
-      deps.breakers.release(slug);
-      throw err;
-    });
+    // However it ends (body too large, client gone, a throw), a half-open trial this request held is given back.
+    return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, confined.segments)).finally(() => deps.breakers.release(slug));
   };
 }
 
@@ -381,7 +378,7 @@ async function paid(
     const answer = result.ok ? answerable(result) : undefined;
     deps.metrics.upstreamCall(slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
     const upstreamFailed = answer === undefined || answer.status >= 500;
-    if (upstreamFailed) deps.breakers.failure(slug);
+    if (upstreamFailed) deps.breakers.failure(slug, key);
     else deps.breakers.success(slug);
     const record: PaidRequestRecord = {
       merchant: slug,

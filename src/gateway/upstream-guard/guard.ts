@@ -9,8 +9,9 @@
  *   checked before connecting, and the socket's actual peer address is checked once more after connecting.
  *
  * Allowlist entries are host names (exact, case-insensitive, trailing dot ignored: the operator trusts that name's
- * DNS), IP addresses or CIDR blocks (`127.0.0.1`, `10.1.0.0/16`, `::1`). An IPv4-mapped IPv6 address is matched
- * as the IPv4 address it denotes.
+ * DNS), IP addresses or CIDR blocks (`127.0.0.1`, `10.1.0.0/16`, `::1`), each optionally with one port
+ * (`127.0.0.1:8080`, `[::1]:8080`, `devnet.local:8080`). An IPv4-mapped IPv6 address is matched as the IPv4 address
+ * it denotes.
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
@@ -20,40 +21,76 @@ import { cidrContains, forbiddenAddressReason, parseCidr, parseIp, unmapIp, type
 /** Resolves a host name to its IP addresses (text). */
 export type Resolver = (host: string) => Promise<string[]>;
 
-/** The operator's exceptions to the forbidden ranges. */
-export class UpstreamAllowlist {
-  readonly #hosts = new Set<string>();
-  readonly #cidrs: Cidr[] = [];
+/** A TCP port, or `undefined` for an entry that allows every port. */
+type Port = number | undefined;
 
-  /** Throws a TypeError naming the first entry that is neither a host name, an IP address nor a CIDR block. */
+/**
+ * The operator's exceptions to the forbidden ranges. An entry without a port allows every port of its host or
+ * block; `host:port`, `a.b.c.d:port` or `[v6]:port` allows that one port only (the devnet allows exactly the
+ * fixture upstreams it started, not the chain RPCs or the gateway on the same host).
+ *
+ * `port` arguments: the port that will be connected to; `undefined` when it is not known yet (a DNS lookup), which
+ * matches port-scoped entries too, so the caller must check again with the port (the connector does, on the peer).
+ */
+export class UpstreamAllowlist {
+  readonly #hosts: Array<{ host: string; port: Port }> = [];
+  readonly #cidrs: Array<{ cidr: Cidr; port: Port }> = [];
+
+  /** Throws a TypeError naming the first entry that is neither a host name, an IP address nor a CIDR block (each with an optional port). */
   constructor(entries: readonly string[]) {
     for (const raw of entries) {
       const entry = raw.trim();
       if (entry === '') continue;
-      const c = parseCidr(entry);
-      if (c) this.#cidrs.push(unmapCidr(c));
-      else if (/^[a-z0-9.-]+$/i.test(entry) && !entry.includes('/')) this.#hosts.add(normalizeHost(entry));
-      else throw new TypeError(`upstream allowlist entry ${JSON.stringify(raw)} is not a host name, IP address or CIDR block`);
+      const { target, port } = splitPort(entry);
+      const c = port === null ? undefined : parseCidr(target);
+      if (c && port !== null) this.#cidrs.push({ cidr: unmapCidr(c), port });
+      else if (port !== null && /^[a-z0-9.-]+$/i.test(target)) this.#hosts.push({ host: normalizeHost(target), port });
+      else throw new TypeError(`upstream allowlist entry ${JSON.stringify(raw)} is not a host name, IP address or CIDR block (with an optional :port)`);
     }
   }
 
   get empty(): boolean {
-    return this.#hosts.size === 0 && this.#cidrs.length === 0;
+    return this.#hosts.length === 0 && this.#cidrs.length === 0;
   }
 
   /** The host name itself is allowlisted (an IP-literal host is matched as an address instead). */
-  allowsHost(host: string): boolean {
+  allowsHost(host: string, port?: number): boolean {
     const h = stripBrackets(host);
-    if (isIP(h) !== 0) return this.allowsAddress(h);
-    return this.#hosts.has(normalizeHost(h));
+    if (isIP(h) !== 0) return this.allowsAddress(h, port);
+    const name = normalizeHost(h);
+    return this.#hosts.some((e) => e.host === name && portMatches(e.port, port));
   }
 
-  allowsAddress(address: string): boolean {
+  allowsAddress(address: string, port?: number): boolean {
     const ip = parseIp(address);
     if (!ip) return false;
     const u = unmapIp(ip);
-    return this.#cidrs.some((c) => cidrContains(c, u));
+    return this.#cidrs.some((e) => cidrContains(e.cidr, u) && portMatches(e.port, port));
   }
+}
+
+function portMatches(entry: Port, wanted: Port): boolean {
+  return entry === undefined || wanted === undefined || entry === wanted;
+}
+
+/** `target` and its port (`undefined`: none given; `null`: given but not a port). IPv6 takes a port only in brackets. */
+function splitPort(entry: string): { target: string; port: Port | null } {
+  const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(entry);
+  if (bracketed) return { target: bracketed[1]!, port: bracketed[2] === undefined ? undefined : toPort(bracketed[2]) };
+  const colon = entry.lastIndexOf(':');
+  if (colon < 0 || entry.indexOf(':') !== colon) return { target: entry, port: undefined };
+  const p = entry.slice(colon + 1);
+  return { target: entry.slice(0, colon), port: /^\d+$/.test(p) ? toPort(p) : null };
+}
+
+function toPort(text: string): number | null {
+  const n = Number(text);
+  return Number.isInteger(n) && n >= 1 && n <= 65535 ? n : null;
+}
+
+/** The port a URL connects to: its own, or its scheme's default. */
+export function urlPort(url: URL): number {
+  return url.port !== '' ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
 }
 
 function unmapCidr(c: Cidr): Cidr {
@@ -74,9 +111,9 @@ function toAllowlist(a: UpstreamAllowlist | readonly string[]): UpstreamAllowlis
   return a instanceof UpstreamAllowlist ? a : new UpstreamAllowlist(a);
 }
 
-/** Why the address may not be used for this host, or `undefined` when it may. */
-function addressVerdict(allowlist: UpstreamAllowlist, host: string, address: string): string | undefined {
-  if (allowlist.allowsHost(host) || allowlist.allowsAddress(address)) return undefined;
+/** Why the address may not be used for this host and port (`undefined`: not known yet), or `undefined` when it may. */
+function addressVerdict(allowlist: UpstreamAllowlist, host: string, address: string, port: number | undefined): string | undefined {
+  if (allowlist.allowsHost(host, port) || allowlist.allowsAddress(address, port)) return undefined;
   return forbiddenAddressReason(address);
 }
 
@@ -157,7 +194,7 @@ export async function checkUpstreamUrl(url: string | URL, options: CheckUpstream
     if (!Array.isArray(addresses) || addresses.length === 0) return { ok: false, code: 'unresolvable', error: publicError, detail: 'no addresses' };
   }
   for (const address of addresses) {
-    const reason = typeof address === 'string' ? addressVerdict(allowlist, host, address) : 'not an IP address';
+    const reason = typeof address === 'string' ? addressVerdict(allowlist, host, address, urlPort(parsed)) : 'not an IP address';
     if (reason !== undefined) return { ok: false, code: 'forbidden_address', error: publicError, detail: `${String(address)}: ${reason}` };
   }
   return { ok: true, url: parsed, host, addresses: [...addresses] };
@@ -213,7 +250,8 @@ export function guardedLookup(allowlist: UpstreamAllowlist | readonly string[], 
         return;
       }
       for (const a of found) {
-        const reason = addressVerdict(list, hostname, a.address);
+        // The port is not known here: port-scoped entries pass, and the connector checks the peer with its port.
+        const reason = addressVerdict(list, hostname, a.address, undefined);
         if (reason !== undefined) {
           callback(new UpstreamAddressForbiddenError(hostname, a.address, reason), '', 0);
           return;
@@ -251,9 +289,10 @@ export function guardedDispatcher(allowlist: UpstreamAllowlist | readonly string
   const base = buildConnector({ timeout: options.connectTimeoutMs ?? 10_000, lookup: guardedLookup(list, options.resolve) });
   const connect: buildConnector.connector = (opts, callback) => {
     const host = stripBrackets(opts.hostname);
+    const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
     if (isIP(host) !== 0) {
       // Node connects to an IP-literal host without calling `lookup`: check it here.
-      const reason = addressVerdict(list, host, host);
+      const reason = addressVerdict(list, host, host, port);
       if (reason !== undefined) {
         callback(new UpstreamAddressForbiddenError(host, host, reason), null);
         return;
@@ -266,7 +305,7 @@ export function guardedDispatcher(allowlist: UpstreamAllowlist | readonly string
       }
       // Belt and braces: the peer the socket actually reached.
       const peer = (socket as Socket).remoteAddress;
-      const reason = peer === undefined ? 'unknown peer address' : addressVerdict(list, host, peer);
+      const reason = peer === undefined ? 'unknown peer address' : addressVerdict(list, host, peer, port);
       if (reason !== undefined) {
         socket.destroy();
         callback(new UpstreamAddressForbiddenError(host, peer ?? '?', reason), null);
