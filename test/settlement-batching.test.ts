@@ -37,8 +37,9 @@ for (const n of [base, stock]) {
 }
 const env = {
   GATE402_RELAYER_KEYS: relayerKeys.join(','),
-  // Requests sent together meet in one batch however the machine schedules them: each batch waits its whole window.
-  GATE402_BATCH_WINDOW_MS: '400',
+  // Requests sent together meet in one batch however the machine schedules them: each batch waits its whole window,
+  // long enough for a loaded 2-core machine to get every request of a burst to the facilitator.
+  GATE402_BATCH_WINDOW_MS: '1500',
   GATE402_BATCH_EAGER: 'false',
   GATE402_BATCH_MAX: '16',
   GATE402_CONFIRM_DEADLINE_MS: '1500',
