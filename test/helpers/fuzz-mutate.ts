@@ -42,14 +42,36 @@ export function setAt(value: Json, path: JsonPath, next: Json | typeof REMOVE): 
   return copy;
 }
 
-/** A hex string with one nibble after `0x` changed to a different value (not merely another letter case). */
-function flipNibble(rng: Rng, s: string): string {
+/** A hex string with `count` distinct nibbles after `0x` changed to other values (not merely another letter case). */
+function flipNibbles(rng: Rng, s: string, count = 1): string {
   const body = s.startsWith('0x') ? 2 : 0;
   if (s.length <= body) return `${s}0`;
-  const i = body + rng.int(s.length - body);
-  const old = parseInt(s[i] as string, 16);
-  const nibble = Number.isNaN(old) ? rng.int(16) : (old ^ rng.between(1, 15)) & 15;
-  return `${s.slice(0, i)}${nibble.toString(16)}${s.slice(i + 1)}`;
+  const positions = new Set<number>();
+  while (positions.size < Math.min(count, s.length - body)) positions.add(body + rng.int(s.length - body));
+  let out = s;
+  for (const i of positions) {
+    const old = parseInt(out[i] as string, 16);
+    const nibble = Number.isNaN(old) ? rng.int(16) : (old ^ rng.between(1, 15)) & 15;
+    out = `${out.slice(0, i)}${nibble.toString(16)}${out.slice(i + 1)}`;
+  }
+  return out;
+}
+
+/**
+ * What an ECDSA signature says, whatever its spelling: r, s and the y parity, from 65 bytes (v 27/28 or 0/1) or the
+ * 64-byte EIP-2098 form. Undefined for anything else. Two spellings of one signature are not a mutation.
+ */
+function signatureMeaning(sig: string): string | undefined {
+  const h = sig.toLowerCase();
+  if (/^0x[0-9a-f]{130}$/.test(h)) {
+    const parity = { '1b': 0, '00': 0, '1c': 1, '01': 1 }[h.slice(130)];
+    return parity === undefined ? undefined : `${h.slice(2, 130)}:${parity}`;
+  }
+  if (/^0x[0-9a-f]{128}$/.test(h)) {
+    const top = parseInt(h[66] as string, 16);
+    return `${h.slice(2, 66)}${(top & 7).toString(16)}${h.slice(67, 130)}:${top >> 3}`;
+  }
+  return undefined;
 }
 
 /** Values of another type or shape than a leaf had. */
@@ -84,8 +106,8 @@ function otherUint(rng: Rng, s: string): Json {
 /** A replacement for a 0x-hex string (address, nonce, signature) that is another value or no valid hex at all. */
 function otherHex(rng: Rng, s: string, substitutes: readonly string[]): Json {
   const choices: Array<() => Json> = [
-    () => flipNibble(rng, s),
-    () => flipNibble(rng, flipNibble(rng, s)),
+    () => flipNibbles(rng, s),
+    () => flipNibbles(rng, s, 2),
     () => s.slice(0, Math.max(2, s.length - 2 * rng.between(1, 8))),
     () => `${s}${rng.hex(2 * rng.between(1, 4))}`,
     () => s.slice(2), // no 0x
@@ -96,11 +118,17 @@ function otherHex(rng: Rng, s: string, substitutes: readonly string[]): Json {
     () => `0x${rng.hex(4096)}`,
   ];
   if (s.length === 132) {
-    // a 65-byte signature: another v; and a 64-byte (EIP-2098) form that says something else
-    choices.push(() => `${s.slice(0, 130)}${s.slice(130) === '1b' ? '1c' : '1b'}`, () => `${s.slice(0, 130)}00`, () => `${s.slice(0, 130)}ff`);
+    // a 65-byte signature: the other y parity (in either spelling of v), a v no one accepts, 63 bytes
+    const other = signatureMeaning(s)?.endsWith(':0') ? ['1c', '01'] : ['1b', '00'];
+    choices.push(() => `${s.slice(0, 130)}${rng.pick(other)}`, () => `${s.slice(0, 130)}${rng.pick(['ff', '1d', '02', ''])}`, () => s.slice(0, 128));
   }
   if (s.length === 42) for (const sub of substitutes) if (sub.toLowerCase() !== s.toLowerCase()) choices.push(() => sub);
-  return rng.pick(choices)();
+  const before = signatureMeaning(s);
+  for (;;) {
+    const next = rng.pick(choices)();
+    // Never the same signature spelled otherwise (v as 0/1, the 64-byte form): that is no forgery.
+    if (before === undefined || typeof next !== 'string' || signatureMeaning(next) !== before) return next;
+  }
 }
 
 function otherString(rng: Rng, s: string): Json {
@@ -122,6 +150,12 @@ export function mutatedLeaf(rng: Rng, old: Json, substitutes: readonly string[])
   return otherType(rng, old);
 }
 
+/** A short, telling rendering of a value: long strings keep their head, tail and length. */
+function brief(v: Json): string {
+  const text = JSON.stringify(v);
+  return text.length <= 48 ? text : `${text.slice(0, 24)}…${text.slice(-16)} (${text.length - 2} chars)`;
+}
+
 /**
  * `value` with one to three of the `bound` leaves (those whose change must void the credential) mutated, and
  * sometimes an extra key added beside them (never alone: an unknown key on its own may be harmless).
@@ -138,7 +172,7 @@ export function mutateBound(rng: Rng, value: Json, bound: (path: JsonPath) => bo
     if (old === undefined) continue; // removed by an earlier step
     const next = mutatedLeaf(rng, old, substitutes);
     out = setAt(out, path, next);
-    what.push(`${path.join('.')}=${next === REMOVE ? '<removed>' : JSON.stringify(next).slice(0, 40)}`);
+    what.push(`${path.join('.')}=${next === REMOVE ? '<removed>' : brief(next)}`);
   }
   if (what.length === 0) {
     const path = rng.pick(candidates);
