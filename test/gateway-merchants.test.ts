@@ -5,7 +5,7 @@
  */
 import t, { type Test } from 'tap';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
@@ -77,7 +77,10 @@ async function signed(account: PrivateKeyAccount, reg: Registration | Record<str
 function setup(t: { teardown(fn: () => unknown): void }, extra: Partial<ConstructorParameters<typeof MerchantRegistry>[0]> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'gate402-merchants-'));
   const store = openStore(join(dir, 'db'));
-  t.teardown(() => store.close());
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
   const filesDir = join(dir, 'files');
   const registry = new MerchantRegistry({
     store,

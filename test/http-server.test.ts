@@ -5,6 +5,7 @@
  * what it was called with; it does not decode or judge payments (that is the engine's job, tested elsewhere).
  */
 import { freePort } from './helpers/devnet.ts';
+import { rawExchange } from './helpers/raw-http.ts';
 import t from 'tap';
 import net from 'node:net';
 import { startFacilitatorHttp, type FacilitatorHttpOptions } from '../src/facilitator/http-app.ts';
@@ -68,17 +69,19 @@ function streamOf(total: number, chunk = 256): ReadableStream<Uint8Array> {
   });
 }
 
-/** One raw HTTP/1.1 exchange over a fresh socket; resolves with everything the server sent before closing/idle. */
-function raw(port: number, request: string | Buffer, waitMs = 300): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(port, '127.0.0.1');
-    let out = '';
-    s.on('data', (d) => (out += d.toString('latin1')));
-    s.on('error', reject);
-    s.on('close', () => resolve(out));
-    s.write(request);
-    setTimeout(() => s.destroy(), waitMs);
-  });
+/** One raw HTTP/1.1 exchange over a fresh socket; resolves with the whole first response (head and body), as sent. */
+async function raw(port: number, request: string | Buffer): Promise<string> {
+  const a = await rawExchange('127.0.0.1', port, typeof request === 'string' ? Buffer.from(request, 'latin1') : request, { timeoutMs: 30_000 });
+  return `${a.head}\r\n\r\n${a.body.toString('latin1')}`;
+}
+
+/** Polls `ready` until it holds (a busy machine is slow, not wrong); fails the wait after a generous limit. */
+async function until(ready: () => boolean, what: string, limitMs = 30_000): Promise<void> {
+  const started = Date.now();
+  while (!ready()) {
+    if (Date.now() - started > limitMs) throw new Error(`still waiting for ${what} after ${limitMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 t.test('GET /supported answers the service JSON', async (t) => {
@@ -147,7 +150,7 @@ t.test('413 for bodies over maxBodyBytes, with and without content-length', asyn
   s.on('error', () => {});
   s.write('POST /verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
   s.write(`800\r\n${'a'.repeat(0x800)}\r\n`);
-  await new Promise((r) => setTimeout(r, 150));
+  await until(() => /\r\n\r\n/.test(got), 'the 413');
   t.match(got, /^HTTP\/1\.1 413 Payload Too Large\r\n/, 'answered before the body ended, with a proper reason phrase');
   t.match(got, /Connection: close/i, 'and the connection is closed rather than read on');
   s.destroy();
@@ -333,7 +336,7 @@ t.test('an early answer (429) to a request whose body is still arriving keeps th
   s.write('c":1}');
   await new Promise((r) => setTimeout(r, 50));
   s.write('GET /supported HTTP/1.1\r\nHost: x\r\n\r\n');
-  await new Promise((r) => setTimeout(r, 100));
+  await until(() => [...got.matchAll(/HTTP\/1\.1 (\d{3}) /g)].length >= 3 && got.indexOf('\r\n\r\n', got.lastIndexOf('HTTP/1.1 ')) > 0, 'three answers');
   s.destroy();
   const statuses = [...got.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]);
   t.same(statuses, ['200', '429', '200'], 'three answers on one connection, in order');
@@ -342,7 +345,7 @@ t.test('an early answer (429) to a request whose body is still arriving keeps th
 
 t.test('a held early answer is sent with Connection: close once the body crosses the limit', async (t) => {
   const { port } = await start(t, recordingService(), { rateLimit: { capacity: 1, refillPerSecond: 0.001 }, now: () => 0 });
-  await raw(port, 'POST /verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}', 50);
+  await raw(port, 'POST /verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}');
   const s = net.connect(port, '127.0.0.1');
   let got = '';
   let closed = false;
@@ -354,7 +357,7 @@ t.test('a held early answer is sent with Connection: close once the body crosses
     s.write(`200\r\n${'a'.repeat(0x200)}\r\n`); // 4 x 512 bytes > 1024
     await new Promise((r) => setTimeout(r, 20));
   }
-  await new Promise((r) => setTimeout(r, 100));
+  await until(() => closed, 'the server to close the connection');
   t.match(got, /^HTTP\/1\.1 429 Too Many Requests\r\n/, 'the decided answer, not a 413');
   t.match(got, /Connection: close/i);
   t.ok(closed, 'the server stopped reading the endless body');
@@ -366,6 +369,7 @@ t.test('createHttpServer: pattern routes, HttpError, 204, invalid responses, gra
   const server = createHttpServer({ host: '127.0.0.1', port: 0, maxBodyBytes: 100, log: (l) => logs.push(l) });
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
+  let slowStarted = false;
   server
     .route('GET', '/m/:slug/*', async (req) => json(200, { params: { ...req.params }, query: req.query }))
     .route('GET', '/pay', async () => {
@@ -375,6 +379,7 @@ t.test('createHttpServer: pattern routes, HttpError, 204, invalid responses, gra
     .route('GET', '/bad-header', async () => ({ status: 200, headers: { 'x-evil': 'a\r\nset-cookie: b' } }))
     .route('GET', '/bad-status', async () => ({ status: 99 }))
     .route('GET', '/slow', async () => {
+      slowStarted = true;
       await gate;
       return { status: 200, body: 'done' };
     });
@@ -390,7 +395,7 @@ t.test('createHttpServer: pattern routes, HttpError, 204, invalid responses, gra
   t.equal(p.status, 402);
   t.equal(p.headers.get('www-authenticate'), 'Payment id="x"');
   t.same(await p.json(), { error: 'payment required' });
-  const d = await raw(port, 'DELETE /thing HTTP/1.1\r\nHost: x\r\n\r\n', 100);
+  const d = await raw(port, 'DELETE /thing HTTP/1.1\r\nHost: x\r\n\r\n');
   t.match(d, /^HTTP\/1\.1 204 No Content\r\n/);
   t.notMatch(d, /content-length/i, 'no Content-Length on a 204');
   for (const path of ['/bad-header', '/bad-status']) {
@@ -402,17 +407,19 @@ t.test('createHttpServer: pattern routes, HttpError, 204, invalid responses, gra
   t.equal(logs.length, 2, 'invalid responses are logged');
 
   const slow = fetch(`${base}/slow`);
-  await new Promise((r) => setTimeout(r, 50));
+  await until(() => slowStarted, 'the slow request to be in its handler');
   const closing = server.close(5000);
-  await new Promise((r) => setTimeout(r, 20));
-  const refused = await new Promise<string>((resolve) => {
-    const c = net.connect(port, '127.0.0.1');
-    c.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
-    c.on('connect', () => {
-      c.destroy();
-      resolve('connected');
+  const connect = () =>
+    new Promise<string>((resolve) => {
+      const c = net.connect(port, '127.0.0.1');
+      c.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
+      c.on('connect', () => {
+        c.destroy();
+        resolve('connected');
+      });
     });
-  });
+  // close() shuts the listening socket before it returns: no pause is needed to see it gone.
+  const refused = await connect();
   t.equal(refused, 'ECONNREFUSED', 'no new connections while closing');
   const pooled = await fetch(`${base}/m/a/b`); // fetch reuses an open keep-alive connection
   t.equal(pooled.status, 503, 'a new request on an open connection is refused with 503');

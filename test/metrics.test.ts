@@ -42,7 +42,13 @@ t.test('a paid request moves the gateway counters and histograms', async (t) => 
   const res = await wrapFetchWithPayment(fetch, client)(url);
   t.equal(res.status, 200, await res.text());
 
-  const after = await scrape(`${gw.url}/metrics`);
+  // The payment's last steps (its final durable write, leaving the pending set) may land just after the answer.
+  let after = await scrape(`${gw.url}/metrics`);
+  const settledIn = (m: Exposition) => count(m, 'gate402_actor_transitions_total', { machine: 'payment', from: 'inFlight.confirming', to: 'settled' }) - count(before, 'gate402_actor_transitions_total', { machine: 'payment', from: 'inFlight.confirming', to: 'settled' });
+  for (let i = 0; i < 100 && (settledIn(after) < 1 || count(after, 'gate402_payments_pending') > 0 || count(after, 'gate402_lmdb_commit_duration_seconds_count') - count(before, 'gate402_lmdb_commit_duration_seconds_count') < 4); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    after = await scrape(`${gw.url}/metrics`);
+  }
   const moved = (name: string, labels: Record<string, string> = {}) => count(after, name, labels) - count(before, name, labels);
   t.equal(moved('gate402_http_request_duration_seconds_count', { ...PAID_ROUTE, status: '402' }), 2, 'two 402s under the route template (ours and the client\'s first try)');
   t.equal(moved('gate402_http_request_duration_seconds_count', { ...PAID_ROUTE, status: '200' }), 1, 'one 200');

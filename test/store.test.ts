@@ -1,13 +1,22 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { open } from 'lmdb';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eip3009NonceKey, permit2NonceKey } from '../src/store/nonce-claims.ts';
 import { openStore } from '../src/store/open-store.ts';
 
-const dir = () => mkdtempSync(join(tmpdir(), 'gate402-store-'));
+const made: string[] = [];
+const dir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'gate402-store-'));
+  made.push(d);
+  return d;
+};
+// Registered first, so it runs after each test's own teardown has closed its store.
+t.teardown(() => {
+  for (const d of made) rmSync(d, { recursive: true, force: true });
+});
 
 t.test('of 50 concurrent claims on one nonce exactly one wins, and all agree who', async (t) => {
   const store = openStore(dir());

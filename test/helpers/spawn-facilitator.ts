@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BIN } from './spawn-devnet.ts';
@@ -32,7 +32,12 @@ export async function spawnFacilitator(opts: FacilitatorOptions): Promise<Spawne
 
 async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> {
   const port = opts.port ?? (await freePort());
+  // A data directory made here is this process's alone and removed at stop; one passed in belongs to the caller.
+  const ownsDataDir = opts.dataDir === undefined;
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'gate402-facilitator-'));
+  const removeOwnDataDir = () => {
+    if (ownsDataDir) rmSync(dataDir, { recursive: true, force: true });
+  };
   const logPath = join(dataDir, `${opts.part ?? 'facilitator'}-${Date.now()}.log`);
   const log = openSync(logPath, 'a');
   const part = opts.part ?? 'facilitator';
@@ -45,12 +50,20 @@ async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> 
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`${part} exited ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
+    if (child.exitCode !== null) {
+      const log = readFileSync(logPath, 'utf8');
+      removeOwnDataDir();
+      throw new Error(`${part} exited ${child.exitCode}:\n${log}`);
+    }
     const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false);
     if (ok) break;
     if (Date.now() > deadline) {
+      const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGKILL');
-      throw new Error(`${part} did not become healthy:\n${readFileSync(logPath, 'utf8')}`);
+      await exited;
+      const log = readFileSync(logPath, 'utf8');
+      removeOwnDataDir();
+      throw new Error(`${part} did not become healthy:\n${log}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -61,10 +74,12 @@ async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> 
     dataDir,
     logPath,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill(signal);
-      await exited;
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill(signal);
+        await exited;
+      }
+      removeOwnDataDir();
     },
   };
 }
