@@ -7,10 +7,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
-import { parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccount } from 'viem';
+import { decodeFunctionData, parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccount } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS } from '../../src/chain/canonical.ts';
-import { exactPermit2ProxyArtifact, stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
+import { exactPermit2ProxyArtifact, multicallArtifact, stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
 import type { DevnetManifest, NetworkEntry } from '../../src/chain/manifest.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
@@ -175,6 +175,59 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
     t.equal((await txCount(n, facRelayers.accounts)) - sendsBefore, 1, 'one settlement sent by the facilitator (the one that reverted), none after it');
     t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - PRICE, 'the payer was charged once');
     t.equal(await stableBalance(n, merchant), PRICE, 'the merchant was paid once');
+  });
+}
+
+for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
+  const scheme = caip2 === CAIP2.stockChain ? 'Permit2' : 'EIP-3009';
+  t.test(`facilitator with batching, ${scheme} on ${caip2}: one call of our pending batch copied and mined first; both payments are reported settled`, async (t) => {
+    const n = chain(caip2);
+    const relayers = await freshRelayers(1);
+    const batching = await spawnFacilitator({
+      manifestPath: devnet.manifestPath,
+      env: {
+        GATE402_RELAYER_KEYS: relayers.keys,
+        // Requests sent together meet in one batch however the machine schedules them.
+        GATE402_BATCH_WINDOW_MS: '400',
+        GATE402_BATCH_EAGER: 'false',
+        GATE402_CONFIRM_DEADLINE_MS: '1500',
+        GATE402_RECEIPT_POLL_MS: '50',
+      },
+    });
+    t.teardown(() => batching.stop());
+    const merchant = freshAccount().address;
+    const payers = [await fundedPayer(n, caip2, funder, parseUnits('1', 6)), await fundedPayer(n, caip2, funder, parseUnits('1', 6))];
+    const bodies = await Promise.all(
+      payers.map(async (payer, i) => {
+        const req = requirementsFor(caip2, n, merchant, String(PRICE + BigInt(i)));
+        return { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
+      }),
+    );
+    const attacker = await frontRunner(n);
+    await pauseMining(t, n);
+
+    const pending = (await Promise.all(bodies.map((b) => postJson(`${batching.url}/settle`, b)))).map((r) => r.json as Settle);
+    t.same(pending.map((p) => p.status), ['pending', 'pending'], 'both pending while unmined');
+    const batchTx = pending[0]?.transaction as Hex;
+    t.equal(pending[1]?.transaction, batchTx, 'in one batch transaction');
+    // The attacker lifts the first settlement call out of the batch in the mempool and sends it alone, tipping more.
+    const { pub, wallet } = clientsFor(n, attacker);
+    const batch = await pub.getTransaction({ hash: batchTx });
+    const { args } = decodeFunctionData({ abi: multicallArtifact.abi, data: batch.input });
+    const lifted = args[0][0];
+    if (!lifted) throw new Error('an empty batch');
+    const tip = (batch.maxPriorityFeePerGas ?? 1n) * 10n + parseUnits('1', 9);
+    const theirs = await wallet.sendTransaction({ to: lifted.target, data: lifted.callData, gas: 300_000n, maxPriorityFeePerGas: tip, maxFeePerGas: (batch.maxFeePerGas ?? 0n) * 2n + tip });
+    await rpcCall(n.rpcUrl, 'evm_mine', []);
+    const [theirReceipt, batchReceipt] = await Promise.all([pub.getTransactionReceipt({ hash: theirs }), pub.getTransactionReceipt({ hash: batchTx })]);
+    t.ok(theirReceipt.status === 'success' && theirReceipt.blockNumber === batchReceipt.blockNumber && theirReceipt.transactionIndex < batchReceipt.transactionIndex, "the lifted call mined first, in the batch's block");
+
+    const answers = await Promise.all(bodies.map((b) => settleUntilFinal(batching, b)));
+    t.same(answers.map((a) => a.success), [true, true], `both settled: ${JSON.stringify(answers)}`);
+    t.same(answers.map((a) => a.transaction).sort(), [theirs, batchTx].sort(), "one by the front-runner's transaction, the other by our batch");
+    t.equal(await txCount(n, relayers.accounts), 1, 'one transaction sent by the facilitator: the batch, nothing after it');
+    for (const [i, payer] of payers.entries()) t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - PRICE - BigInt(i), `payer ${i} charged once`);
+    t.equal(await stableBalance(n, merchant), 2n * PRICE + 1n, 'the merchant paid once for each');
   });
 }
 
