@@ -437,7 +437,8 @@ export class SettlementEngine {
         if (attempt < CONSUMPTION_READ_ATTEMPTS) await sleep(this.#o.pollMs, this.#abort.signal);
       }
     }
-    if (!found || !found.consumed) return failed;
+    if (!found) return { ...failed, message: `${failed.message} (whether the authorization was consumed anyway could not be read: ask again)` };
+    if (!found.consumed) return failed;
     if (found.transaction === undefined) {
       log.warn('the authorization is consumed, without a transfer to the payee', { why: found.why, failure: record.failure });
       return { ok: false, reason: nonceUsedReason(record.request), message: found.why };

@@ -16,7 +16,7 @@ import { rpcCall } from '../../src/chain/rpc.ts';
 import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
 import type { Eip3009Payload, PaymentPayload, PaymentRequirements, Permit2Payload } from '../../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from '../helpers/devnet.ts';
-import { startLossyRpc } from '../helpers/lossy-rpc.ts';
+import { startLossyRpc, type RpcFault } from '../helpers/lossy-rpc.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from '../helpers/payments.ts';
 import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from '../helpers/spawn-facilitator.ts';
@@ -187,10 +187,10 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
       manifestPath: devnet.manifestPath,
       env: {
         GATE402_RELAYER_KEYS: relayers.keys,
-        // Requests sent together meet in one batch however the machine schedules them.
-        GATE402_BATCH_WINDOW_MS: '400',
+        // Requests sent together meet in one batch however busy the machine is: the batch waits its whole window.
+        GATE402_BATCH_WINDOW_MS: '2000',
         GATE402_BATCH_EAGER: 'false',
-        GATE402_CONFIRM_DEADLINE_MS: '1500',
+        GATE402_CONFIRM_DEADLINE_MS: '3000',
         GATE402_RECEIPT_POLL_MS: '50',
       },
     });
@@ -255,20 +255,25 @@ t.test('facilitator, EIP-3009: an authorization the payer cancelled is still a f
   t.equal(await stableBalance(n, payer.address), parseUnits('1', 6), 'nothing moved');
 });
 
-t.test("our own send that landed though the node's answer was lost is followed, not sent again, and reported settled", async (t) => {
-  const n = chain(CAIP2.base);
-  const lossy = await startLossyRpc(n.rpcUrl);
-  t.teardown(() => lossy.close());
+/** A facilitator whose RPC for `caip2` goes through a faulty proxy (`lossy-rpc.ts`), with fresh relayer keys. */
+async function facilitatorBehind(t: Test, caip2: string, fault: RpcFault) {
+  const n = chain(caip2);
+  const proxy = await startLossyRpc(n.rpcUrl, fault);
+  t.teardown(() => proxy.close());
   const dir = mkdtempSync(join(tmpdir(), 'gate402-lossy-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const manifest = JSON.parse(readFileSync(devnet.manifestPath, 'utf8')) as DevnetManifest;
-  (manifest.networks[CAIP2.base] as NetworkEntry).rpcUrl = lossy.url;
+  (manifest.networks[caip2] as NetworkEntry).rpcUrl = proxy.url;
   const manifestPath = join(dir, 'manifest.json');
   writeFileSync(manifestPath, JSON.stringify(manifest));
   const relayers = await freshRelayers(1);
-  const lossyFac = await spawnFacilitator({ manifestPath, env: { GATE402_RELAYER_KEYS: relayers.keys, GATE402_CONFIRM_DEADLINE_MS: '5000', GATE402_RECEIPT_POLL_MS: '50' } });
-  t.teardown(() => lossyFac.stop());
+  const facilitator = await spawnFacilitator({ manifestPath, env: { GATE402_RELAYER_KEYS: relayers.keys, GATE402_CONFIRM_DEADLINE_MS: '5000', GATE402_RECEIPT_POLL_MS: '50' } });
+  t.teardown(() => facilitator.stop());
+  return { n, proxy, relayers, facilitator };
+}
 
+t.test("our own send that landed though the node's answer was lost is followed, not sent again, and reported settled", async (t) => {
+  const { n, proxy: lossy, relayers, facilitator: lossyFac } = await facilitatorBehind(t, CAIP2.base, 'lost-send-answers');
   const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
   const merchant = freshAccount().address;
   const req = requirementsFor(CAIP2.base, n, merchant, String(PRICE));
@@ -280,6 +285,25 @@ t.test("our own send that landed though the node's answer was lost is followed, 
   const { pub } = clientsFor(n, funder);
   const receipt = await pub.getTransactionReceipt({ hash: r.transaction as Hex });
   t.equal(receipt.from.toLowerCase(), relayers.accounts[0]?.address.toLowerCase(), 'the reported transaction is our own');
+  t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - PRICE, 'the payer was charged once');
+  t.equal(await stableBalance(n, merchant), PRICE, 'the merchant was paid once');
+});
+
+t.test('Permit2 on a node keeping no past state: the front-runner\'s transaction is recognised by its calldata', async (t) => {
+  const { n, proxy, relayers, facilitator } = await facilitatorBehind(t, CAIP2.stockChain, 'pruned-state');
+  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+  const merchant = freshAccount().address;
+  const req = requirementsFor(CAIP2.stockChain, n, merchant, String(PRICE));
+  const body = { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
+  const theirs = await submitDirectly(n, await frontRunner(n), body.paymentPayload.payload, n.stablecoin.address);
+  // Later blocks: the block that consumed the nonce is no longer the head, so its state is "pruned".
+  await rpcCall(n.rpcUrl, 'evm_mine', []);
+  await rpcCall(n.rpcUrl, 'evm_mine', []);
+
+  const r = await settleUntilFinal(facilitator, body);
+  t.same([r.success, r.transaction], [true, theirs], `settled, by the front-runner's transaction: ${JSON.stringify(r)}`);
+  t.ok(proxy.refused > 0, `reads of past state were refused (${proxy.refused})`);
+  t.equal(await txCount(n, relayers.accounts), 0, 'the facilitator sent nothing');
   t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - PRICE, 'the payer was charged once');
   t.equal(await stableBalance(n, merchant), PRICE, 'the merchant was paid once');
 });
