@@ -1,6 +1,6 @@
 import type { Address, Chain, Hex, PublicClient, Transport } from 'viem';
 import { isPermit2Payload, type VerifyRequest } from '../protocol/x402/types.ts';
-import { callsOfBatch, loggedTransfers } from './settlement-batch.ts';
+import { callsOfBatch, loggedTransfers, settledCalls } from './settlement-batch.ts';
 import type { SettlementCall } from './settlement-call.ts';
 
 /**
@@ -12,10 +12,14 @@ import type { SettlementCall } from './settlement-call.ts';
  *
  * - EIP-3009: `authorizationState(from, nonce)` says used; the token's `AuthorizationUsed(from, nonce)` log names
  *   the transaction, and its receipt must log the Transfer of exactly the amount from the payer to the payee.
- * - Permit2: the nonce's bit in `nonceBitmap(owner, nonce >> 8)` says used; a Transfer of exactly the amount from
- *   the payer to the payee is the candidate, and it is the consuming transaction when the bit flipped in its block
- *   (and no `UnorderedNonceInvalidation` of the owner there covers the bit), or, on a node without that block's
- *   state, when its calldata makes exactly our settlement call (directly or inside an `aggregate3` batch).
+ * - Permit2: the nonce's bit in `nonceBitmap(owner, nonce >> 8)` says used. Permit2 logs no nonce, so the consuming
+ *   transaction is recognised by what it ran: a Transfer of exactly the amount from the payer to the payee is the
+ *   candidate, and its transaction counts only if it made exactly our settlement call and that call succeeded:
+ *   sent straight to the exact-permit proxy with our calldata, or as one call of an `aggregate3` sent to the chain's
+ *   known Multicall3, owning a Transfer no other call of the batch could have logged (`settledCalls`). A bit set
+ *   in the same block as an unrelated Transfer of the same amount (the payer's other payment, with this nonce
+ *   spent elsewhere or invalidated) is not a settlement; neither is a call wrapped in a contract we cannot read,
+ *   whose calldata need not be what it ran.
  *
  * Consumed with a matching Transfer: settled. Consumed without one (a cancelled authorization, or a use older than
  * the searched blocks): not settled, with the reason. Logs are searched newest first, over `lookbackBlocks` below
@@ -33,8 +37,8 @@ export type Authorization =
       to: Address;
       value: bigint;
       nonce: bigint;
-      /** Our settlement call (to the exact-permit proxy): recognises the consuming transaction by its calldata. */
-      settlement?: { to: Address; data: Hex };
+      /** Our settlement call (to the exact-permit proxy), and the chain's Multicall3 whose batches are read call by call. */
+      settlement: { to: Address; data: Hex; multicall?: Address };
     };
 
 export type Consumption =
@@ -65,15 +69,6 @@ const authorizationUsedEvent = {
 const nonceBitmapAbi = [
   { type: 'function', name: 'nonceBitmap', stateMutability: 'view', inputs: [{ name: 'owner', type: 'address' }, { name: 'wordPos', type: 'uint256' }], outputs: [{ name: '', type: 'uint256' }] },
 ] as const;
-const unorderedNonceInvalidationEvent = {
-  type: 'event',
-  name: 'UnorderedNonceInvalidation',
-  inputs: [
-    { name: 'owner', type: 'address', indexed: true },
-    { name: 'word', type: 'uint256', indexed: false },
-    { name: 'mask', type: 'uint256', indexed: false },
-  ],
-} as const;
 const transferEvent = {
   type: 'event',
   name: 'Transfer',
@@ -87,11 +82,12 @@ const transferEvent = {
 const DEFAULT_CHUNK_BLOCKS = 500n;
 
 /** The authorization a payment's settlement call consumes (`permit2`: the Permit2 contract of its chain). */
-export function authorizationOf(request: VerifyRequest, call: SettlementCall, permit2: Address): Authorization {
+export function authorizationOf(request: VerifyRequest, call: SettlementCall, chain: { permit2: Address; multicall?: Address }): Authorization {
   const payload = request.paymentPayload.payload;
   const e = call.expect;
   if (isPermit2Payload(payload)) {
-    return { scheme: 'permit2', permit2, token: e.token, from: e.from, to: e.to, value: e.value, nonce: BigInt(payload.permit2Authorization.nonce), settlement: { to: call.to, data: call.data } };
+    const settlement = { to: call.to, data: call.data, ...(chain.multicall ? { multicall: chain.multicall } : {}) };
+    return { scheme: 'permit2', permit2: chain.permit2, token: e.token, from: e.from, to: e.to, value: e.value, nonce: BigInt(payload.permit2Authorization.nonce), settlement };
   }
   return { scheme: 'eip3009', token: e.token, from: e.from, to: e.to, value: e.value, nonce: payload.authorization.nonce };
 }
@@ -118,50 +114,38 @@ async function eip3009Consumption(client: ChainReader, auth: Extract<Authorizati
 }
 
 async function permit2Consumption(client: ChainReader, auth: Extract<Authorization, { scheme: 'permit2' }>, search: ConsumptionSearch): Promise<Consumption> {
-  const word = auth.nonce >> 8n;
   const bit = 1n << (auth.nonce & 0xffn);
-  const bitmapAt = (blockNumber: bigint) => client.readContract({ address: auth.permit2, abi: nonceBitmapAbi, functionName: 'nonceBitmap', args: [auth.from, word], blockNumber });
   const head = await client.getBlockNumber({ cacheTime: 0 });
-  if (((await bitmapAt(head)) & bit) === 0n) return { consumed: false };
-
-  /** Whether the nonce's bit was set by a use (not a cancellation) in `blockNumber`; undefined without that block's state. */
-  const usedIn = async (blockNumber: bigint): Promise<boolean | undefined> => {
-    let before: bigint;
-    let after: bigint;
-    try {
-      [before, after] = await Promise.all([bitmapAt(blockNumber - 1n), bitmapAt(blockNumber)]);
-    } catch {
-      return undefined;
-    }
-    if ((before & bit) !== 0n || (after & bit) === 0n) return false;
-    const cancels = await client.getLogs({ address: auth.permit2, event: unorderedNonceInvalidationEvent, args: { owner: auth.from }, fromBlock: blockNumber, toBlock: blockNumber });
-    return !cancels.some((c) => c.args.word === word && c.args.mask !== undefined && (c.args.mask & bit) !== 0n);
-  };
-  /** Whether the transaction makes exactly our settlement call, alone or in a batch. */
-  const makesOurCall = async (hash: Hex): Promise<boolean> => {
-    const s = auth.settlement;
-    if (!s) return false;
-    const tx = await client.getTransaction({ hash });
-    const data = s.data.toLowerCase();
-    if (tx.to?.toLowerCase() === s.to.toLowerCase() && tx.input.toLowerCase() === data) return true;
-    try {
-      return callsOfBatch(tx.input).some((c) => c?.to.toLowerCase() === s.to.toLowerCase() && c.data.toLowerCase() === data);
-    } catch {
-      return false;
-    }
-  };
-
+  const word = await client.readContract({ address: auth.permit2, abi: nonceBitmapAbi, functionName: 'nonceBitmap', args: [auth.from, auth.nonce >> 8n], blockNumber: head });
+  if ((word & bit) === 0n) return { consumed: false };
+  const seen = new Set<Hex>();
   for (const range of rangesBelow(head, search)) {
     const logs = await client.getLogs({ address: auth.token, event: transferEvent, args: { from: auth.from, to: auth.to }, ...range });
     for (const log of [...logs].reverse()) {
-      if (log.args.value !== auth.value || !log.transactionHash || log.blockNumber === null) continue;
-      const used = await usedIn(log.blockNumber);
-      if (used === true || (used === undefined && (await makesOurCall(log.transactionHash)))) {
-        return { consumed: true, transaction: log.transactionHash, blockNumber: log.blockNumber };
-      }
+      if (log.args.value !== auth.value || !log.transactionHash || log.blockNumber === null || seen.has(log.transactionHash)) continue;
+      seen.add(log.transactionHash);
+      if (await ranOurCall(client, auth, log.transactionHash)) return { consumed: true, transaction: log.transactionHash, blockNumber: log.blockNumber };
     }
   }
-  return { consumed: true, why: `the Permit2 nonce is used or invalidated, and no use of it in the last ${search.lookbackBlocks} blocks moved the amount to the payee` };
+  return { consumed: true, why: `the Permit2 nonce is used or invalidated, and no transaction in the last ${search.lookbackBlocks} blocks ran this settlement` };
+}
+
+/** The transaction ran exactly our settlement call, and that call succeeded with its own Transfer. */
+async function ranOurCall(client: ChainReader, auth: Extract<Authorization, { scheme: 'permit2' }>, hash: Hex): Promise<boolean> {
+  const s = auth.settlement;
+  const [tx, receipt] = await Promise.all([client.getTransaction({ hash }), client.getTransactionReceipt({ hash })]);
+  if (receipt.status !== 'success' || !tx.to) return false;
+  const to = tx.to.toLowerCase();
+  if (to === s.to.toLowerCase()) return tx.input.toLowerCase() === s.data.toLowerCase() && movedExactly(receipt.logs, auth);
+  if (!s.multicall || to !== s.multicall.toLowerCase()) return false;
+  let calls: ReturnType<typeof callsOfBatch>;
+  try {
+    calls = callsOfBatch(tx.input);
+  } catch {
+    return false;
+  }
+  const settled = settledCalls(receipt, calls);
+  return calls.some((c, i) => settled[i] === true && c?.to.toLowerCase() === s.to.toLowerCase() && c.data.toLowerCase() === s.data.toLowerCase());
 }
 
 /** Block ranges from the head down, `lookbackBlocks` deep, newest first. */

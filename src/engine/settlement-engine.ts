@@ -426,7 +426,7 @@ export class SettlementEngine {
     const call = settlementCallOf(this.#o, record.request);
     if (!call) return failed;
     const network = this.#o.networks.find(record.network);
-    const auth = authorizationOf(record.request, call, network?.permit2 ?? PERMIT2_ADDRESS);
+    const auth = authorizationOf(record.request, call, { permit2: network?.permit2 ?? PERMIT2_ADDRESS, ...(network?.multicall ? { multicall: network.multicall } : {}) });
     const log = this.#o.log.child({ payment: record.id });
     let found: Consumption | undefined;
     for (let attempt = 1; attempt <= CONSUMPTION_READ_ATTEMPTS && !found; attempt++) {

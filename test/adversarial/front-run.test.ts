@@ -9,14 +9,14 @@ import { join } from 'node:path';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { decodeFunctionData, parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccount } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS } from '../../src/chain/canonical.ts';
+import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../../src/chain/canonical.ts';
 import { exactPermit2ProxyArtifact, multicallArtifact, stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
 import type { DevnetManifest, NetworkEntry } from '../../src/chain/manifest.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
 import type { Eip3009Payload, PaymentPayload, PaymentRequirements, Permit2Payload } from '../../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from '../helpers/devnet.ts';
-import { startLossyRpc, type RpcFault } from '../helpers/lossy-rpc.ts';
+import { startLossyRpc } from '../helpers/lossy-rpc.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from '../helpers/payments.ts';
 import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from '../helpers/spawn-facilitator.ts';
@@ -64,7 +64,7 @@ async function frontRunner(n: NetworkEntry): Promise<LocalAccount> {
 }
 
 /** The attacker submits the buyer's signed payment itself, straight to the token (EIP-3009) or the exact-permit proxy (Permit2). */
-async function submitDirectly(n: NetworkEntry, attacker: LocalAccount, payload: PaymentPayload['payload'], asset: Address): Promise<Hex> {
+async function submitDirectly(n: NetworkEntry, attacker: LocalAccount, payload: PaymentPayload['payload'], asset: Address, opts: { wait?: boolean } = {}): Promise<Hex> {
   const { pub, wallet } = clientsFor(n, attacker);
   let hash: Hex;
   if ('permit2Authorization' in payload) {
@@ -89,6 +89,7 @@ async function submitDirectly(n: NetworkEntry, attacker: LocalAccount, payload: 
       args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, signature],
     });
   }
+  if (opts.wait === false) return hash;
   const receipt = await pub.waitForTransactionReceipt({ hash });
   if (receipt.status !== 'success') throw new Error(`the front-runner's own settlement reverted: ${hash}`);
   return hash;
@@ -112,6 +113,22 @@ async function mineFrontRunFirst(t: Test, n: NetworkEntry, attackerTx: Hex, ourT
   t.ok(theirs.transactionIndex < ours.transactionIndex, "the front-runner's copy first");
   t.same([theirs.status, ours.status], ['success', 'reverted'], 'it moved the money; our settlement reverted');
 }
+
+/** Permit2's plain `permitTransferFrom` (no witness), the one overload called here. */
+const permitTransferFromAbi = [
+  {
+    type: 'function',
+    name: 'permitTransferFrom',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { name: 'permit', type: 'tuple', components: [{ name: 'permitted', type: 'tuple', components: [{ name: 'token', type: 'address' }, { name: 'amount', type: 'uint256' }] }, { name: 'nonce', type: 'uint256' }, { name: 'deadline', type: 'uint256' }] },
+      { name: 'transferDetails', type: 'tuple', components: [{ name: 'to', type: 'address' }, { name: 'requestedAmount', type: 'uint256' }] },
+      { name: 'owner', type: 'address' },
+      { name: 'signature', type: 'bytes' },
+    ],
+    outputs: [],
+  },
+] as const;
 
 type Settle = { success: boolean; transaction: string; status?: string; errorReason?: string; payer?: string };
 
@@ -255,10 +272,10 @@ t.test('facilitator, EIP-3009: an authorization the payer cancelled is still a f
   t.equal(await stableBalance(n, payer.address), parseUnits('1', 6), 'nothing moved');
 });
 
-/** A facilitator whose RPC for `caip2` goes through a faulty proxy (`lossy-rpc.ts`), with fresh relayer keys. */
-async function facilitatorBehind(t: Test, caip2: string, fault: RpcFault) {
+/** A facilitator whose RPC for `caip2` goes through a proxy losing send answers (`lossy-rpc.ts`), with fresh relayer keys. */
+async function facilitatorBehind(t: Test, caip2: string) {
   const n = chain(caip2);
-  const proxy = await startLossyRpc(n.rpcUrl, fault);
+  const proxy = await startLossyRpc(n.rpcUrl);
   t.teardown(() => proxy.close());
   const dir = mkdtempSync(join(tmpdir(), 'gate402-lossy-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -273,7 +290,7 @@ async function facilitatorBehind(t: Test, caip2: string, fault: RpcFault) {
 }
 
 t.test("our own send that landed though the node's answer was lost is followed, not sent again, and reported settled", async (t) => {
-  const { n, proxy: lossy, relayers, facilitator: lossyFac } = await facilitatorBehind(t, CAIP2.base, 'lost-send-answers');
+  const { n, proxy: lossy, relayers, facilitator: lossyFac } = await facilitatorBehind(t, CAIP2.base);
   const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
   const merchant = freshAccount().address;
   const req = requirementsFor(CAIP2.base, n, merchant, String(PRICE));
@@ -289,22 +306,43 @@ t.test("our own send that landed though the node's answer was lost is followed, 
   t.equal(await stableBalance(n, merchant), PRICE, 'the merchant was paid once');
 });
 
-t.test('Permit2 on a node keeping no past state: the front-runner\'s transaction is recognised by its calldata', async (t) => {
-  const { n, proxy, relayers, facilitator } = await facilitatorBehind(t, CAIP2.stockChain, 'pruned-state');
-  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+t.test("Permit2: the payer's other payment of the same amount, in the block where this nonce was spent elsewhere, is not taken for this settlement", async (t) => {
+  const n = chain(CAIP2.stockChain);
+  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6)); // with gas and Permit2 approved
   const merchant = freshAccount().address;
   const req = requirementsFor(CAIP2.stockChain, n, merchant, String(PRICE));
-  const body = { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
-  const theirs = await submitDirectly(n, await frontRunner(n), body.paymentPayload.payload, n.stablecoin.address);
-  // Later blocks: the block that consumed the nonce is no longer the head, so its state is "pruned".
+  const [first, second] = [
+    { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req },
+    { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req },
+  ] as const;
+  const spent = (second.paymentPayload.payload as Permit2Payload).permit2Authorization;
+  const sendsBefore = await txCount(n, facRelayers.accounts);
+  const attacker = await frontRunner(n);
+  await pauseMining(t, n);
+  // In one block: the first payment settles (a Transfer of the price to the merchant), and the payer spends the
+  // second payment's nonce on a plain Permit2 transfer of 1 unit to itself. The merchant got the price once.
+  const theirs = await submitDirectly(n, attacker, first.paymentPayload.payload, n.stablecoin.address, { wait: false });
+  const permit = { permitted: { token: n.stablecoin.address, amount: 1n }, nonce: BigInt(spent.nonce), deadline: BigInt(spent.deadline) };
+  const signature = await payer.signTypedData({
+    domain: { name: 'Permit2', chainId: n.chainId, verifyingContract: PERMIT2_ADDRESS },
+    types: {
+      PermitTransferFrom: [{ name: 'permitted', type: 'TokenPermissions' }, { name: 'spender', type: 'address' }, { name: 'nonce', type: 'uint256' }, { name: 'deadline', type: 'uint256' }],
+      TokenPermissions: [{ name: 'token', type: 'address' }, { name: 'amount', type: 'uint256' }],
+    },
+    primaryType: 'PermitTransferFrom',
+    message: { ...permit, spender: payer.address },
+  });
+  const { pub, wallet } = clientsFor(n, payer);
+  const elsewhere = await wallet.writeContract({ address: PERMIT2_ADDRESS, abi: permitTransferFromAbi, functionName: 'permitTransferFrom', args: [permit, { to: payer.address, requestedAmount: 1n }, payer.address, signature], gas: 200_000n });
   await rpcCall(n.rpcUrl, 'evm_mine', []);
-  await rpcCall(n.rpcUrl, 'evm_mine', []);
+  const [a, b] = await Promise.all([pub.getTransactionReceipt({ hash: theirs }), pub.getTransactionReceipt({ hash: elsewhere })]);
+  t.ok(a.status === 'success' && b.status === 'success' && a.blockNumber === b.blockNumber, 'both mined, in one block');
 
-  const r = await settleUntilFinal(facilitator, body);
-  t.same([r.success, r.transaction], [true, theirs], `settled, by the front-runner's transaction: ${JSON.stringify(r)}`);
-  t.ok(proxy.refused > 0, `reads of past state were refused (${proxy.refused})`);
-  t.equal(await txCount(n, relayers.accounts), 0, 'the facilitator sent nothing');
-  t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - PRICE, 'the payer was charged once');
+  const r2 = await settleUntilFinal(fac, second);
+  t.same([r2.success, r2.errorReason], [false, 'permit2_invalid_nonce'], `the second payment is not settled: ${JSON.stringify(r2)}`);
+  const r1 = await settleUntilFinal(fac, first);
+  t.same([r1.success, r1.transaction], [true, theirs], 'the first is, by the transaction that ran it');
+  t.equal(await txCount(n, facRelayers.accounts), sendsBefore, 'the facilitator sent nothing');
   t.equal(await stableBalance(n, merchant), PRICE, 'the merchant was paid once');
 });
 
