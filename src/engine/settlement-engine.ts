@@ -3,12 +3,14 @@ import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { fromPromise } from 'xstate';
 import type { Address, Hex, TransactionReceipt } from 'viem';
 import type { BlockWatcher } from '../chain/block-watcher.ts';
+import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from '../protocol/x402/types.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
+import { authorizationOf, consumptionOf, type Consumption } from './authorization-consumption.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { currentTxOf, fingerprintOf, isFinished, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
@@ -16,8 +18,6 @@ import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { SettlementBatcher, type Joined, type MinedBatch } from './settlement-batcher.ts';
 import type { SettlementCall } from './settlement-call.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from './tx-courier.ts';
-import { authorizationOf, consumptionOf, type Consumption } from './authorization-consumption.ts';
-import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import { checkPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
 
 export interface EngineOptions extends VerifyDeps {
