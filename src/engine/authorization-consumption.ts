@@ -1,4 +1,4 @@
-import type { Address, Chain, Hex, PublicClient, Transport } from 'viem';
+import { decodeFunctionData, type Address, type Chain, type Hex, type PublicClient, type Transport } from 'viem';
 import { isPermit2Payload, type VerifyRequest } from '../protocol/x402/types.ts';
 import { callsOfBatch, loggedTransfers, settledCalls } from './settlement-batch.ts';
 import type { SettlementCall } from './settlement-call.ts';
@@ -15,7 +15,7 @@ import type { SettlementCall } from './settlement-call.ts';
  * - Permit2: the nonce's bit in `nonceBitmap(owner, nonce >> 8)` says used. Permit2 logs no nonce, so the consuming
  *   transaction is recognised by what it ran: a Transfer of exactly the amount from the payer to the payee is the
  *   candidate, and its transaction counts only if it made exactly our settlement call and that call succeeded:
- *   sent straight to the exact-permit proxy with our calldata, or as one call of an `aggregate3` sent to the chain's
+ *   sent straight to the exact-permit proxy with our signed permit (`settle`, or `settleWithPermit` around it), or as one call of an `aggregate3` sent to the chain's
  *   known Multicall3, owning a Transfer no other call of the batch could have logged (`settledCalls`). A bit set
  *   in the same block as an unrelated Transfer of the same amount (the payer's other payment, with this nonce
  *   spent elsewhere or invalidated) is not a settlement; neither is a call wrapped in a contract we cannot read,
@@ -79,6 +79,45 @@ const transferEvent = {
   ],
 } as const;
 
+const permitTuple = {
+  name: 'permit',
+  type: 'tuple',
+  components: [
+    { name: 'permitted', type: 'tuple', components: [{ name: 'token', type: 'address' }, { name: 'amount', type: 'uint256' }] },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+} as const;
+const witnessTuple = { name: 'witness', type: 'tuple', components: [{ name: 'to', type: 'address' }, { name: 'validAfter', type: 'uint256' }] } as const;
+/** The exact-permit proxy's two settlement entry points: either runs the same Permit2 transfer for the same signed permit. */
+const proxySettlementAbi = [
+  { type: 'function', name: 'settle', stateMutability: 'nonpayable', inputs: [permitTuple, { name: 'owner', type: 'address' }, witnessTuple, { name: 'signature', type: 'bytes' }], outputs: [] },
+  {
+    type: 'function',
+    name: 'settleWithPermit',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { name: 'permit2612', type: 'tuple', components: [{ name: 'value', type: 'uint256' }, { name: 'deadline', type: 'uint256' }, { name: 'r', type: 'bytes32' }, { name: 's', type: 'bytes32' }, { name: 'v', type: 'uint8' }] },
+      permitTuple,
+      { name: 'owner', type: 'address' },
+      witnessTuple,
+      { name: 'signature', type: 'bytes' },
+    ],
+    outputs: [],
+  },
+] as const;
+
+/** The signed permit a proxy settlement call carries (whichever entry point), as one comparable string; else undefined. */
+function signedPermitOf(data: Hex): string | undefined {
+  try {
+    const call = decodeFunctionData({ abi: proxySettlementAbi, data });
+    const [permit, owner, witness, signature] = call.functionName === 'settle' ? call.args : [call.args[1], call.args[2], call.args[3], call.args[4]];
+    return [permit.permitted.token, permit.permitted.amount, permit.nonce, permit.deadline, owner, witness.to, witness.validAfter, signature].join('|').toLowerCase();
+  } catch {
+    return undefined;
+  }
+}
+
 const DEFAULT_CHUNK_BLOCKS = 500n;
 
 /** The authorization a payment's settlement call consumes (`permit2`: the Permit2 contract of its chain). */
@@ -136,7 +175,10 @@ async function ranOurCall(client: ChainReader, auth: Extract<Authorization, { sc
   const [tx, receipt] = await Promise.all([client.getTransaction({ hash }), client.getTransactionReceipt({ hash })]);
   if (receipt.status !== 'success' || !tx.to) return false;
   const to = tx.to.toLowerCase();
-  if (to === s.to.toLowerCase()) return tx.input.toLowerCase() === s.data.toLowerCase() && movedExactly(receipt.logs, auth);
+  if (to === s.to.toLowerCase()) {
+    const ours = signedPermitOf(s.data);
+    return ours !== undefined && signedPermitOf(tx.input) === ours && movedExactly(receipt.logs, auth);
+  }
   if (!s.multicall || to !== s.multicall.toLowerCase()) return false;
   let calls: ReturnType<typeof callsOfBatch>;
   try {

@@ -248,6 +248,33 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
   });
 }
 
+t.test("facilitator, Permit2: the buyer's permit settled by someone else through the proxy's other entry point (settleWithPermit) is recognised", async (t) => {
+  const n = chain(CAIP2.stockChain);
+  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+  const merchant = freshAccount().address;
+  const req = requirementsFor(CAIP2.stockChain, n, merchant, String(PRICE));
+  const body = { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
+  const payload = body.paymentPayload.payload as Permit2Payload;
+  const p = payload.permit2Authorization;
+  const sendsBefore = await txCount(n, facRelayers.accounts);
+  const { pub, wallet } = clientsFor(n, await frontRunner(n));
+  // A junk EIP-2612 permit, which the proxy tries and ignores: the allowance is in place already.
+  const junk = { value: BigInt(p.permitted.amount), deadline: BigInt(p.deadline), r: `0x${'11'.repeat(32)}` as Hex, s: `0x${'22'.repeat(32)}` as Hex, v: 27 };
+  const theirs = await wallet.writeContract({
+    address: EXACT_PERMIT2_PROXY_ADDRESS,
+    abi: exactPermit2ProxyArtifact.abi,
+    functionName: 'settleWithPermit',
+    args: [junk, { permitted: { token: p.permitted.token, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) }, p.from, { to: p.witness.to, validAfter: BigInt(p.witness.validAfter) }, payload.signature],
+  });
+  t.equal((await pub.waitForTransactionReceipt({ hash: theirs })).status, 'success', "the front-runner's settleWithPermit moved the money");
+
+  const r = await settleUntilFinal(fac, body);
+  t.same([r.success, r.transaction], [true, theirs], `settled, by the front-runner's transaction: ${JSON.stringify(r)}`);
+  t.equal(await txCount(n, facRelayers.accounts), sendsBefore, 'the facilitator sent nothing');
+  t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - PRICE, 'the payer was charged once');
+  t.equal(await stableBalance(n, merchant), PRICE, 'the merchant was paid once');
+});
+
 t.test('facilitator, EIP-3009: an authorization the payer cancelled is still a failure (consumed, but nothing moved)', async (t) => {
   const n = chain(CAIP2.base);
   const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
