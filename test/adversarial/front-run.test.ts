@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
-import { decodeFunctionData, parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccount } from 'viem';
+import { decodeFunctionData, maxUint256, parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccount, type TransactionReceipt } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../../src/chain/canonical.ts';
 import { exactPermit2ProxyArtifact, multicallArtifact, stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
@@ -17,7 +17,7 @@ import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
 import type { Eip3009Payload, PaymentPayload, PaymentRequirements, Permit2Payload } from '../../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from '../helpers/devnet.ts';
 import { startLossyRpc } from '../helpers/lossy-rpc.ts';
-import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from '../helpers/payments.ts';
+import { officialPayment, postJson, requirementsFor, stableBalance } from '../helpers/payments.ts';
 import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from '../helpers/spawn-facilitator.ts';
 
@@ -56,6 +56,32 @@ async function pauseMining(t: Test, n: NetworkEntry): Promise<void> {
   });
 }
 
+/**
+ * The receipt of `hash`, asked for until it is there. viem's waitForTransactionReceipt waits for a new block after
+ * its first look; on this file's quiet chains a block mined just before that look can be the last for minutes.
+ */
+async function mined(n: NetworkEntry, hash: Hex): Promise<TransactionReceipt> {
+  const { pub } = clientsFor(n, funder);
+  for (;;) {
+    const receipt = await pub.getTransactionReceipt({ hash }).catch(() => undefined);
+    if (receipt) return receipt;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A fresh payer holding `amount` of the chain's stablecoin; on the stock chain also with gas and Permit2 approved. */
+async function fundedBuyer(n: NetworkEntry, caip2: string, amount: bigint): Promise<LocalAccount> {
+  const payer = freshAccount();
+  const { wallet } = clientsFor(n, funder);
+  await mined(n, await wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'mint', args: [payer.address, amount] }));
+  if (caip2 === CAIP2.stockChain) {
+    await rpcCall(n.rpcUrl, 'anvil_setBalance', [payer.address, toHex(parseEther('1'))]);
+    const own = clientsFor(n, payer);
+    await mined(n, await own.wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] }));
+  }
+  return payer;
+}
+
 /** A wallet of the attacker's, with gas. */
 async function frontRunner(n: NetworkEntry): Promise<LocalAccount> {
   const attacker = freshAccount();
@@ -65,7 +91,7 @@ async function frontRunner(n: NetworkEntry): Promise<LocalAccount> {
 
 /** The attacker submits the buyer's signed payment itself, straight to the token (EIP-3009) or the exact-permit proxy (Permit2). */
 async function submitDirectly(n: NetworkEntry, attacker: LocalAccount, payload: PaymentPayload['payload'], asset: Address, opts: { wait?: boolean } = {}): Promise<Hex> {
-  const { pub, wallet } = clientsFor(n, attacker);
+  const { wallet } = clientsFor(n, attacker);
   let hash: Hex;
   if ('permit2Authorization' in payload) {
     const p = (payload as Permit2Payload).permit2Authorization;
@@ -90,7 +116,7 @@ async function submitDirectly(n: NetworkEntry, attacker: LocalAccount, payload: 
     });
   }
   if (opts.wait === false) return hash;
-  const receipt = await pub.waitForTransactionReceipt({ hash });
+  const receipt = await mined(n, hash);
   if (receipt.status !== 'success') throw new Error(`the front-runner's own settlement reverted: ${hash}`);
   return hash;
 }
@@ -156,7 +182,7 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
   const n = chain(caip2);
 
   t.test(`facilitator, ${scheme} on ${caip2}: the authorization settled by someone else before /settle is reported settled by their transaction`, async (t) => {
-    const payer = await fundedPayer(n, caip2, funder, parseUnits('1', 6));
+    const payer = await fundedBuyer(n, caip2, parseUnits('1', 6));
     const merchant = freshAccount().address;
     const req = requirementsFor(caip2, n, merchant, String(PRICE));
     const body = { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
@@ -173,7 +199,7 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
   });
 
   t.test(`facilitator, ${scheme} on ${caip2}: a copy from the mempool mined before our pending settlement; /settle reports settled by the copy`, async (t) => {
-    const payer = await fundedPayer(n, caip2, funder, parseUnits('1', 6));
+    const payer = await fundedBuyer(n, caip2, parseUnits('1', 6));
     const merchant = freshAccount().address;
     const req = requirementsFor(caip2, n, merchant, String(PRICE));
     const body = { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
@@ -213,7 +239,7 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
     });
     t.teardown(() => batching.stop());
     const merchant = freshAccount().address;
-    const payers = [await fundedPayer(n, caip2, funder, parseUnits('1', 6)), await fundedPayer(n, caip2, funder, parseUnits('1', 6))];
+    const payers = [await fundedBuyer(n, caip2, parseUnits('1', 6)), await fundedBuyer(n, caip2, parseUnits('1', 6))];
     const bodies = await Promise.all(
       payers.map(async (payer, i) => {
         const req = requirementsFor(caip2, n, merchant, String(PRICE + BigInt(i)));
@@ -250,14 +276,14 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
 
 t.test("facilitator, Permit2: the buyer's permit settled by someone else through the proxy's other entry point (settleWithPermit) is recognised", async (t) => {
   const n = chain(CAIP2.stockChain);
-  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
+  const payer = await fundedBuyer(n, CAIP2.stockChain, parseUnits('1', 6));
   const merchant = freshAccount().address;
   const req = requirementsFor(CAIP2.stockChain, n, merchant, String(PRICE));
   const body = { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
   const payload = body.paymentPayload.payload as Permit2Payload;
   const p = payload.permit2Authorization;
   const sendsBefore = await txCount(n, facRelayers.accounts);
-  const { pub, wallet } = clientsFor(n, await frontRunner(n));
+  const { wallet } = clientsFor(n, await frontRunner(n));
   // A junk EIP-2612 permit, which the proxy tries and ignores: the allowance is in place already.
   const junk = { value: BigInt(p.permitted.amount), deadline: BigInt(p.deadline), r: `0x${'11'.repeat(32)}` as Hex, s: `0x${'22'.repeat(32)}` as Hex, v: 27 };
   const theirs = await wallet.writeContract({
@@ -266,7 +292,7 @@ t.test("facilitator, Permit2: the buyer's permit settled by someone else through
     functionName: 'settleWithPermit',
     args: [junk, { permitted: { token: p.permitted.token, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) }, p.from, { to: p.witness.to, validAfter: BigInt(p.witness.validAfter) }, payload.signature],
   });
-  t.equal((await pub.waitForTransactionReceipt({ hash: theirs })).status, 'success', "the front-runner's settleWithPermit moved the money");
+  t.equal((await mined(n, theirs)).status, 'success', "the front-runner's settleWithPermit moved the money");
 
   const r = await settleUntilFinal(fac, body);
   t.same([r.success, r.transaction], [true, theirs], `settled, by the front-runner's transaction: ${JSON.stringify(r)}`);
@@ -277,7 +303,7 @@ t.test("facilitator, Permit2: the buyer's permit settled by someone else through
 
 t.test('facilitator, EIP-3009: an authorization the payer cancelled is still a failure (consumed, but nothing moved)', async (t) => {
   const n = chain(CAIP2.base);
-  const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
+  const payer = await fundedBuyer(n, CAIP2.base, parseUnits('1', 6));
   const merchant = freshAccount().address;
   const req = requirementsFor(CAIP2.base, n, merchant, String(PRICE));
   const body = { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
@@ -288,8 +314,8 @@ t.test('facilitator, EIP-3009: an authorization the payer cancelled is still a f
     primaryType: 'CancelAuthorization',
     message: { authorizer: payer.address, nonce },
   });
-  const { pub, wallet } = clientsFor(n, await frontRunner(n));
-  await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'cancelAuthorization', args: [payer.address, nonce, signature] }) });
+  const { wallet } = clientsFor(n, await frontRunner(n));
+  await mined(n, await wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'cancelAuthorization', args: [payer.address, nonce, signature] }));
   const sendsBefore = await txCount(n, facRelayers.accounts);
 
   const r = await settleUntilFinal(fac, body);
@@ -318,7 +344,7 @@ async function facilitatorBehind(t: Test, caip2: string) {
 
 t.test("our own send that landed though the node's answer was lost is followed, not sent again, and reported settled", async (t) => {
   const { n, proxy: lossy, relayers, facilitator: lossyFac } = await facilitatorBehind(t, CAIP2.base);
-  const payer = await fundedPayer(n, CAIP2.base, funder, parseUnits('1', 6));
+  const payer = await fundedBuyer(n, CAIP2.base, parseUnits('1', 6));
   const merchant = freshAccount().address;
   const req = requirementsFor(CAIP2.base, n, merchant, String(PRICE));
   const body = { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req };
@@ -335,7 +361,7 @@ t.test("our own send that landed though the node's answer was lost is followed, 
 
 t.test("Permit2: the payer's other payment of the same amount, in the block where this nonce was spent elsewhere, is not taken for this settlement", async (t) => {
   const n = chain(CAIP2.stockChain);
-  const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6)); // with gas and Permit2 approved
+  const payer = await fundedBuyer(n, CAIP2.stockChain, parseUnits('1', 6)); // with gas and Permit2 approved
   const merchant = freshAccount().address;
   const req = requirementsFor(CAIP2.stockChain, n, merchant, String(PRICE));
   const [first, second] = [
@@ -413,7 +439,7 @@ async function servedOnceAfterFrontRun(
   opts: { caip2: string; frontRun: (n: NetworkEntry, payment: PaymentPayload, credential: Record<string, string>) => Promise<{ theirs: Hex; oursSent: number }> },
 ) {
   const n = chain(opts.caip2);
-  const payer = await fundedPayer(n, opts.caip2, funder, parseUnits('1', 6));
+  const payer = await fundedBuyer(n, opts.caip2, parseUnits('1', 6));
   const offer = await offerOn(opts.caip2);
   const merchant = offer.payTo as Address;
   const merchantBefore = await stableBalance(n, merchant);
