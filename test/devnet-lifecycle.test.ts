@@ -1,7 +1,8 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { BIN, spawnDevnet, type SpawnedDevnet } from './helpers/spawn-devnet.ts';
@@ -46,11 +47,21 @@ async function chainsAnswer(d: SpawnedDevnet): Promise<boolean[]> {
   return Promise.all(Object.values(d.manifest.networks).map((n) => rpcCall(n.rpcUrl, 'eth_chainId', [], 500).then(() => true, () => false)));
 }
 
-const dir = resolve('.tap/lifecycle');
+// A directory of this file's own run: two runs of the suite side by side do not share manifests.
+const dir = mkdtempSync(join(tmpdir(), 'gate402-lifecycle-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A test that fails before its own kill leaves no devnet behind. */
+function killAtTeardown(t: Test, d: SpawnedDevnet): void {
+  t.teardown(() => {
+    if (d.child.exitCode === null && d.child.signalCode === null) d.child.kill('SIGKILL');
+  });
+}
 
 t.test('devnet starts in under a minute, tolerates a second start, and SIGTERM leaves no anvil behind', async (t) => {
   const started = Date.now();
-  const d = await spawnDevnet(resolve(dir, 'term.json'));
+  const d = await spawnDevnet(join(dir, 'term.json'));
+  killAtTeardown(t, d);
   t.ok(Date.now() - started < 60_000, `up in ${Date.now() - started} ms`);
   const anvils = childrenOf(d.child.pid as number);
   t.equal(anvils.length, 3, 'three chains run under it');
@@ -66,7 +77,8 @@ t.test('devnet starts in under a minute, tolerates a second start, and SIGTERM l
 });
 
 t.test('SIGKILL of the devnet leaves no anvil behind', async (t) => {
-  const d = await spawnDevnet(resolve(dir, 'kill.json'));
+  const d = await spawnDevnet(join(dir, 'kill.json'));
+  killAtTeardown(t, d);
   const anvils = childrenOf(d.child.pid as number);
   t.equal(anvils.length, 3);
   d.child.kill('SIGKILL');

@@ -28,6 +28,8 @@ export interface EngineConfig {
   batchMax: number;
   batchWindowMs: number;
   batchEager: boolean;
+  /** How many blocks below the head are searched for the transaction that consumed a failed settlement's authorization. */
+  consumedLookbackBlocks: number;
   /** Relayer keys; on the devnet, the manifest's relayers when none are given. */
   relayerKeys: `0x${string}`[];
 }
@@ -51,6 +53,7 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
     batchMax: envInt(env, 'GATE402_BATCH_MAX', 32, { min: 1, max: 256 }),
     batchWindowMs: envInt(env, 'GATE402_BATCH_WINDOW_MS', 10, { min: 0, max: 10_000 }),
     batchEager: envBool(env, 'GATE402_BATCH_EAGER', true),
+    consumedLookbackBlocks: envInt(env, 'GATE402_CONSUMED_LOOKBACK_BLOCKS', 2000, { min: 1, max: 1_000_000 }),
   };
 }
 
@@ -100,6 +103,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     pollMs: config.pollMs,
     simulateOnVerify: config.simulateOnVerify,
     batch: { maxSize: config.batchMax, windowMs: config.batchWindowMs, eager: config.batchEager },
+    consumedLookbackBlocks: BigInt(config.consumedLookbackBlocks),
     log,
     metrics,
   });

@@ -29,6 +29,7 @@ const notProvided = (step: string) =>
  * definition is pure and is what `npm run statecharts` exports.
  *
  * verifying -> claiming -> simulating -> broadcasting -> inFlight(confirming -> pending) -> settled | failed
+ * A failure after the claim passes through `reconciling` (was the authorization consumed anyway?) to settled or failed.
  * A restored record enters at `inFlight` when a transaction was signed (its own, or its batch's), else at `verifying`.
  * With settlement batching, `simulating` covers the payment's wait for its batch, the batch's simulation and the
  * durable write of the signed batch transaction; `broadcasting` its send; `inFlight` the batch's receipt.
@@ -46,6 +47,7 @@ export const paymentMachine = setup({
     simulate: notProvided('simulate'),
     broadcast: notProvided('broadcast'),
     confirm: notProvided('confirm'),
+    reconcile: notProvided('reconcile'),
     release: notProvided('release'),
   },
   guards: {
@@ -102,9 +104,9 @@ export const paymentMachine = setup({
         input: ({ context }) => ({ record: context.record }),
         onDone: [
           { guard: 'stepOk', target: 'broadcasting', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
-          { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
+          { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
-        onError: { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'simulation_error', message: String(event.error) }) }) },
+        onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'simulation_error', message: String(event.error) }) }) },
       },
     },
     broadcasting: {
@@ -113,9 +115,9 @@ export const paymentMachine = setup({
         input: ({ context }) => ({ record: context.record }),
         onDone: [
           { guard: 'stepOk', target: 'inFlight', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
-          { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
+          { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
-        onError: { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'broadcast_error', message: String(event.error) }) }) },
+        onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'broadcast_error', message: String(event.error) }) }) },
       },
     },
     inFlight: {
@@ -124,7 +126,7 @@ export const paymentMachine = setup({
         input: ({ context }) => ({ record: context.record }),
         onDone: [
           { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
-          { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
+          { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         // The confirm step retries its own RPC failures; reaching here means it gave up, and the transaction may
         // still mine: the record stays in flight and the engine's restore picks it up again.
@@ -134,6 +136,22 @@ export const paymentMachine = setup({
       states: {
         confirming: { after: { confirmDeadline: 'pending' } },
         pending: {},
+      },
+    },
+    /**
+     * Failed, or the outcome unknown, after the nonce was claimed: the chain is asked whether the authorization was
+     * consumed anyway (a front-runner's copy of the call, or our own send that landed despite an error). Consumed by
+     * a transaction that moved the amount to the payee: settled by it. Otherwise the claim is released.
+     */
+    reconciling: {
+      invoke: {
+        src: 'reconcile',
+        input: ({ context }) => ({ record: context.record }),
+        onDone: [
+          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
+        ],
+        onError: { target: 'releasing' },
       },
     },
     releasing: {

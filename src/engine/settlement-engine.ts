@@ -3,19 +3,21 @@ import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { fromPromise } from 'xstate';
 import type { Address, Hex, TransactionReceipt } from 'viem';
 import type { BlockWatcher } from '../chain/block-watcher.ts';
+import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from '../protocol/x402/types.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
+import { authorizationOf, consumptionOf, type Consumption } from './authorization-consumption.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { currentTxOf, fingerprintOf, isFinished, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { SettlementBatcher, type Joined, type MinedBatch } from './settlement-batcher.ts';
 import type { SettlementCall } from './settlement-call.ts';
-import { awaitMined, resend, sendDurably, type Courier } from './tx-courier.ts';
+import { awaitMined, resend, sendDurably, sleep, type Courier } from './tx-courier.ts';
 import type { PaymentPolicy } from '../verify/payment-policy.ts';
 import { checkPayment, precheckPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Precheck, type Verdict, type VerifyDeps } from './verify-payment.ts';
 
@@ -35,6 +37,11 @@ export interface EngineOptions extends VerifyDeps {
    * whether a batch leaves early when no payment is on its way to it.
    */
   batch: { maxSize: number; windowMs: number; eager: boolean };
+  /**
+   * How many blocks below the head are searched for the transaction that consumed an authorization, after a
+   * settlement failed or its outcome is unknown (see `authorization-consumption.ts`).
+   */
+  consumedLookbackBlocks?: bigint;
   log: Logger;
   metrics: EngineMetrics;
   clockMs?: () => number;
@@ -46,7 +53,12 @@ type PaymentActor = ActorRefFrom<typeof paymentMachine>;
 type PaymentSnapshot = SnapshotFrom<typeof paymentMachine>;
 
 /** States after the claim: the record exists and each of them is written as it is entered. */
-const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'releasing', 'settled', 'failed', 'stalled']);
+const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'reconciling', 'releasing', 'settled', 'failed', 'stalled']);
+
+/** How many blocks below the head are searched for a consuming transaction, unless configured. */
+export const DEFAULT_CONSUMED_LOOKBACK_BLOCKS = 2000n;
+/** How often the consumption read is tried before the failure stands (the buyer's retry reads again). */
+const CONSUMPTION_READ_ATTEMPTS = 3;
 
 function stateName(snapshot: PaymentSnapshot): string {
   const v = snapshot.value;
@@ -201,6 +213,7 @@ export class SettlementEngine {
       simulate: fromPromise(({ input }) => this.#simulateStep(input.record)),
       broadcast: fromPromise(({ input }) => this.#broadcastStep(input.record)),
       confirm: fromPromise(({ input, signal }) => this.#confirmStep(input.record, signal)),
+      reconcile: fromPromise(({ input }) => this.#reconcileStep(input.record)),
       release: fromPromise(({ input }) => this.#releaseStep(input.record)),
     },
   });
@@ -433,6 +446,40 @@ export class SettlementEngine {
   async #revertReason(record: PaymentRecord, call: SettlementCall, fallback: string): Promise<string> {
     const reason = await revertReason(this.#o, record.request, call).catch(() => fallback);
     return reason === Eip3009Reason.simulationFailed || reason === Permit2Reason.simulationFailed ? fallback : reason;
+  }
+
+  /**
+   * After a failure or an unknown outcome: was the authorization consumed anyway, by a transaction that moved
+   * exactly the amount from the payer to the payee? Then the payment settled by that transaction, whoever sent it.
+   * Consumed without such a transfer stays a failure, with the reason; not consumed, the failure stands as it was.
+   */
+  async #reconcileStep(record: PaymentRecord): Promise<StepResult> {
+    const failed: StepResult = { ok: false, reason: record.failure?.reason ?? 'unexpected_settle_error', message: record.failure?.message ?? '' };
+    const call = settlementCallOf(this.#o, record.request);
+    if (!call) return failed;
+    const network = this.#o.networks.find(record.network);
+    const auth = authorizationOf(record.request, call, { permit2: network?.permit2 ?? PERMIT2_ADDRESS, ...(network?.multicall ? { multicall: network.multicall } : {}) });
+    const log = this.#o.log.child({ payment: record.id });
+    let found: Consumption | undefined;
+    for (let attempt = 1; attempt <= CONSUMPTION_READ_ATTEMPTS && !found; attempt++) {
+      try {
+        found = await consumptionOf(this.#o.inspector(record.network).client, auth, { lookbackBlocks: this.#o.consumedLookbackBlocks ?? DEFAULT_CONSUMED_LOOKBACK_BLOCKS });
+      } catch (err) {
+        log.warn('could not read whether the authorization was consumed', { attempt, error: err });
+        if (attempt < CONSUMPTION_READ_ATTEMPTS) await sleep(this.#o.pollMs, this.#abort.signal);
+      }
+    }
+    if (!found) return { ...failed, message: `${failed.message} (whether the authorization was consumed anyway could not be read: ask again)` };
+    if (!found.consumed) return failed;
+    if (found.transaction === undefined) {
+      log.warn('the authorization is consumed, without a transfer to the payee', { why: found.why, failure: record.failure });
+      return { ok: false, reason: nonceUsedReason(record.request), message: found.why };
+    }
+    log.warn('the settlement failed, but the authorization was consumed by a transaction that paid the payee: settled by it', { tx: found.transaction, failure: record.failure });
+    const payer = record.payer || auth.from;
+    const result: SettleResponse = { success: true, transaction: found.transaction, network: record.network as `eip155:${string}`, payer };
+    const { failure: _, ...rest } = record;
+    return { ok: true, record: { ...rest, payer, result } };
   }
 
   async #releaseStep(record: PaymentRecord): Promise<StepResult> {

@@ -57,6 +57,9 @@ export async function sendDurably(c: Courier, call: RelayerCall, txs: SignedTx[]
     const outcome = await c.pool.broadcast(tx);
     if (outcome === 'sent' || outcome === 'known') return { ok: true, txs: trail };
     if (outcome === 'nonce_too_low') {
+      // Our own send may have taken the nonce: its answer was lost and the transport's retry met it mined. Then it
+      // is the transaction to follow, and signing the call again would send it twice.
+      if (await c.client.getTransaction({ hash: tx.hash }).then(() => true, () => false)) return { ok: true, txs: trail };
       c.pool.done(tx);
       await c.pool.resync(tx.relayer);
       continue;
