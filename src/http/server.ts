@@ -286,6 +286,9 @@ class RouteRequest implements HttpRequest {
   }
 }
 
+/** A body of at most this many bytes that its handler never asked for is read and dropped, keeping the connection. */
+const DRAINED_BODY_BYTES = 16 * 1024;
+
 /**
  * One request/response pair: body collection, abort tracking and the single write.
  *
@@ -307,6 +310,8 @@ class Exchange {
   private overLimit = false;
   /** The body is read only once asked for (see {@link RouteOptions.bodyOnDemand}), and it has not been yet. */
   private bodyPaused = false;
+  /** The request's declared `content-length`, when it has one. */
+  private declaredLength: number | undefined;
   private maxBodyBytes: number;
   private chunks: Uint8Array[] = [];
   private received = 0;
@@ -355,6 +360,7 @@ class Exchange {
     if (route !== undefined) this.maxBodyBytes = route.maxBodyBytes;
     const declared = headers['content-length'];
     const length = declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : undefined;
+    this.declaredLength = length;
     if (length !== undefined && length > this.maxBodyBytes) {
       this.overLimit = true; // no handler runs, so nobody waits on the body
       this.decided = true;
@@ -437,7 +443,14 @@ class Exchange {
   respond(r: PreparedResponse, closeConnection = false): void {
     if (this.decided || this.aborted) return;
     this.decided = true;
-    // A body nobody asked for is not read on: the answer goes now, and the connection with it.
+    if (this.bodyPaused && !closeConnection && this.declaredLength !== undefined && this.declaredLength <= DRAINED_BODY_BYTES) {
+      // A small body nobody asked for is read and dropped: the answer goes once it is in, on a connection kept open.
+      this.bodyPaused = false;
+      this.res.resume();
+      this.held = r;
+      return;
+    }
+    // A larger body nobody asked for is not read on: the answer goes now, and the connection with it.
     if (this.bodyComplete || closeConnection || this.bodyPaused) this.write(r, closeConnection || !this.bodyComplete);
     else this.held = r;
   }
