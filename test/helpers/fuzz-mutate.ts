@@ -166,8 +166,10 @@ export function mutateBound(rng: Rng, value: Json, bound: (path: JsonPath) => bo
   let out = value;
   const what: string[] = [];
   const count = rng.pick([1, 1, 1, 2, 3]);
-  for (let i = 0; i < count; i++) {
-    const path = rng.pick(candidates);
+  // Each step takes a leaf no earlier step took: a second change of one leaf could put its original value back.
+  const untouched = [...candidates];
+  for (let i = 0; i < count && untouched.length > 0; i++) {
+    const path = untouched.splice(rng.int(untouched.length), 1)[0] as JsonPath;
     const old = getAt(out, path);
     if (old === undefined) continue; // removed by an earlier step
     const next = mutatedLeaf(rng, old, substitutes);
