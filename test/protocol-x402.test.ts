@@ -277,6 +277,11 @@ t.test('facilitator bodies', async (t) => {
   expectError(t, decodeFacilitatorRequest(JSON.stringify({ ...request, paymentRequirements: undefined })), 'invalid_shape', '/paymentRequirements');
   expectError(t, decodeFacilitatorRequest(JSON.stringify({ ...request, paymentRequirements: { ...eip3009Offer, scheme: 'upto' } })), 'unsupported_scheme');
   expectError(t, decodeFacilitatorRequest('['.repeat(60000)), 'not_json');
+  // An address is all one case or its EIP-55 checksum: a mistyped checksum is not read as some address.
+  const withFrom = (from: string) => JSON.stringify({ ...request, paymentPayload: { ...eip3009Payload, payload: { ...eip3009Payload.payload, authorization: { ...(eip3009Payload.payload as { authorization: object }).authorization, from } } } });
+  expectError(t, decodeFacilitatorRequest(withFrom('0x857b06519E91e3A54538791bDbb0E22373e36B66')), 'invalid_shape', '/paymentPayload/payload/authorization/from');
+  t.equal(decodeFacilitatorRequest(withFrom('0x857b06519e91e3a54538791bdbb0e22373e36b66')).ok, true, 'all lower case');
+  t.equal(decodeFacilitatorRequest(withFrom('0x857B06519E91E3A54538791BDBB0E22373E36B66')).ok, true, 'all upper case');
 
   t.same(decodeVerifyResponse('{"isValid":true,"payer":"0x857b06519E91e3A54538791bDbb0E22373e36b66"}').ok, true);
   t.same(decodeVerifyResponse('{"isValid":false,"invalidReason":"invalid_exact_evm_signature"}').ok, true);

@@ -40,7 +40,7 @@ export async function runFacilitator(
     { policy: running.engine.policy, precheck: (request, policy) => running.engine.precheck(request, policy), ...(admission.ownPayees ? { ownPayees: admission.ownPayees } : {}) },
     admission.config,
   );
-  const server = await startFacilitatorHttp(settlementService(running.engine, networks, http.maxBodyBytes, health, door), {
+  const server = await startFacilitatorHttp(settlementService(running.engine, networks, http.maxBodyBytes, health, door, (route, err) => log.error(`facilitator: unexpected ${route} error`, { error: err })), {
     host: http.host,
     port: http.port,
     maxBodyBytes: http.maxBodyBytes,

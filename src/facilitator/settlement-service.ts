@@ -18,6 +18,7 @@ export function settlementService(
   maxBodyBytes: number,
   health: () => Promise<Record<string, unknown>>,
   admission?: PaymentAdmission,
+  onUnexpected: (route: 'verify' | 'settle', err: unknown) => void = () => {},
 ): FacilitatorService {
   const decode = (body: Uint8Array): { ok: true; request: VerifyRequest } | { ok: false; answer: ServiceAnswer } => {
     const decoded = decodeFacilitatorRequest(body, maxBodyBytes);
@@ -36,11 +37,17 @@ export function settlementService(
     async verify(body) {
       const d = decode(body);
       if (!d.ok) return d.answer;
-      const admitted = admission ? await admission.admit(d.request) : undefined;
-      if (admitted && !admitted.ok) {
-        return { status: 200, body: { isValid: false, invalidReason: admitted.reason, invalidMessage: admitted.message, ...(admitted.payer ? { payer: admitted.payer } : {}) } };
+      try {
+        const admitted = admission ? await admission.admit(d.request) : undefined;
+        if (admitted && !admitted.ok) {
+          return { status: 200, body: { isValid: false, invalidReason: admitted.reason, invalidMessage: admitted.message, ...(admitted.payer ? { payer: admitted.payer } : {}) } };
+        }
+        return { status: 200, body: await engine.verify(d.request) };
+      } catch (err) {
+        // A payment nothing foresaw is still answered in the protocol's terms: refused, with the shared reason code.
+        onUnexpected('verify', err);
+        return { status: 200, body: { isValid: false, invalidReason: GatewayReason.unexpected, invalidMessage: 'the payment could not be checked' } };
       }
-      return { status: 200, body: await engine.verify(d.request) };
     },
     async settle(body) {
       const d = decode(body);
@@ -53,7 +60,14 @@ export function settlementService(
             return { success: false, errorReason: admitted.reason, errorMessage: admitted.message, transaction: '', network, ...(admitted.payer ? { payer: admitted.payer } : {}) };
           }
         : undefined;
-      return { status: 200, body: await engine.settle(d.request, admit) };
+      try {
+        return { status: 200, body: await engine.settle(d.request, admit) };
+      } catch (err) {
+        // Whatever the engine did is in its records: the same request asked again is answered from them.
+        onUnexpected('settle', err);
+        const network = d.request.paymentRequirements.network as SettleResponse['network'];
+        return { status: 200, body: { success: false, errorReason: GatewayReason.unexpectedSettle, errorMessage: 'the settlement could not be completed; ask again with the same payment', transaction: '', network } };
+      }
     },
     async health() {
       try {

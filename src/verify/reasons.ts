@@ -54,6 +54,7 @@ export const GatewayReason = {
   payerRateLimited: 'payer_rate_limited',
   nonceInFlight: 'payment_in_progress',
   unexpected: 'unexpected_verify_error',
+  unexpectedSettle: 'unexpected_settle_error',
 } as const;
 
 type Values<T> = T[keyof T];

@@ -7,6 +7,7 @@
  */
 import { Buffer } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { isAddress } from 'viem';
 import { fail, ok, type Result } from '../result.ts';
 
 export { fail, ok, type CodecError, type CodecErrorCode, type Result } from '../result.ts';
@@ -107,7 +108,23 @@ export function createAjv(): Ajv {
     errors: false,
     validate: (enabled: boolean, data: string) => !enabled || isUint256Decimal(data),
   });
+  ajv.addKeyword({
+    keyword: 'eip55',
+    type: 'string',
+    schemaType: 'boolean',
+    errors: false,
+    validate: (enabled: boolean, data: string) => !enabled || isEip55Address(data),
+  });
   return ajv;
+}
+
+/**
+ * A 20-byte hex address whose letters are all one case, or whose mixed case is its EIP-55 checksum: a mistyped
+ * checksummed address is refused as malformed rather than read as another address (or thrown on by an encoder).
+ */
+export function isEip55Address(text: string): boolean {
+  const hex = text.slice(2);
+  return isAddress(text, { strict: hex !== hex.toUpperCase() });
 }
 
 const TWO_256 = 1n << 256n;

@@ -32,7 +32,7 @@ export const NETWORK_PATTERN = '^eip155:[1-9][0-9]{0,11}$';
 /** Upper bound on `maxTimeoutSeconds` (keeps `now + maxTimeoutSeconds` a safe integer). */
 export const MAX_TIMEOUT_SECONDS = 0xffffffff;
 
-const address: SchemaObject = { type: 'string', pattern: ADDRESS_PATTERN };
+const address: SchemaObject = { type: 'string', pattern: ADDRESS_PATTERN, eip55: true };
 const uint256: SchemaObject = { type: 'string', pattern: UINT256_PATTERN, uint256: true };
 const bytes32: SchemaObject = { type: 'string', pattern: BYTES32_PATTERN };
 const signature: SchemaObject = { type: 'string', maxLength: 2 + 2 * MAX_SIGNATURE_BYTES, pattern: SIGNATURE_PATTERN };
