@@ -18,6 +18,7 @@ import {
   formatRfc3339,
   formatWwwAuthenticate,
   issueFromTemplate,
+  templateMac,
   parseWwwAuthenticate,
   verifyChallenge,
 } from '../src/protocol/mpp/challenge.ts';
@@ -374,7 +375,7 @@ t.test('problem+json bodies match mppx errors', async (t) => {
   t.notOk('challengeId' in problemJson('payment-required', 'x'), 'challengeId omitted when absent');
 });
 
-t.test('a challenge from a template is the challenge createChallenge makes, and mppx verifies it', async (t) => {
+t.test('a salted challenge from a template: every slot but the salt under the HMAC, one id per challenge', async (t) => {
   const expires = new Date(Date.now() + 300_000);
   const description = 'Caf\u00e9 \u2014 "quoted" \\ x';
   const template = challengeTemplate({ realm: REALM, request, expires, description });
@@ -383,21 +384,29 @@ t.test('a challenge from a template is the challenge createChallenge makes, and 
   const tag = routeTag('weather', 'forecast', 'GET');
   const salt = saltSource();
   for (const digest of [undefined, bodyDigest(utf8('{"model":"x"}'))]) {
-    const opaque = opaqueFor(tag, salt());
-    const issued = issueFromTemplate(KEY, template.value, { ...(digest !== undefined && { digest }), opaque });
-    const made = createChallenge(KEY, { realm: REALM, request, expires, description, opaque, ...(digest !== undefined && { digest }) });
-    t.ok(made.ok);
-    if (!made.ok) continue;
-    t.equal(issued.id, made.value.id, 'same HMAC id');
-    t.equal(issued.header, formatWwwAuthenticate(made.value), 'same header text');
+    const s1 = salt();
+    const issued = issueFromTemplate(template.value, templateMac(KEY, template.value, digest, tag), { ...(digest !== undefined && { digest }), opaqueHead: tag, salt: s1 });
+    // The unsalted challenge with the route tag alone in opaque: its HMAC id is the salted id's head.
+    const unsalted = createChallenge(KEY, { realm: REALM, request, expires, description, opaque: tag, ...(digest !== undefined && { digest }) });
+    t.ok(unsalted.ok);
+    if (!unsalted.ok) continue;
+    t.equal(issued.id, `${unsalted.value.id}${s1}`, 'the id is the HMAC of every other slot, then the salt');
+    t.equal(issued.header, formatWwwAuthenticate({ ...unsalted.value, id: issued.id, opaque: opaqueFor(tag, s1) }), 'same header text as formatWwwAuthenticate');
     const parsed = Challenge.deserialize(issued.header);
-    t.ok(Challenge.verify(parsed, { secretKey: SECRET }), 'mppx verifies the id');
-    t.equal(parsed.opaque, opaque, 'mppx keeps opaque verbatim');
+    t.equal(parsed.id, issued.id, 'mppx reads the id');
+    t.equal(parsed.opaque, opaqueFor(tag, s1), 'mppx keeps opaque verbatim');
     t.equal(parsed.digest, digest);
-    t.same(verifyChallenge(KEY, { ...made.value, opaque: opaqueFor(routeTag('weather', 'geocode', 'GET'), opaque.slice(ROUTE_TAG_CHARS)) }, Date.now()), { ok: false, code: 'invalid-challenge', message: 'challenge id does not match its fields' }, 'the route in opaque is covered by the HMAC');
+    const fields = { ...unsalted.value, id: issued.id, opaque: opaqueFor(tag, s1) };
+    t.same(verifyChallenge(KEY, fields, Date.now()), { ok: true }, 'our verifier accepts it');
+    const mismatch = { ok: false, code: 'invalid-challenge', message: 'challenge id does not match its fields' };
+    t.same(verifyChallenge(KEY, { ...fields, opaque: opaqueFor(routeTag('weather', 'geocode', 'GET'), s1) }, Date.now()), mismatch, 'the route in opaque is covered by the HMAC');
+    t.same(verifyChallenge(KEY, { ...fields, id: `${unsalted.value.id}${salt()}` }, Date.now()), mismatch, 'the id carries the salt opaque carries');
+    t.same(verifyChallenge(KEY, { ...fields, request: template.value.fields.request.replace(/.$/, 'A') }, Date.now()), mismatch, 'the request is covered');
+    t.same(verifyChallenge(KEY, { ...fields, id: unsalted.value.id }, Date.now()), mismatch, 'a salted opaque needs the salted id');
   }
-  const a = issueFromTemplate(KEY, template.value, { opaque: opaqueFor(tag, salt()) });
-  const b = issueFromTemplate(KEY, template.value, { opaque: opaqueFor(tag, salt()) });
+  const mac = templateMac(KEY, template.value, undefined, tag);
+  const a = issueFromTemplate(template.value, mac, { opaqueHead: tag, salt: salt() });
+  const b = issueFromTemplate(template.value, mac, { opaqueHead: tag, salt: salt() });
   t.not(a.id, b.id, 'two challenges of one route in one second have distinct ids');
   t.not(expectedAuthorizationNonce(a.id, REALM), expectedAuthorizationNonce(b.id, REALM), 'and so distinct EIP-3009 nonces');
 });

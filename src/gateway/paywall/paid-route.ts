@@ -5,8 +5,8 @@ import { nonceKeyOf } from '../../engine/payment-record.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../../http/server.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
-import { bodyDigest, bodyMismatch, boundMethod, opaqueFor, routeTag, saltSource } from '../../protocol/mpp/binding.ts';
-import { challengeTemplate, issueFromTemplate, type ChallengeTemplate } from '../../protocol/mpp/challenge.ts';
+import { bodyDigest, bodyMismatch, boundMethod, routeTag, saltSource } from '../../protocol/mpp/binding.ts';
+import { challengeTemplate, issueFromTemplate, templateMac, type ChallengeTemplate } from '../../protocol/mpp/challenge.ts';
 import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.ts';
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
@@ -81,6 +81,8 @@ interface MppIssuer {
   template: ChallengeTemplate;
   /** The route tag `opaque` starts with. */
   tag: string;
+  /** The HMAC of this second's challenges without a body digest, made on first use. */
+  mac?: string;
 }
 
 /**
@@ -92,9 +94,10 @@ type UnpaidTemplate = { response: HttpResponse; mpp?: undefined } | { mpp: { iss
 /** Randomness for every challenge's `opaque`: two 402s never share a challenge id, nor two payments an EIP-3009 nonce. */
 const nextSalt = saltSource();
 
-/** A fresh MPP challenge: the same template, with this request's body digest and a new salt in `opaque`. */
+/** A fresh MPP challenge: the same template, with this request's body digest and a new salt (in `opaque` and the id). */
 function issueMpp(deps: PaywallDeps, issuer: MppIssuer, digest: string | undefined): { id: string; header: string } {
-  return issueFromTemplate(deps.mppKey, issuer.template, { ...(digest !== undefined && { digest }), opaque: opaqueFor(issuer.tag, nextSalt()) });
+  const mac = digest === undefined ? (issuer.mac ??= templateMac(deps.mppKey, issuer.template, undefined, issuer.tag)) : templateMac(deps.mppKey, issuer.template, digest, issuer.tag);
+  return issueFromTemplate(issuer.template, mac, { ...(digest !== undefined && { digest }), opaqueHead: issuer.tag, salt: nextSalt() });
 }
 
 /**

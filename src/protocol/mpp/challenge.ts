@@ -186,7 +186,7 @@ export type ChallengeVerdict = { ok: true } | { ok: false; code: 'invalid-challe
  * request matches the route being paid for, and keep a consumed-set against replays.
  */
 export function verifyChallenge(key: Uint8Array, echoed: ChallengeIdFields & { id: string }, now: Date | number): ChallengeVerdict {
-  const expected = Buffer.from(challengeId(key, echoed), 'utf8');
+  const expected = Buffer.from(expectedChallengeId(key, echoed), 'utf8');
   const given = Buffer.from(typeof echoed.id === 'string' ? echoed.id : '', 'utf8');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     return { ok: false, code: 'invalid-challenge', message: 'challenge id does not match its fields' };
@@ -261,15 +261,48 @@ export function challengeTemplate(params: Omit<CreateChallengeParams, 'digest' |
   });
 }
 
-/** One challenge from a template: its id, and its `WWW-Authenticate` value (as {@link formatWwwAuthenticate} writes it). */
-export function issueFromTemplate(key: Uint8Array, template: ChallengeTemplate, binding: { digest?: string; opaque?: string }): { id: string; header: string } {
-  const id = createHmac('sha256', key)
-    .update(`${template.idInputHead}${binding.digest ?? ''}|${binding.opaque ?? ''}`, 'utf8')
-    .digest('base64url');
+/** Characters of an HMAC-SHA256 challenge id (base64url without padding of 32 bytes). */
+const MAC_CHARS = 43;
+/** The longest salt a salted challenge id may carry after its HMAC. */
+const MAX_SALT_CHARS = 64;
+
+/**
+ * The HMAC part of a salted challenge id: the id of the template's challenge with this `digest` and `opaque` set to
+ * `opaqueHead` (the part of `opaque` before the salt). The same for every challenge of one template, digest and head,
+ * so a caller may keep it for as long as the template lives.
+ */
+export function templateMac(key: Uint8Array, template: ChallengeTemplate, digest: string | undefined, opaqueHead: string): string {
+  return createHmac('sha256', key).update(`${template.idInputHead}${digest ?? ''}|${opaqueHead}`, 'utf8').digest('base64url');
+}
+
+/**
+ * One challenge from a template, salted: `opaque` is `opaqueHead` then `salt`, and the id is `mac` (from
+ * {@link templateMac}) then the same salt. Every slot but the salt is under the HMAC; the salt only makes each
+ * challenge (and so each EIP-3009 nonce, keccak256(id + realm)) distinct, and choosing it gains nothing, since every
+ * challenge still needs its own payment. So a challenge costs no HMAC of its own. Returns the id and the
+ * `WWW-Authenticate` value (as {@link formatWwwAuthenticate} writes it).
+ */
+export function issueFromTemplate(template: ChallengeTemplate, mac: string, binding: { digest?: string; opaqueHead: string; salt: string }): { id: string; header: string } {
+  const id = `${mac}${binding.salt}`;
   let header = `${PAYMENT_SCHEME} id="${id}"${template.headerMiddle}`;
   if (binding.digest !== undefined) header += `, ${authParam('digest', binding.digest)}`;
-  if (binding.opaque !== undefined) header += `, ${authParam('opaque', binding.opaque)}`;
+  header += `, ${authParam('opaque', `${binding.opaqueHead}${binding.salt}`)}`;
   return { id, header };
+}
+
+/**
+ * The id a challenge with these fields must carry: its HMAC, or for a salted id (longer than an HMAC, ending in the
+ * salt `opaque` ends in) the HMAC with that salt left out of `opaque`, then the salt.
+ */
+function expectedChallengeId(key: Uint8Array, echoed: ChallengeIdFields & { id: string }): string {
+  const id = echoed.id;
+  if (typeof id === 'string' && id.length > MAC_CHARS && id.length <= MAC_CHARS + MAX_SALT_CHARS && typeof echoed.opaque === 'string') {
+    const salt = id.slice(MAC_CHARS);
+    if (echoed.opaque.length > salt.length && echoed.opaque.endsWith(salt)) {
+      return `${challengeId(key, { ...echoed, opaque: echoed.opaque.slice(0, -salt.length) })}${salt}`;
+    }
+  }
+  return challengeId(key, echoed);
 }
 
 interface RawChallenge {
