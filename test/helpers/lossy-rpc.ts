@@ -1,5 +1,4 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { startRpcRelay } from './rpc-relay.ts';
 
 /**
  * A JSON-RPC proxy in front of a node that loses answers: every `eth_sendRawTransaction` is forwarded, and the
@@ -17,44 +16,25 @@ export interface LossyRpc {
 export async function startLossyRpc(target: string): Promise<LossyRpc> {
   const answered = new Set<string>();
   const state = { sends: 0, lost: 0 };
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      void (async () => {
-        const upstream = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-        const text = await upstream.text();
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(body);
-        } catch {
-          parsed = undefined;
-        }
-        const calls = Array.isArray(parsed) ? parsed : [parsed];
-        const raws = calls.flatMap((c) => (c && typeof c === 'object' && (c as { method?: string }).method === 'eth_sendRawTransaction' ? [String((c as { params?: unknown[] }).params?.[0])] : []));
-        state.sends += raws.length;
-        const fresh = raws.filter((r) => !answered.has(r));
-        for (const r of raws) answered.add(r);
-        if (fresh.length) {
-          state.lost += 1;
-          res.writeHead(503, { 'content-type': 'text/plain' }).end('upstream timed out');
-          return;
-        }
-        res.writeHead(upstream.status, { 'content-type': 'application/json' }).end(text);
-      })().catch((err: unknown) => res.writeHead(502).end(String(err)));
-    });
+  const relay = await startRpcRelay(() => target, {
+    answer(calls) {
+      const raws = (calls ?? []).flatMap((c) => (c && typeof c === 'object' && c.method === 'eth_sendRawTransaction' ? [String(c.params?.[0])] : []));
+      state.sends += raws.length;
+      const fresh = raws.filter((r) => !answered.has(r));
+      for (const r of raws) answered.add(r);
+      if (fresh.length === 0) return undefined;
+      state.lost += 1;
+      return { status: 503, body: 'upstream timed out' };
+    },
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: relay.origin,
     get sends() {
       return state.sends;
     },
     get lost() {
       return state.lost;
     },
-    close: () => new Promise<void>((r) => server.close(() => r())),
+    close: () => relay.close(),
   };
 }

@@ -1,7 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-
-type RpcCall = { method?: string; params?: unknown[] };
+import { startRpcRelay, type RpcCall } from './rpc-relay.ts';
 
 /**
  * A JSON-RPC relay between a service under test and a chain, that can hold the calls a predicate picks until it is
@@ -20,31 +17,11 @@ export interface RpcGate {
 export async function startRpcGate(upstream: string): Promise<RpcGate> {
   let pick: ((call: RpcCall) => boolean) | undefined;
   let waiting: Array<() => void> = [];
-
-  async function relay(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks);
-    let calls: RpcCall[] = [];
-    try {
-      const parsed = JSON.parse(body.toString('utf8')) as RpcCall | RpcCall[];
-      calls = Array.isArray(parsed) ? parsed : [parsed];
-    } catch {
-      // not JSON: passed on as it is
-    }
-    if (pick && calls.some((c) => pick!(c))) await new Promise<void>((resolve) => waiting.push(resolve));
-    const answer = await fetch(upstream, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-    const bytes = Buffer.from(await answer.arrayBuffer());
-    if (!res.destroyed) res.writeHead(answer.status, { 'content-type': 'application/json' }).end(bytes);
-  }
-
-  const server = createServer((req, res) => {
-    relay(req, res).catch(() => {
-      if (!res.destroyed && !res.headersSent) res.writeHead(502).end();
-    });
+  const relay = await startRpcRelay(() => upstream, {
+    async beforeForward(calls) {
+      if (pick && calls?.some((c) => pick!(c))) await new Promise<void>((resolve) => waiting.push(resolve));
+    },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
   const release = () => {
     pick = undefined;
     const go = waiting;
@@ -52,7 +29,7 @@ export async function startRpcGate(upstream: string): Promise<RpcGate> {
     for (const resolve of go) resolve();
   };
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: relay.origin,
     hold(p) {
       pick = p;
     },
@@ -62,8 +39,7 @@ export async function startRpcGate(upstream: string): Promise<RpcGate> {
     },
     async close() {
       release();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await relay.close();
     },
   };
 }
