@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CAIP2 } from '../../src/chain/canonical.ts';
@@ -38,6 +38,7 @@ t.teardown(async () => {
     child.kill('SIGKILL');
     await exited;
   }
+  rmSync(dataDir, { recursive: true, force: true });
 });
 for (;;) {
   if (child.exitCode !== null) throw new Error(`the gateway exited ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);

@@ -7,7 +7,7 @@
  * tens of MiB here.
  */
 import t, { type Test } from 'tap';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -41,7 +41,10 @@ const gw = await spawnFacilitator({
     GATE402_TEST_HEAP_FILE: heapFile,
   },
 });
-t.teardown(() => gw.stop());
+t.teardown(async () => {
+  await gw.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
 const port = Number(new URL(gw.url).port);
 
 let probes = 0;

@@ -5,7 +5,7 @@
  */
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import { BIN } from '../helpers/spawn-devnet.ts';
 
 const manifest = testDevnet();
 const dir = mkdtempSync(join(tmpdir(), 'gate402-startup-secrets-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const networksFile = join(dir, 'networks.json');
 writeFileSync(networksFile, JSON.stringify({ networks: manifest.networks }));
 t.ok(manifest.networks[CAIP2.stockChain]?.stocks?.length, 'the networks file lists stocks, so the stock desk would run');
