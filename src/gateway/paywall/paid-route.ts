@@ -363,7 +363,18 @@ async function paid(
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { settle: settlement, problem: 'verification-failed', detail: `payment refused: ${settlement.errorReason ?? 'unknown'}`, ...bound });
   }
   // Claimed as `serving` (durably) before the upstream is called: a crash from here on leaves the credential redeemable.
-  const claim = await claimForServing(deps.served, key);
+  let claim: Awaited<ReturnType<typeof claimForServing>>;
+  try {
+    claim = await claimForServing(deps.served, key);
+  } catch (err) {
+    // The store cannot write (a full disk): the payment settled, nothing was claimed, so the credential stays good.
+    deps.log.error('could not claim a settled payment for service', { payment: key, error: err });
+    return json(
+      502,
+      { error: 'the gateway could not record your settled payment; nothing else was charged', transaction: settlement.transaction, network: settlement.network, retry: 'send the same request with the same credential; it will not be charged again' },
+      paymentHeaders,
+    );
+  }
   if (!claim) return used('this payment has already been used for a request');
 
   // From here on the buyer has paid: whatever goes wrong answers 502 with the settlement, and the credential stays good.
