@@ -1,4 +1,5 @@
 import t from 'tap';
+import { fillHeader, headerTemplate } from '../src/http/server.ts';
 import { transferWithAuthorizationTypes } from './helpers/eip3009.ts';
 import { USDC_BASE_SEPOLIA_ADDRESS } from '../src/chain/canonical.ts';
 import { BodyDigest, Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx';
@@ -18,6 +19,7 @@ import {
   formatRfc3339,
   formatWwwAuthenticate,
   issueFromTemplate,
+  saltedHeaderParts,
   templateMac,
   parseWwwAuthenticate,
   verifyChallenge,
@@ -405,6 +407,9 @@ t.test('a salted challenge from a template: every slot but the salt under the HM
     t.same(verifyChallenge(KEY, { ...fields, id: unsalted.value.id }, Date.now()), mismatch, 'a salted opaque needs the salted id');
   }
   const mac = templateMac(KEY, template.value, undefined, tag);
+  const s2 = salt();
+  const filled = fillHeader(headerTemplate(saltedHeaderParts(template.value)), [`${mac}${s2}`, `${tag}${s2}`]);
+  t.equal(filled.value, issueFromTemplate(template.value, mac, { opaqueHead: tag, salt: s2 }).header, 'the header filled into its checked template is the one issueFromTemplate writes');
   const a = issueFromTemplate(template.value, mac, { opaqueHead: tag, salt: salt() });
   const b = issueFromTemplate(template.value, mac, { opaqueHead: tag, salt: salt() });
   t.not(a.id, b.id, 'two challenges of one route in one second have distinct ids');
@@ -522,4 +527,13 @@ t.test('fuzz: MPP decoders never throw and always return a typed result', async 
   }
   t.equal(thrown, 0, `no parser threw (${total} calls)`);
   t.equal(untyped, 0, 'every rejection carries a documented code');
+});
+
+t.test('header templates: parts checked once, fillers only base64url', async (t) => {
+  const template = headerTemplate(['Payment id="', '", opaque="', '"']);
+  t.equal(fillHeader(template, ['abc-_09', 'XYZ']).value, 'Payment id="abc-_09", opaque="XYZ"');
+  t.throws(() => fillHeader(template, ['ok', 'bad\r\nSet-Cookie: x=1']), TypeError, 'CR/LF in a filler');
+  t.throws(() => fillHeader(template, ['with "quote"', 'x']), TypeError, 'a quote in a filler');
+  t.throws(() => fillHeader(template, ['only one']), TypeError, 'one filler per gap');
+  t.throws(() => headerTemplate(['ok', 'line\nbreak']), TypeError, 'a part with a line break');
 });

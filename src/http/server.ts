@@ -74,7 +74,7 @@ export interface HttpResponse {
   /** Must not contain `content-length`, `transfer-encoding` or `connection` (the server writes those). */
   headers?: Record<string, string>;
   /** Written after `headers`, with the same rules; names not in `headers`. */
-  moreHeaders?: Record<string, string>;
+  moreHeaders?: Record<string, string | FilledHeader>;
   body?: string | Uint8Array;
 }
 
@@ -168,6 +168,45 @@ export function statusLine(status: number): string {
 
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+/** What a {@link fillHeader} filler may hold: base64url characters, which are valid anywhere in a header value. */
+const FILLER = /^[A-Za-z0-9_-]*$/;
+
+/** The fixed parts of a header value, checked once; per response, {@link fillHeader} puts fillers between them. */
+export interface HeaderTemplate {
+  readonly parts: readonly string[];
+}
+
+/** A header value made by {@link fillHeader}: written as it is, its template having been checked and its fillers too. */
+export class FilledHeader {
+  private constructor(readonly value: string) {}
+
+  /** @internal */
+  static of(value: string): FilledHeader {
+    return new FilledHeader(value);
+  }
+}
+
+/** Checks the fixed parts of a header value once (throws TypeError like any invalid header). */
+export function headerTemplate(parts: readonly string[]): HeaderTemplate {
+  for (const part of parts) if (!HEADER_VALUE.test(part)) throw new TypeError(`invalid header template part ${JSON.stringify(part)}`);
+  return Object.freeze({ parts: Object.freeze([...parts]) });
+}
+
+/**
+ * A header value: the template's parts with `fillers` between them (one fewer filler than parts), each filler only
+ * base64url characters. Only the short fillers are checked per response, not the whole value.
+ */
+export function fillHeader(template: HeaderTemplate, fillers: readonly string[]): FilledHeader {
+  const { parts } = template;
+  if (fillers.length !== parts.length - 1) throw new TypeError(`a header template of ${parts.length} parts takes ${parts.length - 1} fillers`);
+  let value = parts[0] as string;
+  for (let i = 0; i < fillers.length; i++) {
+    const filler = fillers[i] as string;
+    if (!FILLER.test(filler)) throw new TypeError(`invalid header filler ${JSON.stringify(filler)}`);
+    value += filler + (parts[i + 1] as string);
+  }
+  return FilledHeader.of(value);
+}
 const RESERVED_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection']);
 const EMPTY = new Uint8Array(0);
 /** The body of every request that has none: no promise to make per request. */
@@ -189,10 +228,14 @@ const preparedFrozen = new WeakMap<HttpResponse, PreparedResponse>();
 /** Frozen `headers` objects shared by responses that are not frozen themselves, checked and encoded once. */
 const preparedFrozenHeaders = new WeakMap<Record<string, string>, [Buffer, Buffer][]>();
 
-function checkedHeaders(record: Record<string, string> | undefined, out: [RecognizedString, RecognizedString][] = []): [RecognizedString, RecognizedString][] {
+function checkedHeaders(record: Record<string, string | FilledHeader> | undefined, out: [RecognizedString, RecognizedString][] = []): [RecognizedString, RecognizedString][] {
   for (const [name, value] of Object.entries(record ?? {})) {
     if (!HEADER_NAME.test(name)) throw new TypeError(`invalid response header name ${JSON.stringify(name)}`);
     if (RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`response header ${name} is set by the server`);
+    if (value instanceof FilledHeader) {
+      out.push([name, value.value]);
+      continue;
+    }
     if (typeof value !== 'string' || !HEADER_VALUE.test(value)) throw new TypeError(`invalid value for response header ${name}`);
     out.push([name, value]);
   }

@@ -2,11 +2,11 @@ import type { Dispatcher } from 'undici';
 import type { Hex } from 'viem';
 import type { NetworkRegistry } from '../../chain/networks.ts';
 import { nonceKeyOf } from '../../engine/payment-record.ts';
-import type { HttpHandler, HttpRequest, HttpResponse } from '../../http/server.ts';
+import { fillHeader, headerTemplate, type FilledHeader, type HeaderTemplate, type HttpHandler, type HttpRequest, type HttpResponse } from '../../http/server.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
 import { bodyDigest, bodyMismatch, boundMethod, routeTag, saltSource } from '../../protocol/mpp/binding.ts';
-import { challengeTemplate, issueFromTemplate, templateMac, type ChallengeTemplate } from '../../protocol/mpp/challenge.ts';
+import { challengeTemplate, issueFromTemplate, saltedHeaderParts, templateMac, type ChallengeTemplate } from '../../protocol/mpp/challenge.ts';
 import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.ts';
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
@@ -83,6 +83,8 @@ interface MppIssuer {
   tag: string;
   /** The HMAC of this second's challenges without a body digest, made on first use. */
   mac?: string;
+  /** Their `WWW-Authenticate` value around the id and `opaque`, checked once, on first use. */
+  header?: HeaderTemplate;
 }
 
 /**
@@ -94,10 +96,16 @@ type UnpaidTemplate = { response: HttpResponse; mpp?: undefined } | { mpp: { iss
 /** Randomness for every challenge's `opaque`: two 402s never share a challenge id, nor two payments an EIP-3009 nonce. */
 const nextSalt = saltSource();
 
-/** A fresh MPP challenge: the same template, with this request's body digest and a new salt (in `opaque` and the id). */
-function issueMpp(deps: PaywallDeps, issuer: MppIssuer, digest: string | undefined): { id: string; header: string } {
-  const mac = digest === undefined ? (issuer.mac ??= templateMac(deps.mppKey, issuer.template, undefined, issuer.tag)) : templateMac(deps.mppKey, issuer.template, digest, issuer.tag);
-  return issueFromTemplate(issuer.template, mac, { ...(digest !== undefined && { digest }), opaqueHead: issuer.tag, salt: nextSalt() });
+/**
+ * A fresh MPP challenge: the same template, with this request's body digest and a new salt (in `opaque` and the id).
+ * Without a digest (every unpaid GET) the header is filled into a template the server checked once.
+ */
+function issueMpp(deps: PaywallDeps, issuer: MppIssuer, digest: string | undefined): { id: string; header: string | FilledHeader } {
+  const salt = nextSalt();
+  if (digest !== undefined) return issueFromTemplate(issuer.template, templateMac(deps.mppKey, issuer.template, digest, issuer.tag), { digest, opaqueHead: issuer.tag, salt });
+  const id = `${(issuer.mac ??= templateMac(deps.mppKey, issuer.template, undefined, issuer.tag))}${salt}`;
+  issuer.header ??= headerTemplate(saltedHeaderParts(issuer.template));
+  return { id, header: fillHeader(issuer.header, [id, `${issuer.tag}${salt}`]) };
 }
 
 /**
@@ -298,7 +306,7 @@ function challenge(
   if (issuer) {
     const issued = issueMpp(deps, issuer, extra.digest);
     challengeId = issued.id;
-    headers['WWW-Authenticate'] = issued.header;
+    headers['WWW-Authenticate'] = typeof issued.header === 'string' ? issued.header : issued.header.value;
     deps.metrics.challengeIssued('mpp');
   }
   if (extra.settle) headers['PAYMENT-RESPONSE'] = encodePaymentResponseHeader(extra.settle);

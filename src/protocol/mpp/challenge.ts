@@ -291,6 +291,14 @@ export function issueFromTemplate(template: ChallengeTemplate, mac: string, bind
 }
 
 /**
+ * The fixed parts of the `WWW-Authenticate` value of a salted challenge without a digest, around its two fillers: the
+ * id, then `opaque` (both base64url, so written unescaped): as {@link issueFromTemplate} writes it.
+ */
+export function saltedHeaderParts(template: ChallengeTemplate): [string, string, string] {
+  return [`${PAYMENT_SCHEME} id="`, `"${template.headerMiddle}, opaque="`, '"'];
+}
+
+/**
  * The id a challenge with these fields must carry: its HMAC, or for a salted id (longer than an HMAC, ending in the
  * salt `opaque` ends in) the HMAC with that salt left out of `opaque`, then the salt.
  */
