@@ -14,9 +14,10 @@ export interface RawResponse {
 }
 
 /**
- * One HTTP/1.1 request written byte for byte on a fresh socket (`fetch` would normalise `..`, `%2e` and `\` before
- * sending), read until the server closes (a HEAD answer: until its headers end). `target` goes on the request line as it is. A `body` may be partial: the
- * request then announces `contentLength` and sends only what is given, and the answer is read anyway.
+ * One HTTP/1.1 request built from parts and written byte for byte on a fresh socket (`fetch` would normalise `..`,
+ * `%2e` and `\` before sending), answered as {@link rawExchange} reads an answer (a HEAD answer: up to its headers).
+ * `target` goes on the request line as it is. A `body` may be partial: the request then announces `contentLength` and
+ * sends only what is given, and the answer is read anyway.
  */
 export async function rawRequest(
   origin: string,
@@ -31,28 +32,9 @@ export async function rawRequest(
   for (const [k, v] of Object.entries(opts.headers ?? {})) lines.push(`${k}: ${v}`);
   if (length > 0 || method === 'POST') lines.push(`Content-Length: ${length}`);
   const head = Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
-  return new Promise<RawResponse>((resolve, reject) => {
-    const socket = connect(Number(port), hostname);
-    const chunks: Buffer[] = [];
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no complete answer to ${method} ${JSON.stringify(target)} in time`));
-    }, opts.timeoutMs ?? 60_000);
-    socket.on('connect', () => {
-      socket.write(head);
-      if (body.length > 0) socket.write(body);
-    });
-    socket.on('data', (c: Buffer) => {
-      chunks.push(c);
-      // A HEAD answer ends with its headers (its Content-Length announces a body that never comes).
-      if (method === 'HEAD' && Buffer.concat(chunks).includes('\r\n\r\n')) socket.destroy();
-    });
-    socket.on('error', () => {}); // EPIPE/ECONNRESET when the server answers early and closes: the answer counts
-    socket.on('close', () => {
-      clearTimeout(timer);
-      resolve(parseResponse(Buffer.concat(chunks)));
-    });
-  });
+  const answer = await rawExchange(hostname, Number(port), Buffer.concat([head, body]), { timeoutMs: opts.timeoutMs ?? 60_000, bodyless: method === 'HEAD' });
+  if (answer.timedOut) throw new Error(`no complete answer to ${method} ${JSON.stringify(target)} in time`);
+  return parseResponse(answer.status === undefined ? Buffer.from(answer.head, 'latin1') : Buffer.concat([Buffer.from(`${answer.head}\r\n\r\n`, 'latin1'), answer.body]));
 }
 
 export function parseResponse(bytes: Buffer): RawResponse {
