@@ -1,4 +1,4 @@
-import { startDevnet, type Devnet } from '../chain/devnet/run.ts';
+import { startDevnet, type Devnet } from '../devnet/run.ts';
 import { armExitAfter, devnetOptionsFrom, stopOnSignal, UsageError, type CommonFlags } from './devnet-options.ts';
 
 export function describeDevnet(devnet: Devnet, manifestPath: string): string {

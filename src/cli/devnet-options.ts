@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { SUPPORTED_NETWORKS } from '../chain/canonical.ts';
-import { DEFAULT_DEVNET_PORTS, type DevnetOptions } from '../chain/devnet/run.ts';
+import { DEFAULT_DEVNET_PORTS, type DevnetOptions } from '../devnet/run.ts';
 
 export interface CommonFlags {
   fresh?: boolean;
@@ -42,7 +42,7 @@ export function devnetOptionsFrom(flags: CommonFlags, env: NodeJS.ProcessEnv = p
 
 /**
  * A guard for unattended runs (tests, CI): after `seconds`, the process exits whatever it is doing. Armed before
- * anything starts, so a hung start cannot outlive it either; chains die with the process (see anvil.ts).
+ * anything starts, so a hung start cannot outlive it either; chains die with the process (see src/devnet/anvil.ts).
  */
 export function armExitAfter(seconds: string | undefined): void {
   if (seconds === undefined) return;

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { readManifest, type DevnetManifest } from '../chain/manifest.ts';
-import { networksFromManifest, productionNetworks, type NetworkRegistry } from '../chain/networks.ts';
+import { networksFromManifest, readManifest, type DevnetManifest } from '../devnet/manifest.ts';
+import { productionNetworks, type NetworkRegistry } from '../chain/networks.ts';
 import { armExitAfter, stopOnSignal, type CommonFlags } from './devnet-options.ts';
 import { startService, type RunningService, type ServiceOptions } from './service.ts';
 

@@ -1,4 +1,4 @@
-import { networksFromManifest } from '../chain/networks.ts';
+import { networksFromManifest } from '../devnet/manifest.ts';
 import { describeDevnet, startDevnetOrExit } from './devnet-command.ts';
 import { stopOnSignal, type CommonFlags } from './devnet-options.ts';
 import { startServiceOrExit } from './facilitator-command.ts';

@@ -5,7 +5,7 @@
  * desk's key; a key that is one of the public mnemonic's first keys is refused as if it were missing.
  */
 import { CAIP2 } from '../chain/canonical.ts';
-import { devnetPrivateKeys } from '../chain/devnet/accounts.ts';
+import { devnetPrivateKeys } from '../devnet/accounts.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envString } from './env.ts';
 

@@ -3,7 +3,7 @@ import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
 import { BlockWatcher } from '../chain/block-watcher.ts';
 import { publicClientFor } from '../chain/clients.ts';
 import { knownContracts } from '../chain/known-addresses.ts';
-import { DEVNET_ROLES, devnetAccount } from '../chain/devnet/accounts.ts';
+import { DEVNET_ROLES, devnetAccount } from '../devnet/accounts.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';

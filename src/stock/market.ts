@@ -1,8 +1,8 @@
 import { encodeFunctionData, erc20Abi, getAddress, parseEventLogs, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
-import { permit2Artifact } from '../chain/contracts/artifacts/index.ts';
-import { uniswapArtifacts } from '../chain/contracts/uniswap.ts';
-import type { StockInfo, UniswapInfo } from '../chain/manifest.ts';
+import { permit2Artifact } from '../devnet/contracts/artifacts/index.ts';
+import { uniswapArtifacts } from '../devnet/contracts/uniswap.ts';
+import type { StockInfo, UniswapInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
 import { sortTokens, stockPriceFromSqrtPriceX96, uniswapPoolAddress } from '../chain/uniswap-math.ts';
 
