@@ -9,10 +9,11 @@ import { parseAbiItem, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { publicClientFor, walletClientFor } from '../src/chain/clients.ts';
-import { stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
-import { DEVNET_ROLES, devnetAccount } from '../src/chain/devnet/accounts.ts';
-import { manifestIsLive, startDevnet } from '../src/chain/devnet/run.ts';
-import { readManifest, type DevnetManifest, type NetworkEntry } from '../src/chain/manifest.ts';
+import { stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
+import { DEVNET_ROLES, devnetAccount } from '../src/devnet/accounts.ts';
+import { manifestIsLive, startDevnet } from '../src/devnet/run.ts';
+import { readManifest, type DevnetManifest } from '../src/devnet/manifest.ts';
+import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { freePort } from '../test/helpers/devnet.ts';
 

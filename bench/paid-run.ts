@@ -5,7 +5,7 @@
  * the peak memory of the stack's processes during it.
  */
 import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
-import type { NetworkEntry } from '../src/chain/manifest.ts';
+import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { blockNumber, settledOnChain, type Buyer, type OnChain } from './devnet.ts';
 import { load, peakRssMb, resetPeakRss, type LoadResult } from './load.ts';
 import type { BenchOptions } from './options.ts';

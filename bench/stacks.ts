@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { request } from 'undici';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { Address } from 'viem';
-import type { NetworkEntry } from '../src/chain/manifest.ts';
+import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { DEVNET_UPSTREAM_SECRET } from '../src/cli/service.ts';
 import { decodePaymentRequiredHeader } from '../src/protocol/x402/headers.ts';
 import type { PaymentRequirements } from '../src/protocol/x402/types.ts';

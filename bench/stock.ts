@@ -10,7 +10,7 @@
 import { parseUnits, type LocalAccount } from 'viem';
 import { request } from 'undici';
 import { CAIP2 } from '../src/chain/canonical.ts';
-import { devnetAccount } from '../src/chain/devnet/accounts.ts';
+import { devnetAccount } from '../src/devnet/accounts.ts';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '../src/protocol/x402/headers.ts';
 import { fundedPayer, officialPayment } from '../test/helpers/payments.ts';
 import { BENCH_FUNDERS, benchDevnet, networkOf } from './devnet.ts';

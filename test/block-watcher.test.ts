@@ -1,9 +1,9 @@
 import t from 'tap';
 import { parseEther, type Hex } from 'viem';
-import { startAnvil } from '../src/chain/anvil.ts';
+import { startAnvil } from '../src/devnet/anvil.ts';
 import { BlockWatcher } from '../src/chain/block-watcher.ts';
 import { publicClientFor } from '../src/chain/clients.ts';
-import { DEVNET_TEST_MNEMONIC, devnetAccount } from '../src/chain/devnet/accounts.ts';
+import { DEVNET_TEST_MNEMONIC, devnetAccount } from '../src/devnet/accounts.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { createLogger } from '../src/log/logger.ts';
 import { freePort, freshAccount } from './helpers/devnet.ts';

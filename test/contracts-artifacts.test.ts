@@ -1,7 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import t from 'tap';
-import { ARTIFACTS_DIR, compileContracts, renderArtifactFiles } from '../src/chain/contracts/compile.ts';
+import { ARTIFACTS_DIR, compileContracts, renderArtifactFiles } from '../src/devnet/contracts/compile.ts';
 
 // The committed artifacts must be exactly what the sources compile to: after editing a .sol file,
 // run `npm run build:contracts` and commit the result.

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { parseUnits } from 'viem';
 import { CAIP2, SUPPORTED_NETWORKS } from '../src/chain/canonical.ts';
-import { stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
+import { stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
 import { clientsFor, freshAccount, network, tester, testDevnet } from './helpers/devnet.ts';
 import { signTransferAuthorization } from './helpers/eip3009.ts';
 

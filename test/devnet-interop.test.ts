@@ -2,7 +2,7 @@ import t from 'tap';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { maxUint256, parseEther, parseUnits, toHex, type Address, type Hex } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
-import { exactPermit2ProxyArtifact, stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
+import { exactPermit2ProxyArtifact, stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { clientsFor, freshAccount, network, tester, testDevnet } from './helpers/devnet.ts';
 

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { encodeAbiParameters, keccak256, maxUint256, parseEther, parseUnits, toBytes, toHex } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
-import { permit2Artifact, stablecoinArtifact } from '../src/chain/contracts/artifacts/index.ts';
+import { permit2Artifact, stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
 import { exactPermit2ProxySettleAbi } from '../src/chain/contracts/settlement-abis.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { clientsFor, freshAccount, network, tester, testDevnet } from './helpers/devnet.ts';

@@ -1,8 +1,8 @@
 import t from 'tap';
 import { maxUint256, parseUnits, type Address } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
-import { stablecoinArtifact, stockTokenArtifact } from '../src/chain/contracts/artifacts/index.ts';
-import { uniswapArtifacts } from '../src/chain/contracts/uniswap.ts';
+import { stablecoinArtifact, stockTokenArtifact } from '../src/devnet/contracts/artifacts/index.ts';
+import { uniswapArtifacts } from '../src/devnet/contracts/uniswap.ts';
 import { parseDecimalAmount } from '../src/protocol/amounts.ts';
 import { clientsFor, network, tester, testDevnet } from './helpers/devnet.ts';
 import { poolsOf } from './helpers/stock-pools.ts';

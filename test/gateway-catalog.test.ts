@@ -16,12 +16,12 @@ import {
   resolveModelAlias,
   resolveModelAliasInBody,
   type CatalogRouteRecord,
-} from '../src/gateway/catalog/catalog.ts';
+} from '../src/devnet/catalog/catalog.ts';
 import { amountAtomic, findRoute, publicMerchant, routePath, type Merchant, type MerchantRoute } from '../src/gateway/catalog/merchant.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const SHARED = `${REPO}../shared/reference/routes.json`;
-const COMMITTED = `${REPO}src/gateway/catalog/routes.json`;
+const COMMITTED = `${REPO}src/devnet/catalog/routes.json`;
 const reference: CatalogRouteRecord[] = existsSync(SHARED)
   ? (JSON.parse(readFileSync(SHARED, 'utf8')) as { routes: CatalogRouteRecord[] }).routes
   : (JSON.parse(readFileSync(COMMITTED, 'utf8')) as CatalogRouteRecord[]);

@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
 import { NetworkRegistry, type Network } from '../src/chain/networks.ts';
-import { builtinCatalog, type CatalogRouteRecord } from '../src/gateway/catalog/catalog.ts';
+import { builtinCatalog, type CatalogRouteRecord } from '../src/devnet/catalog/catalog.ts';
 import type { Merchant } from '../src/gateway/catalog/merchant.ts';
 import { DiscoveryError, merchantOpenApi, rootOpenApi, type DiscoveryContext, type OpenApiDocument, type PaymentInfo } from '../src/gateway/discovery/openapi.ts';
 import { wellKnownX402 } from '../src/gateway/discovery/well-known.ts';
@@ -20,7 +20,7 @@ const REPO = fileURLToPath(new URL('../', import.meta.url));
 const SHARED = `${REPO}../shared/reference/routes.json`;
 const reference: CatalogRouteRecord[] = existsSync(SHARED)
   ? (JSON.parse(readFileSync(SHARED, 'utf8')) as { routes: CatalogRouteRecord[] }).routes
-  : (JSON.parse(readFileSync(`${REPO}src/gateway/catalog/routes.json`, 'utf8')) as CatalogRouteRecord[]);
+  : (JSON.parse(readFileSync(`${REPO}src/devnet/catalog/routes.json`, 'utf8')) as CatalogRouteRecord[]);
 if (!existsSync(SHARED)) t.comment(`${SHARED} not found: checking against the committed copy`);
 
 const COIN_B = '0x000000000000000000000000000000000000B0b0';

@@ -5,14 +5,14 @@
 import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { CatalogRouteRecord } from '../src/gateway/catalog/catalog.ts';
-import { startFixtureUpstreams, type FixtureUpstreams } from '../src/gateway/fixtures/server.ts';
+import type { CatalogRouteRecord } from '../src/devnet/catalog/catalog.ts';
+import { startFixtureUpstreams, type FixtureUpstreams } from '../src/devnet/fixtures/server.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const SHARED = `${REPO}../shared/reference/routes.json`;
 const reference: CatalogRouteRecord[] = existsSync(SHARED)
   ? (JSON.parse(readFileSync(SHARED, 'utf8')) as { routes: CatalogRouteRecord[] }).routes
-  : (JSON.parse(readFileSync(`${REPO}src/gateway/catalog/routes.json`, 'utf8')) as CatalogRouteRecord[]);
+  : (JSON.parse(readFileSync(`${REPO}src/devnet/catalog/routes.json`, 'utf8')) as CatalogRouteRecord[]);
 
 interface Typical {
   rest?: string;

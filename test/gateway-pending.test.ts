@@ -3,10 +3,10 @@ import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePayment
 import { Mppx, evm } from 'mppx/client';
 import { parseUnits, type Address, type Hex } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
-import type { NetworkEntry } from '../src/chain/manifest.ts';
+import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { DEVNET_UPSTREAM_SECRET } from '../src/cli/service.ts';
-import { startFixtureUpstreams } from '../src/gateway/fixtures/server.ts';
+import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
 import { verifyReceipt } from '../src/protocol/mpp/receipt.ts';
 import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';

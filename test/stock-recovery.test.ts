@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { parseUnits, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
-import { writeManifest } from '../src/chain/manifest.ts';
+import { writeManifest } from '../src/devnet/manifest.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '../src/protocol/x402/headers.ts';
 import { clientsFor, tester } from './helpers/devnet.ts';

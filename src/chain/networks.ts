@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { getAddress } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS, PERMIT2_ADDRESS, USDC_BASE_ADDRESS, USDC_BASE_SEPOLIA_ADDRESS } from './canonical.ts';
-import type { DevnetManifest, NetworkEntry, StablecoinInfo } from './manifest.ts';
+import type { NetworkEntry, StablecoinInfo } from './network-types.ts';
 
 /** One settlement network as the service sees it: a manifest entry, named by its CAIP-2 id. */
 export interface Network extends NetworkEntry {
@@ -56,8 +56,9 @@ function fromEntry(caip2: string, e: NetworkEntry): Network {
   };
 }
 
-export function networksFromManifest(manifest: DevnetManifest): NetworkRegistry {
-  return new NetworkRegistry(Object.entries(manifest.networks).map(([id, e]) => fromEntry(id, e)));
+/** A registry of configured entries, keyed by CAIP-2 id (the `networks` of a networks file or a devnet manifest). */
+export function networksFromEntries(entries: Record<string, NetworkEntry>): NetworkRegistry {
+  return new NetworkRegistry(Object.entries(entries).map(([id, e]) => fromEntry(id, e)));
 }
 
 /**

@@ -1,5 +1,7 @@
-import { startDevnet, type Devnet } from '../chain/devnet/run.ts';
-import { armExitAfter, devnetOptionsFrom, stopOnSignal, UsageError, type CommonFlags } from './devnet-options.ts';
+import { startDevnet, type Devnet } from '../devnet/run.ts';
+import { devnetOptionsFrom } from './devnet-options.ts';
+import { UsageError, type CommonFlags } from './flags.ts';
+import { armExitAfter, stopOnSignal } from './lifetime.ts';
 
 export function describeDevnet(devnet: Devnet, manifestPath: string): string {
   const lines = [`devnet ${devnet.owned ? 'started' : 'already running'}; manifest: ${manifestPath}`];

@@ -1,8 +1,9 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { readManifest, type DevnetManifest } from '../chain/manifest.ts';
-import { networksFromManifest, productionNetworks, type NetworkRegistry } from '../chain/networks.ts';
-import { armExitAfter, stopOnSignal, type CommonFlags } from './devnet-options.ts';
+import { networksFromManifest, readManifest, type DevnetManifest } from '../devnet/manifest.ts';
+import { productionNetworks, type NetworkRegistry } from '../chain/networks.ts';
+import type { CommonFlags } from './flags.ts';
+import { armExitAfter, stopOnSignal } from './lifetime.ts';
 import { startService, type RunningService, type ServiceOptions } from './service.ts';
 
 /** Networks from a devnet manifest when one is named or present, else the production configuration. */

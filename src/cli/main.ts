@@ -1,7 +1,4 @@
 import { parseArgs } from 'node:util';
-import { runDevnetCommand } from './devnet-command.ts';
-import { runPartCommand } from './facilitator-command.ts';
-import { runStartCommand } from './start-command.ts';
 
 const USAGE = `gate402 <command> [options]
 
@@ -52,16 +49,18 @@ const { values } = (() => {
   }
 })();
 
+// Each command loads only its own modules: `devnet` and `start` bring the devnet (anvil, deployment, Uniswap's
+// artifacts from devDependencies), which a production install of `facilitator` or `gateway` does not have.
 switch (command) {
   case 'devnet':
-    await runDevnetCommand(values);
+    await (await import('./devnet-command.ts')).runDevnetCommand(values);
     break;
   case 'facilitator':
   case 'gateway':
-    await runPartCommand(command, values);
+    await (await import('./facilitator-command.ts')).runPartCommand(command, values);
     break;
   case 'start':
-    await runStartCommand(values);
+    await (await import('./start-command.ts')).runStartCommand(values);
     break;
   case undefined:
   case 'help':

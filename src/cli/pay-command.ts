@@ -8,7 +8,7 @@ import { Mppx, evm } from 'mppx/client';
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../chain/canonical.ts';
-import { readManifest } from '../chain/manifest.ts';
+import { readManifest } from '../devnet/manifest.ts';
 import { decodeReceipt } from '../protocol/mpp/receipt.ts';
 
 const USAGE = `gate402 pay <url> [--protocol x402|mpp] [--network eip155:4663|eip155:8453|eip155:84532] [--method GET|POST] [--data JSON]

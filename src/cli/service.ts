@@ -1,8 +1,8 @@
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../chain/canonical.ts';
-import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../chain/devnet/accounts.ts';
-import type { DevnetManifest } from '../chain/manifest.ts';
+import { DEVNET_ROLES, devnetAccount, devnetPrivateKey, isPublicTestKey } from '../devnet/accounts.ts';
+import type { DevnetManifest } from '../devnet/manifest.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envString } from '../config/env.ts';
 import { requireProductionSecrets } from '../config/production-secrets.ts';
@@ -10,9 +10,9 @@ import { createEngine, engineConfigFromEnv } from '../engine/create-engine.ts';
 import { facilitatorAdmissionConfigFromEnv } from '../facilitator/admission.ts';
 import { facilitatorHttpConfigFromEnv } from '../facilitator/config.ts';
 import { runFacilitator } from '../facilitator/run-facilitator.ts';
-import { builtinCatalog } from '../gateway/catalog/catalog.ts';
+import { builtinCatalog } from '../devnet/catalog/catalog.ts';
 import type { Merchant } from '../gateway/catalog/merchant.ts';
-import { startFixtureUpstreams } from '../gateway/fixtures/server.ts';
+import { startFixtureUpstreams } from '../devnet/fixtures/server.ts';
 import { merchantConfigFromEnv } from '../gateway/merchants/config.ts';
 import { merchantHandlers } from '../gateway/merchants/http.ts';
 import { MerchantRegistry } from '../gateway/merchants/registry.ts';
@@ -54,12 +54,12 @@ export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
  */
 export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv = process.env): Promise<RunningService> {
   // Before anything starts: off the devnet, no key may come from the public test mnemonic.
-  if (!opts.manifest) requireProductionSecrets(env, opts, opts.networks);
+  if (!opts.manifest) requireProductionSecrets(env, opts, opts.networks, isPublicTestKey);
   const log = createLogger('gate402');
   // One registry per process: in `start`, the facilitator's and the gateway's /metrics show the same numbers.
   const metrics = createMetrics();
   const metricsEndpoint = metricsRoute(metrics, metricsEndpointConfigFromEnv(env));
-  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics, { devnet: opts.manifest !== undefined });
+  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics, opts.manifest ? { defaultRelayers: DEVNET_ROLES.relayers.map((i) => devnetAccount(i)) } : {});
   const closers: Array<() => Promise<void>> = [() => engine.close()];
   const running: RunningService = {
     async close() {

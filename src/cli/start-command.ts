@@ -1,6 +1,7 @@
-import { networksFromManifest } from '../chain/networks.ts';
+import { networksFromManifest } from '../devnet/manifest.ts';
 import { describeDevnet, startDevnetOrExit } from './devnet-command.ts';
-import { stopOnSignal, type CommonFlags } from './devnet-options.ts';
+import type { CommonFlags } from './flags.ts';
+import { stopOnSignal } from './lifetime.ts';
 import { startServiceOrExit } from './facilitator-command.ts';
 
 /** The embedded default: local chains and contracts, then the facilitator and the gateway on one engine. */

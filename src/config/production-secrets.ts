@@ -2,15 +2,13 @@
  * Off the devnet, nothing may come from anvil's public test mnemonic: every key anyone can derive from it is public.
  * Before anything starts (no store opened, no chain asked, no port bound), the service refuses to run without its
  * own relayer keys, and, for the parts that run, its gateway key, an MPP secret of at least 32 bytes and the stock
- * desk's key; a key that is one of the public mnemonic's first keys is refused as if it were missing.
+ * desk's key; a key the caller knows to be public (`isPublicKey`: the command line passes the test mnemonic's first
+ * keys) is refused as if it were missing.
  */
 import { CAIP2 } from '../chain/canonical.ts';
-import { devnetPrivateKeys } from '../chain/devnet/accounts.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envString } from './env.ts';
 
-/** How many keys of the public mnemonic are recognised (the devnet uses indices up to 71). */
-export const PUBLIC_MNEMONIC_KEYS_CHECKED = 100;
 export const MIN_MPP_SECRET_BYTES = 32;
 
 export interface Parts {
@@ -19,14 +17,12 @@ export interface Parts {
 }
 
 /** Throws a ConfigError naming the first missing or public setting. */
-export function requireProductionSecrets(env: NodeJS.ProcessEnv, parts: Parts, networks: NetworkRegistry): void {
-  let publicKeys: Set<string> | undefined;
-  const isPublic = (key: string) => (publicKeys ??= new Set(devnetPrivateKeys(PUBLIC_MNEMONIC_KEYS_CHECKED))).has(key.toLowerCase());
+export function requireProductionSecrets(env: NodeJS.ProcessEnv, parts: Parts, networks: NetworkRegistry, isPublicKey: (key: string) => boolean): void {
   const key = (name: string, what: string, list = false): void => {
     const value = envString(env, name, '');
     if (!value) throw new ConfigError(`${name} is required off the devnet (${what}); keys of the public test mnemonic are used only on the devnet`);
     for (const k of list ? value.split(',').map((s) => s.trim()).filter(Boolean) : [value]) {
-      if (isPublic(k)) throw new ConfigError(`${name} holds a key of the public test mnemonic, which anyone can derive: give ${what} a key of your own`);
+      if (isPublicKey(k)) throw new ConfigError(`${name} holds a key of the public test mnemonic, which anyone can derive: give ${what} a key of your own`);
     }
   };
 

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { erc20Abi, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
-import { permit2Artifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
+import { permit2Artifact, stablecoinArtifact } from '../devnet/contracts/artifacts/index.ts';
 import type { Eip3009Payload, Permit2Payload } from '../protocol/x402/types.ts';
 import { Eip3009Reason, Permit2Reason, type InvalidReason } from '../verify/reasons.ts';
 import { aggregateCall, aggregateResults, loggedTransfers } from './settlement-batch.ts';

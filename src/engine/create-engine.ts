@@ -3,7 +3,6 @@ import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
 import { BlockWatcher } from '../chain/block-watcher.ts';
 import { publicClientFor } from '../chain/clients.ts';
 import { knownContracts } from '../chain/known-addresses.ts';
-import { DEVNET_ROLES, devnetAccount } from '../chain/devnet/accounts.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';
@@ -30,7 +29,7 @@ export interface EngineConfig {
   batchEager: boolean;
   /** How many blocks below the head are searched for the transaction that consumed a failed settlement's authorization. */
   consumedLookbackBlocks: number;
-  /** Relayer keys; on the devnet, the manifest's relayers when none are given. */
+  /** Relayer keys; required unless the caller gives default relayers (the devnet's). */
   relayerKeys: `0x${string}`[];
 }
 
@@ -66,12 +65,15 @@ export interface RunningEngine {
 }
 
 /** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
-export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics, opts: { devnet?: boolean } = {}): Promise<RunningEngine> {
-  // The devnet's relayers are keys of the public test mnemonic: never a fallback anywhere else.
-  if (!config.relayerKeys.length && opts.devnet !== true) throw new ConfigError('GATE402_RELAYER_KEYS is required off the devnet (the relayers that pay settlement gas)');
-  const accounts: LocalAccount[] = config.relayerKeys.length
-    ? config.relayerKeys.map((k) => privateKeyToAccount(k))
-    : DEVNET_ROLES.relayers.map((i) => devnetAccount(i));
+export async function createEngine(
+  networks: NetworkRegistry,
+  config: EngineConfig,
+  log: Logger,
+  metrics: Metrics,
+  opts: { /** Used when no relayer key is configured: the command line passes the devnet's, and only on the devnet. */ defaultRelayers?: readonly LocalAccount[] } = {},
+): Promise<RunningEngine> {
+  const accounts: LocalAccount[] = config.relayerKeys.length ? config.relayerKeys.map((k) => privateKeyToAccount(k)) : [...(opts.defaultRelayers ?? [])];
+  if (!accounts.length) throw new ConfigError('GATE402_RELAYER_KEYS is required off the devnet (the relayers that pay settlement gas)');
   const store = openStore(config.dataDir, { onCommit: (seconds) => metrics.lmdbCommit(seconds) });
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();

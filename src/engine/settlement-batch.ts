@@ -1,5 +1,5 @@
 import { decodeFunctionData, decodeFunctionResult, encodeFunctionData, toEventSelector, type Address, type Hex, type Log, type TransactionReceipt } from 'viem';
-import { multicallArtifact, stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
+import { multicallArtifact, stablecoinArtifact } from '../devnet/contracts/artifacts/index.ts';
 import { decodeSettlementCall, type SettlementCall } from './settlement-call.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { decodeFunctionData, encodeFunctionData, type Address, type Hex } from 'viem';
 import { exactPermit2ProxySettleAbi } from '../chain/contracts/settlement-abis.ts';
-import { stablecoinArtifact } from '../chain/contracts/artifacts/index.ts';
+import { stablecoinArtifact } from '../devnet/contracts/artifacts/index.ts';
 import type { Eip3009Payload, Permit2Payload } from '../protocol/x402/types.ts';
 
 /** Exactly the call a settlement makes; simulation runs this same call, so what passed is what is sent. */

@@ -1,5 +1,5 @@
 import { bytesToHex, type Address } from 'viem';
-import type { StablecoinInfo } from '../chain/manifest.ts';
+import type { StablecoinInfo } from '../chain/network-types.ts';
 import type { Network, NetworkRegistry } from '../chain/networks.ts';
 import { isPermit2Payload, type VerifyRequest } from '../protocol/x402/types.ts';
 import { checkEip3009Envelope, checkEip3009Terms, checkPermit2Terms, transferMethodOf } from '../verify/checks.ts';

@@ -72,9 +72,15 @@ export interface StockParts {
 
 /** The stock purchase API on the stock chain, or undefined when that chain lists no stocks. */
 export async function createStockDesk(parts: StockParts, config: StockConfig): Promise<RunningStockDesk | undefined> {
-  if (!config.enabled) return undefined;
+  if (!config.enabled) {
+    parts.log.info('stock desk off: GATE402_STOCK_ENABLED is false');
+    return undefined;
+  }
   const network = parts.networks.find(CAIP2.stockChain);
-  if (!network?.stocks?.length || !network.uniswap) return undefined;
+  if (!network?.stocks?.length || !network.uniswap) {
+    parts.log.info(`stock desk off: no stocks with a Uniswap deployment are configured on ${CAIP2.stockChain}`, { network: CAIP2.stockChain, configured: Boolean(network) });
+    return undefined;
+  }
   const account = config.deskKey ? privateKeyToAccount(config.deskKey) : parts.defaultDeskAccount;
   if (!account) throw new ConfigError('GATE402_STOCK_DESK_KEY is required to sell stocks');
   const client = publicClientFor(network.chainId, network.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs });

@@ -1,10 +1,9 @@
 import { encodeFunctionData, erc20Abi, getAddress, parseEventLogs, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
-import { permit2Artifact } from '../chain/contracts/artifacts/index.ts';
-import { uniswapArtifacts } from '../chain/contracts/uniswap.ts';
-import type { StockInfo, UniswapInfo } from '../chain/manifest.ts';
+import type { StockInfo, UniswapInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
 import { sortTokens, stockPriceFromSqrtPriceX96, uniswapPoolAddress } from '../chain/uniswap-math.ts';
+import { permit2NonceBitmapAbi, quoterV2Abi, swapRouterAbi, uniswapV3FactoryAbi, uniswapV3PoolAbi } from './contract-abis.ts';
 
 export type PoolCheck = { ok: true } | { ok: false; reason: string };
 
@@ -57,7 +56,7 @@ export class StockMarket {
 
   /** Stablecoin B atomic units per whole share at the pool's current price (or at `blockNumber`). */
   async livePrice(stock: StockInfo, blockNumber?: bigint): Promise<bigint> {
-    const slot0 = (await this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'slot0', ...at(blockNumber) })) as readonly [bigint, ...unknown[]];
+    const slot0 = await this.#client.readContract({ address: stock.pool, abi: uniswapV3PoolAbi, functionName: 'slot0', ...at(blockNumber) });
     const [token0] = sortTokens(this.stable, stock.address);
     return stockPriceFromSqrtPriceX96(slot0[0], stock.decimals, token0.toLowerCase() === this.stable.toLowerCase());
   }
@@ -66,12 +65,12 @@ export class StockMarket {
   async quote(stock: StockInfo, amountIn: bigint, blockNumber?: bigint): Promise<bigint> {
     const { result } = await this.#client.simulateContract({
       address: this.uniswap.quoter,
-      abi: uniswapArtifacts.quoterV2.abi,
+      abi: quoterV2Abi,
       functionName: 'quoteExactInputSingle',
       args: [{ tokenIn: this.stable, tokenOut: stock.address, amountIn, fee: stock.fee, sqrtPriceLimitX96: 0n }],
       ...at(blockNumber),
     });
-    return (result as readonly [bigint, ...unknown[]])[0];
+    return result[0];
   }
 
   /**
@@ -82,10 +81,10 @@ export class StockMarket {
     const derived = uniswapPoolAddress(this.uniswap.factory, this.stable, stock.address, stock.fee, this.uniswap.poolInitCodeHash);
     if (derived.toLowerCase() !== stock.pool.toLowerCase()) return { ok: false, reason: `the pinned ${stock.symbol} pool ${stock.pool} is not the factory-derived ${derived}` };
     const [registered, token0, token1, fee] = await Promise.all([
-      this.#client.readContract({ address: this.uniswap.factory, abi: uniswapArtifacts.factory.abi, functionName: 'getPool', args: [this.stable, stock.address, stock.fee] }) as Promise<Address>,
-      this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'token0' }) as Promise<Address>,
-      this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'token1' }) as Promise<Address>,
-      this.#client.readContract({ address: stock.pool, abi: uniswapArtifacts.pool.abi, functionName: 'fee' }) as Promise<number>,
+      this.#client.readContract({ address: this.uniswap.factory, abi: uniswapV3FactoryAbi, functionName: 'getPool', args: [this.stable, stock.address, stock.fee] }),
+      this.#client.readContract({ address: stock.pool, abi: uniswapV3PoolAbi, functionName: 'token0' }),
+      this.#client.readContract({ address: stock.pool, abi: uniswapV3PoolAbi, functionName: 'token1' }),
+      this.#client.readContract({ address: stock.pool, abi: uniswapV3PoolAbi, functionName: 'fee' }),
     ]);
     if (getAddress(registered) !== getAddress(stock.pool)) return { ok: false, reason: `the factory names ${registered} as the ${stock.symbol} pool, not ${stock.pool}` };
     const [want0, want1] = sortTokens(this.stable, stock.address);
@@ -100,7 +99,7 @@ export class StockMarket {
     return {
       to: this.uniswap.router,
       data: encodeFunctionData({
-        abi: uniswapArtifacts.router.abi,
+        abi: swapRouterAbi,
         functionName: 'exactInputSingle',
         args: [{ tokenIn: this.stable, tokenOut: stock.address, fee: stock.fee, recipient, deadline, amountIn, amountOutMinimum: minOut, sqrtPriceLimitX96: 0n }],
       }),
@@ -130,7 +129,7 @@ export class StockMarket {
    */
   async permit2Evidence(p: Permit2Payment, sinceBlock: bigint | undefined): Promise<PaymentEvidence> {
     const permit2 = this.network.permit2 ?? PERMIT2_ADDRESS;
-    const word = (await this.#client.readContract({ address: permit2, abi: permit2Artifact.abi, functionName: 'nonceBitmap', args: [p.from, p.nonce >> 8n] })) as bigint;
+    const word = await this.#client.readContract({ address: permit2, abi: permit2NonceBitmapAbi, functionName: 'nonceBitmap', args: [p.from, p.nonce >> 8n] });
     if (((word >> (p.nonce & 0xffn)) & 1n) === 0n) return { moved: false, nonceUsed: false };
     const latest = await this.blockNumber();
     const fromBlock = sinceBlock ?? (latest > EVIDENCE_FALLBACK_BLOCKS ? latest - EVIDENCE_FALLBACK_BLOCKS : 0n);

@@ -7,7 +7,7 @@
  * (400 bad input, 404 no such stock) is refused then, and nothing is charged. Once paid, every figure of an answer
  * is read at one block, which the answer names (`blockNumber`), so that it can be checked against the chain.
  */
-import type { StockInfo } from '../chain/manifest.ts';
+import type { StockInfo } from '../chain/network-types.ts';
 import type { PreparedCall, UpstreamRequest, UpstreamResult } from '../gateway/paywall/forward.ts';
 import { JSON_CONTENT_TYPE } from '../http/server.ts';
 import { formatDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';

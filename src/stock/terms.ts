@@ -4,7 +4,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Address } from 'viem';
-import type { StockInfo } from '../chain/manifest.ts';
+import type { StockInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
 import { formatDecimalAmount, parseDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
 import type { PaymentRequirements } from '../protocol/x402/types.ts';

@@ -1,5 +1,5 @@
 import type { Eip3009Payload, PaymentRequirements, Permit2Payload } from '../protocol/x402/types.ts';
-import type { StablecoinInfo } from '../chain/manifest.ts';
+import type { StablecoinInfo } from '../chain/network-types.ts';
 import { Eip3009Reason, Permit2Reason, type InvalidReason } from './reasons.ts';
 
 /**

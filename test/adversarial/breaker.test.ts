@@ -11,7 +11,7 @@ import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { parseUnits, type LocalAccount } from 'viem';
 import { CAIP2 } from '../../src/chain/canonical.ts';
-import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
+import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
 import type { PaymentRequirements } from '../../src/protocol/x402/types.ts';
 import { network, tester, testDevnet, TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
 import { fundedPayer, officialPayment, stableBalance } from '../helpers/payments.ts';

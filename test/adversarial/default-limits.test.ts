@@ -7,7 +7,7 @@ import t from 'tap';
 import { parseEther, parseUnits, toHex, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2, SUPPORTED_NETWORKS } from '../../src/chain/canonical.ts';
-import { stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
+import { stablecoinArtifact } from '../../src/devnet/contracts/artifacts/index.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { clientsFor, freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
 import { fundedPayer, officialPayment, requirementsFor, stableBalance } from '../helpers/payments.ts';

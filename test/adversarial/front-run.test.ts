@@ -10,10 +10,11 @@ import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePayment
 import { decodeFunctionData, maxUint256, parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccount, type TransactionReceipt } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../../src/chain/canonical.ts';
-import { exactPermit2ProxyArtifact, multicallArtifact, stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
-import type { DevnetManifest, NetworkEntry } from '../../src/chain/manifest.ts';
+import { exactPermit2ProxyArtifact, multicallArtifact, stablecoinArtifact } from '../../src/devnet/contracts/artifacts/index.ts';
+import type { DevnetManifest } from '../../src/devnet/manifest.ts';
+import type { NetworkEntry } from '../../src/chain/network-types.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
-import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
+import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
 import type { Eip3009Payload, PaymentPayload, PaymentRequirements, Permit2Payload } from '../../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from '../helpers/devnet.ts';
 import { startLossyRpc } from '../helpers/lossy-rpc.ts';

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CAIP2 } from '../../src/chain/canonical.ts';
-import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
+import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
 import { network, testDevnet, TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
 import { flood } from '../helpers/flood.ts';
 import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';

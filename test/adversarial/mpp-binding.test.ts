@@ -12,7 +12,7 @@ import { parseEther, parseUnits, toHex, type LocalAccount } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../../src/chain/canonical.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
-import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
+import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
 import { opaqueFor, routeTag } from '../../src/protocol/mpp/binding.ts';
 import { createChallenge, decodeRequest, formatWwwAuthenticate, parseWwwAuthenticate } from '../../src/protocol/mpp/challenge.ts';
 import { formatAuthorizationPayment, parseAuthorizationPayment } from '../../src/protocol/mpp/credential.ts';

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../../src/chain/canonical.ts';
-import { DEVNET_ROLES, devnetPrivateKey } from '../../src/chain/devnet/accounts.ts';
+import { DEVNET_ROLES, devnetPrivateKey } from '../../src/devnet/accounts.ts';
 import { freePort, testDevnet } from '../helpers/devnet.ts';
 import { BIN } from '../helpers/spawn-devnet.ts';
 

@@ -18,7 +18,7 @@ import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { CAIP2 } from '../../src/chain/canonical.ts';
 import { exactPermit2ProxySettleAbi } from '../../src/chain/contracts/settlement-abis.ts';
-import { uniswapArtifacts } from '../../src/chain/contracts/uniswap.ts';
+import { uniswapArtifacts } from '../../src/devnet/contracts/uniswap.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '../../src/protocol/x402/headers.ts';
 import type { PaymentPayload, PaymentRequirements } from '../../src/protocol/x402/types.ts';

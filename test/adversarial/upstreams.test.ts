@@ -7,7 +7,7 @@ import t from 'tap';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CAIP2 } from '../../src/chain/canonical.ts';
-import { startFixtureUpstreams } from '../../src/gateway/fixtures/server.ts';
+import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
 import { registrationTypedData } from '../../src/gateway/merchants/signature.ts';
 import { freshAccount, network, testDevnet, TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
 import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';

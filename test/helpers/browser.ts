@@ -7,7 +7,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { toHex, type Hex, type LocalAccount, type TypedDataDefinition } from 'viem';
-import type { NetworkEntry } from '../../src/chain/manifest.ts';
+import type { NetworkEntry } from '../../src/chain/network-types.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { clientsFor } from './devnet.ts';
 

@@ -2,8 +2,9 @@ import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { privateKeyToAccount, generatePrivateKey, type PrivateKeyAccount } from 'viem/accounts';
 import type { Account } from 'viem';
-import { DEVNET_ROLES, devnetAccount } from '../../src/chain/devnet/accounts.ts';
-import { readManifest, type DevnetManifest, type NetworkEntry } from '../../src/chain/manifest.ts';
+import { DEVNET_ROLES, devnetAccount } from '../../src/devnet/accounts.ts';
+import { readManifest, type DevnetManifest } from '../../src/devnet/manifest.ts';
+import type { NetworkEntry } from '../../src/chain/network-types.ts';
 import { publicClientFor, walletClientFor } from '../../src/chain/clients.ts';
 
 /**

@@ -1,8 +1,8 @@
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { maxUint256, parseEther, toHex, type Account, type Address, type LocalAccount } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../../src/chain/canonical.ts';
-import { stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
-import type { NetworkEntry } from '../../src/chain/manifest.ts';
+import { stablecoinArtifact } from '../../src/devnet/contracts/artifacts/index.ts';
+import type { NetworkEntry } from '../../src/chain/network-types.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import type { PaymentPayload, PaymentRequirements } from '../../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount } from './devnet.ts';

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readManifest, writeManifest, type DevnetManifest } from '../../src/chain/manifest.ts';
+import { readManifest, writeManifest, type DevnetManifest } from '../../src/devnet/manifest.ts';
 import { startRpcRelay } from './rpc-relay.ts';
 
 export interface CountingRpc {

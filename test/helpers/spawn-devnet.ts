@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { readManifest, type DevnetManifest } from '../../src/chain/manifest.ts';
+import { readManifest, type DevnetManifest } from '../../src/devnet/manifest.ts';
 import { freePort } from './devnet.ts';
 
 export const BIN = resolve('src/cli/bin.mjs');

@@ -1,4 +1,4 @@
-import type { NetworkEntry, StockInfo } from '../../src/chain/manifest.ts';
+import type { NetworkEntry, StockInfo } from '../../src/chain/network-types.ts';
 
 /**
  * Which test file may trade on which of the devnet's 14 stock pools. Files run side by side on one devnet: a file

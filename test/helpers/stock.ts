@@ -3,9 +3,9 @@ import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { erc20Abi, parseEther, toHex, type Account, type Address, type LocalAccount, type TransactionReceipt } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { stablecoinArtifact } from '../../src/chain/contracts/artifacts/index.ts';
-import { uniswapArtifacts } from '../../src/chain/contracts/uniswap.ts';
-import type { NetworkEntry, StockInfo } from '../../src/chain/manifest.ts';
+import { stablecoinArtifact } from '../../src/devnet/contracts/artifacts/index.ts';
+import { uniswapArtifacts } from '../../src/devnet/contracts/uniswap.ts';
+import type { NetworkEntry, StockInfo } from '../../src/chain/network-types.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { clientsFor, freshAccount } from './devnet.ts';
 

@@ -1,6 +1,6 @@
 // tap `after`: stop the run's devnet; its anvils go down with it.
 import { existsSync } from 'node:fs';
-import { readManifest } from '../../src/chain/manifest.ts';
+import { readManifest } from '../../src/devnet/manifest.ts';
 import { TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
 
 if (existsSync(TEST_MANIFEST_PATH)) {

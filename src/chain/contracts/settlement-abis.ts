@@ -1,4 +1,4 @@
-import { exactPermit2ProxyArtifact, permit2Artifact } from './artifacts/index.ts';
+import { exactPermit2ProxyArtifact, permit2Artifact } from '../../devnet/contracts/artifacts/index.ts';
 
 /**
  * The proxy's ABI plus the errors of Permit2, which bubble up through `settle` unchanged: with it a revert of a

@@ -1,4 +1,4 @@
-// Compiles src/chain/contracts/sol and writes src/chain/contracts/artifacts. Run with `npm run build:contracts`.
+// Compiles src/devnet/contracts/sol and writes src/devnet/contracts/artifacts. Run with `npm run build:contracts`.
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ARTIFACTS_DIR, compileContracts, compilerVersion, renderArtifactFiles } from './compile.ts';

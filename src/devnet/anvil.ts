@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { rpcCall } from './rpc.ts';
+import { rpcCall } from '../chain/rpc.ts';
 
 /** Where the anvil binary of the `@foundry-rs/anvil` npm package for this platform lives. */
 export function anvilBinaryPath(): string {

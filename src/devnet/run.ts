@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
-import { CAIP2, chainIdOf } from '../canonical.ts';
-import { startAnvil, type RunningAnvil } from '../anvil.ts';
-import { readManifest, writeManifest, type DevnetManifest } from '../manifest.ts';
-import { rpcCall } from '../rpc.ts';
+import { CAIP2, chainIdOf } from '../chain/canonical.ts';
+import { startAnvil, type RunningAnvil } from './anvil.ts';
+import { readManifest, writeManifest, type DevnetManifest } from './manifest.ts';
+import { rpcCall } from '../chain/rpc.ts';
 import { DEVNET_ROLES, DEVNET_TEST_MNEMONIC } from './accounts.ts';
 import { deployDevnet, type ChainEndpoint } from './deploy.ts';
 

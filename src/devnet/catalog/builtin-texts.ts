@@ -3,7 +3,7 @@
  * The route table itself (paths, methods, prices, inputs) is `routes.json`.
  */
 import { LLM_ALIAS_NAMES } from './llm-aliases.ts';
-import type { JsonSchema, RouteParameter, RouteSegments, RouteShape } from './merchant.ts';
+import type { JsonSchema, RouteParameter, RouteSegments, RouteShape } from '../../gateway/catalog/merchant.ts';
 
 export interface MerchantText {
   name: string;

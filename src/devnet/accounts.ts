@@ -61,3 +61,13 @@ export function devnetPrivateKeys(count: number): string[] {
     return `0x${Buffer.from(key).toString('hex')}`;
   });
 }
+
+/** How many keys of the public mnemonic are recognised as public (the devnet uses indices up to 91). */
+export const PUBLIC_MNEMONIC_KEYS_CHECKED = 100;
+let publicKeys: Set<string> | undefined;
+
+/** True when `key` is one of the public test mnemonic's first {@link PUBLIC_MNEMONIC_KEYS_CHECKED} keys: anyone can derive it. */
+export function isPublicTestKey(key: string): boolean {
+  publicKeys ??= new Set(devnetPrivateKeys(PUBLIC_MNEMONIC_KEYS_CHECKED));
+  return publicKeys.has(key.trim().toLowerCase());
+}

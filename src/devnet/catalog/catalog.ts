@@ -6,7 +6,7 @@
  */
 import routesData from './routes.json' with { type: 'json' };
 import { MERCHANT_TEXTS, ROUTE_TEXTS } from './builtin-texts.ts';
-import { amountAtomic, routePath, type HttpMethod, type InternalUpstreamName, type Merchant, type MerchantRoute, type Upstream } from './merchant.ts';
+import { amountAtomic, routePath, type HttpMethod, type InternalUpstreamName, type Merchant, type MerchantRoute, type Upstream } from '../../gateway/catalog/merchant.ts';
 
 export { LLM_ALIAS_NAMES, LLM_MODEL_ALIASES, ModelAliasError, resolveModelAlias, resolveModelAliasInBody, resolveModelId } from './llm-aliases.ts';
 export type { LlmAlias, LlmModelAliases, ModelAliasErrorCode } from './llm-aliases.ts';

@@ -2,48 +2,8 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Ajv } from 'ajv';
 import type { Address, Hex } from 'viem';
-
-export interface StablecoinInfo {
-  address: Address;
-  /** EIP-712 domain name, exactly as the token signs. */
-  name: string;
-  /** EIP-712 domain version. */
-  version: string;
-  decimals: number;
-  symbol: string;
-}
-
-export interface StockInfo {
-  symbol: string;
-  name: string;
-  address: Address;
-  decimals: number;
-  /** The stablecoin pool of this stock, derived from the factory (CREATE2), pinned here. */
-  pool: Address;
-  fee: number;
-  /** The price the pool was seeded at, USD per share, 6 fraction digits. */
-  seedPriceUsd: string;
-}
-
-export interface UniswapInfo {
-  factory: Address;
-  router: Address;
-  quoter: Address;
-  weth: Address;
-  poolInitCodeHash: Hex;
-}
-
-export interface NetworkEntry {
-  chainId: number;
-  rpcUrl: string;
-  stablecoin: StablecoinInfo;
-  permit2?: Address;
-  exactPermit2Proxy?: Address;
-  /** A Multicall3-compatible `aggregate3` contract: where there is one, settlements may be batched through it. */
-  multicall?: Address;
-  uniswap?: UniswapInfo;
-  stocks?: StockInfo[];
-}
+import type { NetworkEntry } from '../chain/network-types.ts';
+import { networksFromEntries, type NetworkRegistry } from '../chain/networks.ts';
 
 export interface ManifestAccount {
   address: Address;
@@ -51,6 +11,7 @@ export interface ManifestAccount {
   gasless?: boolean;
 }
 
+/** What `gate402 devnet` and `gate402 start` write: the local chains, their contracts and the demo accounts. */
 export interface DevnetManifest {
   version: 1;
   createdAt: string;
@@ -122,4 +83,9 @@ export function writeManifest(path: string, manifest: DevnetManifest): void {
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, JSON.stringify(manifest, null, 2) + '\n');
   renameSync(tmp, path);
+}
+
+/** The devnet's networks as the service sees them. */
+export function networksFromManifest(manifest: DevnetManifest): NetworkRegistry {
+  return networksFromEntries(manifest.networks);
 }

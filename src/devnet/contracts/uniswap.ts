@@ -10,16 +10,16 @@ export interface NpmArtifact {
 
 const require = createRequire(import.meta.url);
 
-function load(path: string): NpmArtifact {
-  const json = require(path) as { contractName: string; abi: Abi; bytecode: Hex };
+function artifact(json: { contractName: string; abi: Abi; bytecode: Hex }): NpmArtifact {
   return { contractName: json.contractName, abi: json.abi, bytecode: json.bytecode };
 }
 
+// Literal paths, so the import-graph test sees which packages this module loads (devDependencies: devnet only).
 export const uniswapArtifacts = {
-  factory: load('@uniswap/v3-core/artifacts/contracts/UniswapV3Factory.sol/UniswapV3Factory.json'),
-  pool: load('@uniswap/v3-core/artifacts/contracts/UniswapV3Pool.sol/UniswapV3Pool.json'),
-  router: load('@uniswap/v3-periphery/artifacts/contracts/SwapRouter.sol/SwapRouter.json'),
-  quoterV2: load('@uniswap/v3-periphery/artifacts/contracts/lens/QuoterV2.sol/QuoterV2.json'),
+  factory: artifact(require('@uniswap/v3-core/artifacts/contracts/UniswapV3Factory.sol/UniswapV3Factory.json')),
+  pool: artifact(require('@uniswap/v3-core/artifacts/contracts/UniswapV3Pool.sol/UniswapV3Pool.json')),
+  router: artifact(require('@uniswap/v3-periphery/artifacts/contracts/SwapRouter.sol/SwapRouter.json')),
+  quoterV2: artifact(require('@uniswap/v3-periphery/artifacts/contracts/lens/QuoterV2.sol/QuoterV2.json')),
 };
 
 /** keccak256 of the pool creation code as shipped: the factory's CREATE2 derives every pool address from it. */

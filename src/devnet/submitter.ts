@@ -1,5 +1,5 @@
 import { encodeDeployData, type Abi, type Account, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport, type WalletClient } from 'viem';
-import { publicClientFor, walletClientFor } from '../clients.ts';
+import { publicClientFor, walletClientFor } from '../chain/clients.ts';
 
 /**
  * eth_estimateGas finds the least gas with which a call succeeds, which calls with nested callbacks (a Uniswap mint

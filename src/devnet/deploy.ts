@@ -1,5 +1,5 @@
 import { getAddress, maxUint256, type Address, type Hex } from 'viem';
-import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS, PERMIT2_ADDRESS } from '../canonical.ts';
+import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS, PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import {
   exactPermit2ProxyArtifact,
   multicallArtifact,
@@ -8,12 +8,13 @@ import {
   stablecoinArtifact,
   stockTokenArtifact,
   weth9Artifact,
-} from '../contracts/artifacts/index.ts';
-import { poolInitCodeHash, uniswapArtifacts } from '../contracts/uniswap.ts';
-import type { DevnetManifest, ManifestAccount, NetworkEntry, StablecoinInfo, StockInfo } from '../manifest.ts';
-import { rpcCall } from '../rpc.ts';
-import { fullRangeLiquidityForStable, fullRangeTicks, sqrtPriceX96ForStockPrice, uniswapPoolAddress } from '../uniswap-math.ts';
-import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
+} from './contracts/artifacts/index.ts';
+import { poolInitCodeHash, uniswapArtifacts } from './contracts/uniswap.ts';
+import type { DevnetManifest, ManifestAccount } from './manifest.ts';
+import type { NetworkEntry, StablecoinInfo, StockInfo } from '../chain/network-types.ts';
+import { rpcCall } from '../chain/rpc.ts';
+import { fullRangeLiquidityForStable, fullRangeTicks, sqrtPriceX96ForStockPrice, uniswapPoolAddress } from '../chain/uniswap-math.ts';
+import { parseDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
 import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from './accounts.ts';
 import { DEVNET_STOCKS } from './stock-catalog.ts';
 import { Submitter } from './submitter.ts';
