@@ -15,7 +15,6 @@ import { manifestIsLive, startDevnet } from '../src/devnet/run.ts';
 import { readManifest, type DevnetManifest } from '../src/devnet/manifest.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
-import { freePort } from '../test/helpers/devnet.ts';
 
 export interface BenchDevnet {
   manifest: DevnetManifest;
@@ -36,7 +35,8 @@ export async function benchDevnet(manifestPath?: string): Promise<BenchDevnet> {
   }
   const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-devnet-'));
   const path = join(dir, 'devnet.json');
-  const ports = { [CAIP2.base]: await freePort(), [CAIP2.baseSepolia]: await freePort(), [CAIP2.stockChain]: await freePort() };
+  // Port 0: each chain takes the port the kernel gives it (a guessed free port can be taken before anvil binds it).
+  const ports = { [CAIP2.base]: 0, [CAIP2.baseSepolia]: 0, [CAIP2.stockChain]: 0 };
   const devnet = await startDevnet({ manifestPath: path, host: '127.0.0.1', ports, fresh: true });
   return {
     manifest: devnet.manifest,

@@ -9,7 +9,7 @@ export function devnetOptionsFrom(flags: CommonFlags, env: NodeJS.ProcessEnv = p
   let ports = DEFAULT_DEVNET_PORTS;
   if (portsText) {
     const list = portsText.split(',').map((p) => Number(p.trim()));
-    if (list.length !== SUPPORTED_NETWORKS.length || list.some((p) => !Number.isInteger(p) || p < 1 || p > 65535)) {
+    if (list.length !== SUPPORTED_NETWORKS.length || list.some((p) => !Number.isInteger(p) || p < 0 || p > 65535)) {
       throw new UsageError(`--ports takes ${SUPPORTED_NETWORKS.length} ports separated by commas, got '${portsText}'`);
     }
     ports = Object.fromEntries(SUPPORTED_NETWORKS.map((id, i) => [id, list[i] as number]));

@@ -13,7 +13,7 @@ Commands:
 Options of start and devnet:
   --fresh              start new chains even if the manifest's chains are running
   --manifest <path>    where the devnet manifest is written (env GATE402_MANIFEST, default var/devnet.json)
-  --ports <a,b,c>      RPC ports of eip155:8453, eip155:84532, eip155:4663 (env GATE402_DEVNET_PORTS, default 8545,8546,8547)
+  --ports <a,b,c>      RPC ports of eip155:8453, eip155:84532, eip155:4663 (env GATE402_DEVNET_PORTS, default 8545,8546,8547; 0 lets each chain take a free port)
   --host <ip>          interface the chains listen on (env GATE402_DEVNET_HOST, default 127.0.0.1)
   --block-time <s>     seconds per block (default: a block per transaction)
   --exit-after <s>     stop by itself after this many seconds (a guard for test runs)

@@ -40,6 +40,8 @@ const SETPRIV = '/usr/bin/setpriv';
 
 export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
   const host = opts.host ?? '127.0.0.1';
+  // Not --quiet: anvil's "Listening on <host>:<port>" line is how we learn that this child, and not another
+  // process, holds the port; with port 0 it names the port the kernel gave it (no free port is guessed ahead).
   const args = [
     '--chain-id', String(opts.chainId),
     '--port', String(opts.port),
@@ -47,41 +49,31 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
     '--mnemonic', opts.mnemonic,
     '--accounts', String(opts.fundedAccounts),
     '--balance', '10000',
-    '--quiet',
   ];
   if (opts.blockTime !== undefined) args.push('--block-time', String(opts.blockTime));
-  const rpcUrl = `http://${host}:${opts.port}`;
-  const squatter = await rpcCall<string>(rpcUrl, 'eth_chainId', [], 500).catch(() => undefined);
-  if (squatter !== undefined) throw new Error(`port ${opts.port} is taken by a running chain (id ${Number(squatter)}); stop it or choose other ports`);
+  if (opts.port !== 0) {
+    const squatter = await rpcCall<string>(`http://${host}:${opts.port}`, 'eth_chainId', [], 500).catch(() => undefined);
+    if (squatter !== undefined) throw new Error(`port ${opts.port} is taken by a running chain (id ${Number(squatter)}); stop it or choose other ports`);
+  }
   const binary = anvilBinaryPath();
   const useSetpriv = process.platform === 'linux' && existsSync(SETPRIV);
   const child: ChildProcess = useSetpriv
-    ? spawn(SETPRIV, ['--pdeathsig', 'KILL', binary, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
-    : spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    ? spawn(SETPRIV, ['--pdeathsig', 'KILL', binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-
-  const deadline = Date.now() + (opts.startTimeoutMs ?? 20_000);
-  let early: number | null | undefined;
-  void exited.then((code) => (early = code));
-  for (;;) {
-    if (early !== undefined) throw new Error(`anvil for chain ${opts.chainId} exited (${early}) on port ${opts.port}: ${stderr.trim()}`);
-    const id = await rpcCall<string>(rpcUrl, 'eth_chainId', [], 500).catch(() => undefined);
-    if (id !== undefined) {
-      if (Number(id) !== opts.chainId) {
-        child.kill('SIGKILL');
-        throw new Error(`port ${opts.port} answers chain ${Number(id)}, not ${opts.chainId}: is another chain there?`);
-      }
-      break;
-    }
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`anvil for chain ${opts.chainId} did not answer on ${rpcUrl}: ${stderr.trim()}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
+  const port = await listeningPort(child, exited, opts.startTimeoutMs ?? 20_000).catch((err: Error) => {
+    child.kill('SIGKILL');
+    throw new Error(`anvil for chain ${opts.chainId} on port ${opts.port}: ${err.message} ${stderr.trim()}`);
+  });
+  const rpcUrl = `http://${host}:${port}`;
+  const id = await rpcCall<string>(rpcUrl, 'eth_chainId', [], 5_000).catch(() => undefined);
+  if (id === undefined || Number(id) !== opts.chainId) {
+    child.kill('SIGKILL');
+    throw new Error(`anvil for chain ${opts.chainId} said it listens on ${rpcUrl}, which answers ${id === undefined ? 'nothing' : `chain ${Number(id)}`}`);
   }
 
   return {
@@ -96,4 +88,30 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
       clearTimeout(timer);
     },
   };
+}
+
+/**
+ * The port of anvil's "Listening on <host>:<port>" line on its stdout; the rest of stdout (its banner) is read and
+ * dropped so the pipe never fills. Rejects if anvil exits or stays silent past the deadline.
+ */
+function listeningPort(child: ChildProcess, exited: Promise<number | null>, timeoutMs: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`no "Listening on" line within ${timeoutMs} ms`)), timeoutMs);
+    const onData = (chunk: Buffer): void => {
+      seen = (seen + chunk.toString()).slice(-4000);
+      const m = /Listening on \S*:(\d+)/.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout?.off('data', onData);
+        child.stdout?.resume();
+        resolve(Number(m[1]));
+      }
+    };
+    child.stdout?.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited (${code}) before listening`));
+    });
+  });
 }

@@ -3,7 +3,6 @@ import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } fr
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { readManifest, type DevnetManifest } from '../../src/devnet/manifest.ts';
-import { freePort } from './devnet.ts';
 
 export const BIN = resolve('src/cli/bin.mjs');
 
@@ -17,9 +16,9 @@ export interface SpawnedDevnet {
 type SpawnOptions = { detached?: boolean; exitAfter?: number; timeoutMs?: number };
 
 /**
- * Runs the real `gate402 devnet` command on free ports and waits until its manifest names it as owner. A free
- * port can be taken by another process between probing and binding: a start that fails early is retried on
- * fresh ports.
+ * Runs the real `gate402 devnet` command and waits until its manifest names it as owner. Each chain takes the port
+ * the kernel gives it (`--ports 0,0,0`), so two devnets started at once never meet on a guessed port; a start that
+ * fails early anyway is retried.
  */
 export async function spawnDevnet(manifestPath: string, opts: SpawnOptions = {}): Promise<SpawnedDevnet> {
   for (let attempt = 1; ; attempt++) {
@@ -57,10 +56,9 @@ class EarlyExit extends Error {}
 async function spawnDevnetOnce(manifestPath: string, opts: SpawnOptions): Promise<SpawnedDevnet> {
   mkdirSync(dirname(manifestPath), { recursive: true });
   rmSync(manifestPath, { force: true });
-  const ports = [await freePort(), await freePort(), await freePort()];
   const logPath = `${manifestPath}.log`;
   const log = openSync(logPath, 'w');
-  const args = [BIN, 'devnet', '--fresh', '--manifest', manifestPath, '--ports', ports.join(','), '--exit-after', String(opts.exitAfter ?? 1800)];
+  const args = [BIN, 'devnet', '--fresh', '--manifest', manifestPath, '--ports', '0,0,0', '--exit-after', String(opts.exitAfter ?? 1800)];
   const child = spawn(process.execPath, args, { stdio: ['ignore', log, log], detached: opts.detached ?? false });
   const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
   for (;;) {
