@@ -58,6 +58,14 @@ t.test('the registry picks the scheme of requirements and of payloads', async (t
   t.throws(() => eip3009Scheme.payer(permit2Payload()), TypeError, "a scheme never reads another scheme's payload");
 });
 
+t.test("the requirements' extra each scheme asks a payer to sign by", async (t) => {
+  t.same(eip3009Scheme.requirementsExtra(base), { name: 'USD Coin', version: '2' }, "EIP-3009: the token's EIP-712 domain");
+  t.same(permit2Scheme.requirementsExtra(stock), { assetTransferMethod: 'permit2', spender: PROXY }, 'Permit2: the method and the proxy as spender');
+  t.equal(permit2Scheme.requirementsExtra(base), undefined, 'no Permit2 offer where no proxy is configured');
+  t.equal(schemeForRequirements({ ...permit2Req, extra: permit2Scheme.requirementsExtra(stock) ?? {} }), permit2Scheme, 'requirements built by a scheme ask for it');
+  t.equal(schemeForRequirements({ ...eip3009Req, extra: eip3009Scheme.requirementsExtra(base) ?? {} }), eip3009Scheme);
+});
+
 t.test('the small ABIs are the contracts\' own functions and events', async (t) => {
   // Published selectors: FiatToken v2.2 (transferWithAuthorization with a bytes signature, authorizationState,
   // AuthorizationUsed), the x402 exact-permit proxy (settle, settleWithPermit), Permit2 (nonceBitmap).

@@ -24,6 +24,11 @@ export interface PaymentScheme {
   readonly assetCheckedFirst: boolean;
   /** The requirements name this scheme's transfer method (`extra.assetTransferMethod`). */
   asks(requirements: PaymentRequirements): boolean;
+  /**
+   * The `extra` of requirements that ask for this scheme on a network (what a payer needs to sign); undefined where
+   * the network lacks what the scheme settles through.
+   */
+  requirementsExtra(network: Pick<Network, 'stablecoin' | 'exactPermit2Proxy'>): Record<string, unknown> | undefined;
   /** The payload has this scheme's shape. */
   carries(payload: ExactEvmPayload): boolean;
   /** Who pays: the address whose tokens move. */

@@ -30,6 +30,7 @@ export const eip3009Scheme: PaymentScheme = {
 
   /** Requirements that name no transfer method, or EIP-3009, ask for it (the reference's default). */
   asks: (req) => req.extra?.['assetTransferMethod'] === undefined || req.extra['assetTransferMethod'] === 'eip3009',
+  requirementsExtra: (network) => ({ name: network.stablecoin.name, version: network.stablecoin.version }),
   carries,
   payer: (payload) => own(payload).authorization.from,
 
