@@ -1,7 +1,7 @@
 import { schemeNamed } from '../schemes/registry.ts';
 import type { SchemeName } from '../schemes/scheme.ts';
-import type { CheckResult } from './checks.ts';
-import { GatewayReason, type InvalidReason } from './reasons.ts';
+import { fail, type CheckResult } from './checks.ts';
+import { GatewayReason } from './reasons.ts';
 
 /**
  * Which payments are worth our gas: pure checks on the terms a payment was signed for, run before any chain is asked
@@ -24,8 +24,6 @@ export interface PaymentTerms {
   payee: string;
   amount: bigint;
 }
-
-const fail = (reason: InvalidReason, message: string): CheckResult => ({ ok: false, reason, message });
 
 export function checkPaymentPolicy(policy: PaymentPolicy, terms: PaymentTerms): CheckResult {
   const min = policy.minAmount > 0n ? policy.minAmount : 1n;
