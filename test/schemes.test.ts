@@ -51,6 +51,7 @@ t.test('the registry picks the scheme of requirements and of payloads', async (t
   t.equal(schemeOfPayload(eip3009Payload()), eip3009Scheme);
   t.equal(schemeOfPayload(permit2Payload()), permit2Scheme);
   t.throws(() => schemeOfPayload({ signature: SIGNATURE } as unknown as Eip3009Payload), TypeError, 'a payload of no scheme is refused, not guessed');
+  t.throws(() => schemeOfPayload({ ...eip3009Payload(), ...permit2Payload() } as unknown as Eip3009Payload), TypeError, 'nor is a payload of two shapes');
   t.same(SCHEMES.map((s) => s.name), ['eip3009', 'permit2']);
   t.equal(schemeNamed('permit2'), permit2Scheme);
   t.equal(eip3009Scheme.payer(eip3009Payload()), PAYER);

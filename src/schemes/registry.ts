@@ -14,9 +14,9 @@ export function schemeForRequirements(requirements: PaymentRequirements): Paymen
 
 /** The scheme whose shape a payload has (exactly one, as the payload schema admits). */
 export function schemeOfPayload(payload: ExactEvmPayload): PaymentScheme {
-  const scheme = SCHEMES.find((s) => s.carries(payload));
-  if (!scheme) throw new TypeError('the payload is of no known scheme');
-  return scheme;
+  const carried = SCHEMES.filter((s) => s.carries(payload));
+  if (carried.length !== 1) throw new TypeError(carried.length === 0 ? 'the payload is of no known scheme' : 'the payload has the shape of several schemes');
+  return carried[0] as PaymentScheme;
 }
 
 export function schemeNamed(name: SchemeName): PaymentScheme {
