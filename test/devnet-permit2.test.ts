@@ -2,16 +2,15 @@ import t from 'tap';
 import { encodeAbiParameters, keccak256, maxUint256, parseEther, parseUnits, toBytes, toHex } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
 import { permit2Artifact, stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
-import { exactPermit2ProxySettleAbi } from '../src/chain/contracts/settlement-abis.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { clientsFor, freshAccount, network, tester, testDevnet } from './helpers/devnet.ts';
-import { randomNonce, settleArgs, signWitnessPermit, type WitnessPermit } from './helpers/permit2.ts';
+import { exactPermit2ProxyAbi, randomNonce, settleArgs, signWitnessPermit, type WitnessPermit } from './helpers/permit2.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
 const token = n.stablecoin.address;
 const { pub, wallet } = clientsFor(n, tester('permit2'));
-const proxyAbi = exactPermit2ProxySettleAbi;
+const proxyAbi = exactPermit2ProxyAbi;
 const tokenAbi = stablecoinArtifact.abi;
 const chainTime = async () => (await pub.getBlock()).timestamp;
 const balance = (who: `0x${string}`) => pub.readContract({ address: token, abi: tokenAbi, functionName: 'balanceOf', args: [who] });

@@ -9,7 +9,8 @@ import type { Abi, AbiFunction, AbiParameter } from 'viem';
 import { toFunctionSelector } from 'viem';
 import { permit2Artifact } from '../src/devnet/contracts/artifacts/index.ts';
 import { uniswapArtifacts } from '../src/devnet/contracts/uniswap.ts';
-import { permit2NonceBitmapAbi, quoterV2Abi, swapRouterAbi, uniswapV3FactoryAbi, uniswapV3PoolAbi } from '../src/stock/contract-abis.ts';
+import { nonceBitmapAbi } from '../src/schemes/permit2/abi.ts';
+import { quoterV2Abi, swapRouterAbi, uniswapV3FactoryAbi, uniswapV3PoolAbi } from '../src/stock/contract-abis.ts';
 
 /** A parameter's canonical type, tuples spelled out: `(address,uint24)[]`. */
 function typeOf(p: AbiParameter): string {
@@ -26,7 +27,7 @@ const pairs: Array<[string, Abi, Abi]> = [
   ['UniswapV3Factory', uniswapV3FactoryAbi, uniswapArtifacts.factory.abi],
   ['QuoterV2', quoterV2Abi, uniswapArtifacts.quoterV2.abi],
   ['SwapRouter', swapRouterAbi, uniswapArtifacts.router.abi],
-  ['Permit2', permit2NonceBitmapAbi, permit2Artifact.abi as unknown as Abi],
+  ['Permit2', nonceBitmapAbi, permit2Artifact.abi as unknown as Abi],
 ];
 
 for (const [contract, small, compiled] of pairs) {

@@ -4,7 +4,8 @@ import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs
 import { open } from 'lmdb';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eip3009NonceKey, permit2NonceKey } from '../src/store/nonce-claims.ts';
+import { eip3009NonceKey } from '../src/schemes/eip3009/nonce-key.ts';
+import { permit2NonceKey } from '../src/schemes/permit2/nonce-key.ts';
 import { openStore } from '../src/store/open-store.ts';
 
 const made: string[] = [];

@@ -1,11 +1,8 @@
 import { LRUCache } from 'lru-cache';
-import { erc20Abi, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
-import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
-import { permit2Artifact, stablecoinArtifact } from '../devnet/contracts/artifacts/index.ts';
-import type { Eip3009Payload, Permit2Payload } from '../protocol/x402/types.ts';
-import { Eip3009Reason, Permit2Reason, type InvalidReason } from '../verify/reasons.ts';
-import { aggregateCall, aggregateResults, loggedTransfers } from './settlement-batch.ts';
-import type { SettlementCall } from './settlement-call.ts';
+import type { Address, Chain, Hex, PublicClient, TransactionReceipt, Transport } from 'viem';
+import { movedExactly } from '../schemes/erc20-transfers.ts';
+import type { ChainReads, SettlementCall } from '../schemes/scheme.ts';
+import { aggregateCall, aggregateResults } from './settlement-batch.ts';
 
 const ERC1271_MAGIC = '0x1626ba7e';
 const erc1271Abi = [
@@ -18,9 +15,11 @@ export type Simulation = { ok: true; gas: bigint } | { ok: false; error: string 
 export const ABSENT_CODE_TTL_MS = 30_000;
 export const ABSENT_CODE_MAX_ENTRIES = 10_000;
 
-/** Everything the engine asks of one chain, through the viem client it is given. */
-
-export class ChainInspector {
+/**
+ * Everything the engine asks of one chain, through the viem client it is given. A payment scheme's revert diagnosis
+ * reads through it too (`ChainReads`), sharing its code-existence cache.
+ */
+export class ChainInspector implements ChainReads {
   readonly #client: PublicClient<Transport, Chain>;
   /** Bounded: a payer address comes from the client, and any existing contract can be named. */
   readonly #deployed = new LRUCache<string, true>({ max: ABSENT_CODE_MAX_ENTRIES });
@@ -91,44 +90,8 @@ export class ChainInspector {
     return aggregateResults(returned);
   }
 
-  /** Why an EIP-3009 simulation reverted, in the reference's terms. */
-  async diagnoseEip3009(asset: Address, payload: Eip3009Payload): Promise<InvalidReason> {
-    const a = payload.authorization;
-    const [used, balance] = await Promise.all([
-      this.#client.readContract({ address: asset, abi: stablecoinArtifact.abi, functionName: 'authorizationState', args: [a.from, a.nonce] }).catch(() => undefined),
-      this.#client.readContract({ address: asset, abi: erc20Abi, functionName: 'balanceOf', args: [a.from] }).catch(() => undefined),
-    ]);
-    if (used === undefined) return Eip3009Reason.eip3009NotSupported;
-    if (used) return Eip3009Reason.nonceUsed;
-    if (balance !== undefined && balance < BigInt(a.value)) return Eip3009Reason.insufficientBalance;
-    return Eip3009Reason.simulationFailed;
-  }
-
-  /** Why a Permit2 simulation reverted, in the reference's terms. */
-  async diagnosePermit2(proxy: Address, payload: Permit2Payload): Promise<InvalidReason> {
-    const p = payload.permit2Authorization;
-    const amount = BigInt(p.permitted.amount);
-    const nonce = BigInt(p.nonce);
-    if (!(await this.hasCode(proxy)) || !(await this.hasCode(PERMIT2_ADDRESS))) return Permit2Reason.proxyNotDeployed;
-    const [balance, allowance, word] = await Promise.all([
-      this.#client.readContract({ address: p.permitted.token, abi: erc20Abi, functionName: 'balanceOf', args: [p.from] }).catch(() => undefined),
-      this.#client.readContract({ address: p.permitted.token, abi: erc20Abi, functionName: 'allowance', args: [p.from, PERMIT2_ADDRESS] }).catch(() => undefined),
-      this.#client.readContract({ address: PERMIT2_ADDRESS, abi: permit2Artifact.abi, functionName: 'nonceBitmap', args: [p.from, nonce >> 8n] }).catch(() => undefined),
-    ]);
-    if (balance !== undefined && balance < amount) return Permit2Reason.insufficientBalance;
-    if (allowance !== undefined && allowance < amount) return Permit2Reason.allowanceRequired;
-    if (word !== undefined && ((word >> (nonce & 0xffn)) & 1n) === 1n) return Permit2Reason.nonceUsed;
-    return Permit2Reason.simulationFailed;
-  }
-
   /** A settlement counts only if its receipt logs the expected Transfer from the asset itself. */
   static transferMatches(receipt: TransactionReceipt, expect: SettlementCall['expect']): boolean {
-    return loggedTransfers(receipt.logs).some(
-      (l) =>
-        l.token.toLowerCase() === expect.token.toLowerCase() &&
-        l.from.toLowerCase() === expect.from.toLowerCase() &&
-        l.to.toLowerCase() === expect.to.toLowerCase() &&
-        l.value === expect.value,
-    );
+    return movedExactly(receipt.logs, expect);
   }
 }

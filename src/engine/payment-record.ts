@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Hex } from 'viem';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
-import { isPermit2Payload } from '../protocol/x402/types.ts';
-import { eip3009NonceKey, permit2NonceKey } from '../store/nonce-claims.ts';
+import { schemeOfPayload } from '../schemes/registry.ts';
 import type { SignedTx } from './relayer-pool.ts';
 
 /** The durable record of one settlement, written at each step of its actor and before anything is broadcast. */
@@ -55,12 +54,9 @@ export function isFinished(record: PaymentRecord): boolean {
   return record.state === 'settled' || record.state === 'failed';
 }
 
-/** The key that the chain itself makes unique: (network, asset, from, nonce) for EIP-3009, (network, from, nonce) for Permit2. */
+/** The key that the chain itself makes unique (its scheme's: EIP-3009's (network, asset, from, nonce), Permit2's (network, from, nonce)). */
 export function nonceKeyOf(request: VerifyRequest): string {
-  const network = request.paymentRequirements.network;
-  const payload = request.paymentPayload.payload;
-  if (isPermit2Payload(payload)) return permit2NonceKey(network, payload.permit2Authorization.from, payload.permit2Authorization.nonce);
-  return eip3009NonceKey(network, request.paymentRequirements.asset, payload.authorization.from, payload.authorization.nonce);
+  return schemeOfPayload(request.paymentPayload.payload).nonceKey(request);
 }
 
 /** Same signature over the same terms for the same requirements: the same payment. */

@@ -1,16 +1,24 @@
-import { decodeFunctionData, decodeFunctionResult, encodeFunctionData, toEventSelector, type Address, type Hex, type Log, type TransactionReceipt } from 'viem';
-import { multicallArtifact, stablecoinArtifact } from '../devnet/contracts/artifacts/index.ts';
-import { decodeSettlementCall, type SettlementCall } from './settlement-call.ts';
+import { decodeFunctionData, decodeFunctionResult, encodeFunctionData, parseAbi, type Address, type Hex, type Log, type TransactionReceipt } from 'viem';
+import { loggedTransfers } from '../schemes/erc20-transfers.ts';
+import { decodeSettlementCall } from '../schemes/registry.ts';
+import type { SettlementCall } from '../schemes/scheme.ts';
 
 /**
  * Several settlements in one transaction, through a Multicall3-compatible `aggregate3`. Pure: encoding the batch,
  * reading its simulation, and deciding from a receipt which of its calls settled.
  */
 
+/** Multicall3's `aggregate3(Call3[])`, the one function a batch calls. */
+const aggregate3Abi = parseAbi([
+  'struct Call3 { address target; bool allowFailure; bytes callData; }',
+  'struct Result { bool success; bytes returnData; }',
+  'function aggregate3(Call3[] calls) payable returns (Result[] returnData)',
+]);
+
 /** `aggregate3` over the calls: each may fail alone (what is sent), or none may (what gas is estimated for). */
 export function aggregateCall(multicall: Address, calls: readonly SettlementCall[], allowFailure: boolean): { to: Address; data: Hex } {
   const data = encodeFunctionData({
-    abi: multicallArtifact.abi,
+    abi: aggregate3Abi,
     functionName: 'aggregate3',
     args: [calls.map((c) => ({ target: c.to, allowFailure, callData: c.data }))],
   });
@@ -19,58 +27,39 @@ export function aggregateCall(multicall: Address, calls: readonly SettlementCall
 
 /** Per call, whether it succeeded, from what `aggregate3` returned. */
 export function aggregateResults(returned: Hex): boolean[] {
-  const results = decodeFunctionResult({ abi: multicallArtifact.abi, functionName: 'aggregate3', data: returned });
+  const results = decodeFunctionResult({ abi: aggregate3Abi, functionName: 'aggregate3', data: returned });
   return results.map((r) => r.success);
 }
 
 /** The settlement calls a batch transaction makes, in order, read back from its own calldata. */
 export function callsOfBatch(data: Hex): Array<SettlementCall | undefined> {
-  const { args } = decodeFunctionData({ abi: multicallArtifact.abi, data });
+  const { args } = decodeFunctionData({ abi: aggregate3Abi, data });
   return args[0].map((c) => decodeSettlementCall(c.target, c.callData));
 }
 
-const TRANSFER = toEventSelector('Transfer(address indexed from, address indexed to, uint256 value)');
-const AUTHORIZATION_USED = toEventSelector(stablecoinArtifact.abi.find((item) => item.type === 'event' && item.name === 'AuthorizationUsed') as Parameters<typeof toEventSelector>[0]);
-const topicAddress = (topic: Hex) => `0x${topic.slice(26)}` as Address;
-
-/**
- * The ERC-20 Transfers among `logs` (read by their topics: both addresses indexed, the amount in the data). Decoded
- * here rather than by viem's parseEventLogs, which hashes the event's signature again for every log.
- */
-export function loggedTransfers(logs: readonly Log[]): Array<{ token: Address; from: Address; to: Address; value: bigint }> {
-  const out: Array<{ token: Address; from: Address; to: Address; value: bigint }> = [];
-  for (const l of logs) {
-    const [topic, from, to] = l.topics;
-    if (topic !== TRANSFER || !from || !to || l.topics.length !== 3 || l.data.length !== 66) continue;
-    out.push({ token: l.address, from: topicAddress(from), to: topicAddress(to), value: BigInt(l.data) });
-  }
-  return out;
+/** Every log of `logs`, as `emitter|topic|topic...` in lower case. */
+function logKeys(logs: readonly Log[]): Set<string> {
+  return new Set(logs.map((l) => [l.address, ...l.topics].join('|').toLowerCase()));
 }
 
-/** `AuthorizationUsed(authorizer, nonce)` events among `logs`, as `token|authorizer|nonce` in lower case. */
-function usedAuthorizations(logs: readonly Log[]): Set<string> {
-  const out = new Set<string>();
-  for (const l of logs) {
-    const [topic, authorizer, nonce] = l.topics;
-    if (topic === AUTHORIZATION_USED && authorizer && nonce && l.topics.length === 3) out.add(`${l.address}|${topicAddress(authorizer)}|${nonce}`.toLowerCase());
-  }
-  return out;
-}
+const ownLogKey = (log: NonNullable<SettlementCall['ownLog']>) => [log.emitter, ...log.topics].join('|').toLowerCase();
 
 const transferKey = (e: { token: Address; from: Address; to: Address; value: bigint }) => `${e.token}|${e.from}|${e.to}|${e.value}`.toLowerCase();
 
 /**
- * Two calls whose receipts would log the same Transfer and nothing else that tells them apart: Permit2 settlements
- * (the proxy logs no nonce) of one amount between the same two addresses. Such calls never share a batch.
+ * Two calls whose receipts would log the same Transfer and nothing else that tells them apart: calls without a log
+ * of their own (Permit2 settlements: the proxy logs no nonce) of one amount between the same two addresses. Such
+ * calls never share a batch.
  */
 export function indistinguishable(a: SettlementCall, b: SettlementCall): boolean {
-  return !a.authorization && !b.authorization && transferKey(a.expect) === transferKey(b.expect);
+  return !a.ownLog && !b.ownLog && transferKey(a.expect) === transferKey(b.expect);
 }
 
 /**
- * Which calls of a mined batch settled, decided from its receipt alone. An EIP-3009 call settled when the token
- * logged `AuthorizationUsed` for its (authorizer, nonce), which no other call can use; a Permit2 call when its
- * Transfer is logged and no other call of the batch could have logged the same one. Either way each settled call
+ * Which calls of a mined batch settled, decided from its receipt alone. A call with a log of its own (EIP-3009: the
+ * token's `AuthorizationUsed` for its authorizer and nonce, which no other call can use) settled when that log is in
+ * the receipt; a call without one (Permit2) when its Transfer is logged and no other call of the batch could have
+ * logged the same one. Either way each settled call
  * must own a Transfer of exactly its token, payer, payee and amount: Transfers are counted, never shared.
  */
 export function settledCalls(receipt: TransactionReceipt, calls: ReadonlyArray<SettlementCall | undefined>): boolean[] {
@@ -80,10 +69,10 @@ export function settledCalls(receipt: TransactionReceipt, calls: ReadonlyArray<S
     const key = transferKey(t);
     logged.set(key, (logged.get(key) ?? 0) + 1);
   }
-  const used = usedAuthorizations(receipt.logs);
+  const own = logKeys(receipt.logs);
   const claims = calls.map((c) => {
     if (!c) return false;
-    if (c.authorization) return used.has(`${c.expect.token}|${c.authorization.authorizer}|${c.authorization.nonce}`.toLowerCase());
+    if (c.ownLog) return own.has(ownLogKey(c.ownLog));
     return calls.filter((o) => o !== undefined && indistinguishable(o, c)).length === 1 && (logged.get(transferKey(c.expect)) ?? 0) > 0;
   });
   return calls.map((c, i) => {

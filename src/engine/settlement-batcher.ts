@@ -8,7 +8,8 @@ import type { StepResult } from './payment-machine.ts';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { aggregateCall, callsOfBatch, indistinguishable, settledCalls } from './settlement-batch.ts';
-import type { SettlementCall } from './settlement-call.ts';
+import type { SchemeName, SettlementCall } from '../schemes/scheme.ts';
+import { schemeOfPayload } from '../schemes/registry.ts';
 import { awaitMined, sendDurably, type Courier, type Mined } from './tx-courier.ts';
 
 export interface BatcherOptions {
@@ -105,7 +106,7 @@ export class SettlementBatcher {
   }
 
   #count(record: PaymentRecord, delta: 1 | -1): string {
-    const key = batchKey(record.network, 'permit2Authorization' in record.request.paymentPayload.payload);
+    const key = batchKey(record.network, schemeOfPayload(record.request.paymentPayload.payload).name);
     const count = Math.max(0, (this.#coming.get(key) ?? 0) + delta);
     if (count > 0) this.#coming.set(key, count);
     else this.#coming.delete(key);
@@ -251,7 +252,7 @@ export class SettlementBatcher {
   }
 }
 
-/** Batches are per chain and per kind of settlement. */
-function batchKey(network: string, permit2: boolean): string {
-  return `${network}|${permit2 ? 'permit2' : 'eip3009'}`;
+/** Batches are per chain and per scheme of settlement. */
+function batchKey(network: string, scheme: SchemeName): string {
+  return `${network}|${scheme}`;
 }

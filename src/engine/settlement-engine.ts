@@ -9,14 +9,15 @@ import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
-import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
+import { Eip3009Reason, GatewayReason } from '../verify/reasons.ts';
+import { schemeOfPayload } from '../schemes/registry.ts';
 import { authorizationOf, consumptionOf, type Consumption } from './authorization-consumption.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { currentTxOf, fingerprintOf, isFinished, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { SettlementBatcher, type Joined, type MinedBatch } from './settlement-batcher.ts';
-import type { SettlementCall } from './settlement-call.ts';
+import type { SettlementCall } from '../schemes/scheme.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from './tx-courier.ts';
 import type { PaymentPolicy } from '../verify/payment-policy.ts';
 import { checkPayment, precheckPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Precheck, type Verdict, type VerifyDeps } from './verify-payment.ts';
@@ -101,7 +102,7 @@ export class SettlementEngine {
         });
         for (const r of members) this.#replaced.set(r.id, currentTxOf(r) as Hex);
       },
-      revertReason: (record, call) => this.#revertReason(record, call, call.authorization ? Eip3009Reason.simulationFailed : Permit2Reason.simulationFailed),
+      revertReason: (record, call) => this.#revertReason(record, call, schemeOfPayload(record.request.paymentPayload.payload).reasons.simulationFailed),
       signal: this.#abort.signal,
     });
   }
@@ -412,9 +413,9 @@ export class SettlementEngine {
   }
 
   #settledBy(record: PaymentRecord, receipt: TransactionReceipt, tx: SignedTx): StepResult {
-    const permit2 = 'permit2Authorization' in record.request.paymentPayload.payload;
+    const scheme = schemeOfPayload(record.request.paymentPayload.payload);
     if (receipt.status !== 'success') {
-      return { ok: false, reason: permit2 ? Permit2Reason.transactionFailed : Eip3009Reason.transactionFailed, message: `settlement ${tx.hash} reverted` };
+      return { ok: false, reason: scheme.reasons.transactionFailed, message: `settlement ${tx.hash} reverted` };
     }
     const expect = expectedTransfer(record);
     if (!ChainInspector.transferMatches(receipt, expect)) {
@@ -426,8 +427,8 @@ export class SettlementEngine {
 
   /** A batch member settled if its own call of the mined batch did, as the batch's receipt shows (`settledCalls`). */
   async #settledInBatch(record: PaymentRecord, index: number, mined: MinedBatch): Promise<StepResult> {
-    const permit2 = 'permit2Authorization' in record.request.paymentPayload.payload;
-    const failed = permit2 ? Permit2Reason.transactionFailed : Eip3009Reason.transactionFailed;
+    const scheme = schemeOfPayload(record.request.paymentPayload.payload);
+    const failed = scheme.reasons.transactionFailed;
     if (mined.receipt.status !== 'success') return { ok: false, reason: failed, message: `batch ${mined.tx.hash} reverted` };
     const own = settlementCallOf(this.#o, record.request);
     const call = mined.calls[index];
@@ -445,7 +446,7 @@ export class SettlementEngine {
   /** Why a payment's call reverts, read from the chain; `fallback` when nothing there explains it. */
   async #revertReason(record: PaymentRecord, call: SettlementCall, fallback: string): Promise<string> {
     const reason = await revertReason(this.#o, record.request, call).catch(() => fallback);
-    return reason === Eip3009Reason.simulationFailed || reason === Permit2Reason.simulationFailed ? fallback : reason;
+    return reason === schemeOfPayload(record.request.paymentPayload.payload).reasons.simulationFailed ? fallback : reason;
   }
 
   /**
@@ -490,17 +491,11 @@ export class SettlementEngine {
 }
 
 function expectedTransfer(record: PaymentRecord): { token: Address; from: Address; to: Address; value: bigint } {
-  const payload = record.request.paymentPayload.payload;
-  if ('permit2Authorization' in payload) {
-    const p = payload.permit2Authorization;
-    return { token: p.permitted.token, from: p.from, to: p.witness.to, value: BigInt(p.permitted.amount) };
-  }
-  const a = payload.authorization;
-  return { token: record.request.paymentRequirements.asset, from: a.from, to: a.to, value: BigInt(a.value) };
+  return schemeOfPayload(record.request.paymentPayload.payload).expectedTransfer(record.request);
 }
 
 function nonceUsedReason(request: VerifyRequest): string {
-  return 'permit2Authorization' in request.paymentPayload.payload ? Permit2Reason.nonceUsed : Eip3009Reason.nonceUsed;
+  return schemeOfPayload(request.paymentPayload.payload).reasons.nonceUsed;
 }
 
 function failure(network: string, payer: string | undefined, reason: string, message: string): SettleResponse {

@@ -1,13 +1,13 @@
 import { bytesToHex, type Address } from 'viem';
 import type { StablecoinInfo } from '../chain/network-types.ts';
 import type { Network, NetworkRegistry } from '../chain/networks.ts';
-import { isPermit2Payload, type VerifyRequest } from '../protocol/x402/types.ts';
-import { checkEip3009Envelope, checkEip3009Terms, checkPermit2Terms, transferMethodOf } from '../verify/checks.ts';
+import type { VerifyRequest } from '../protocol/x402/types.ts';
+import { schemeForRequirements, schemeOfPayload } from '../schemes/registry.ts';
+import type { PaymentScheme, SchemeName, SettlementCall } from '../schemes/scheme.ts';
 import { checkPaymentPolicy, type PaymentPolicy } from '../verify/payment-policy.ts';
-import { Eip3009Reason, GatewayReason, Permit2Reason, type InvalidReason } from '../verify/reasons.ts';
+import { GatewayReason, type InvalidReason } from '../verify/reasons.ts';
 import { jobDigest, type VerifyJob } from '../verify/signature/jobs.ts';
 import { ChainInspector } from './chain-inspector.ts';
-import { eip3009SettlementCall, permit2SettlementCall, type SettlementCall } from './settlement-call.ts';
 
 export interface SignatureRecoverer {
   verify(job: VerifyJob): Promise<Address | undefined>;
@@ -28,7 +28,7 @@ export interface VerifyDeps {
 
 export type Verdict =
   /** `signer`: the payer's own key signed, or (ERC-1271) a payer contract vouched for the signature. */
-  | { ok: true; payer: Address; network: string; kind: 'eip3009' | 'permit2'; call: SettlementCall; signer: Signer; gas?: bigint }
+  | { ok: true; payer: Address; network: string; kind: SchemeName; call: SettlementCall; signer: Signer; gas?: bigint }
   | { ok: false; reason: InvalidReason; message: string; payer?: Address };
 
 const invalid = (reason: InvalidReason, message: string, payer?: Address): Verdict => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
@@ -40,7 +40,7 @@ type Signer = 'key' | 'contract';
  * (recovered locally; when it did not, only the chain can tell whether a payer contract vouches for the signature).
  */
 export type Precheck =
-  | { ok: true; payer: Address; network: Network; kind: 'eip3009' | 'permit2'; token: StablecoinInfo; call: SettlementCall; job: VerifyJob; signedByKey: boolean }
+  | { ok: true; payer: Address; network: Network; scheme: PaymentScheme; token: StablecoinInfo; call: SettlementCall; job: VerifyJob; signedByKey: boolean }
   | { ok: false; reason: InvalidReason; message: string; payer?: Address };
 
 const refused = (reason: InvalidReason, message: string, payer?: Address): Precheck => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
@@ -58,41 +58,14 @@ export async function precheckPayment(deps: Pick<VerifyDeps, 'networks' | 'signa
   if (!network) return refused(GatewayReason.unsupportedNetwork, `network ${req.network} is not served here`);
   const token = deps.networks.stablecoinOn(req.network, req.asset);
   if (!token) return refused(GatewayReason.unsupportedAsset, `asset ${req.asset} is not a configured stablecoin on ${req.network}`);
-  const payload = request.paymentPayload.payload;
-  const now = deps.now();
-
-  if (transferMethodOf(req) === 'permit2') {
-    if (!isPermit2Payload(payload)) return refused(Permit2Reason.payloadType, 'requirements ask for a Permit2 payload');
-    const proxy = network.exactPermit2Proxy;
-    if (!proxy) return refused(Permit2Reason.proxyNotDeployed, `no exact-permit proxy is configured on ${req.network}`);
-    const p = payload.permit2Authorization;
-    const payer = p.from;
-    const terms = checkPermit2Terms(req, accepted, payload, proxy, now);
-    if (!terms.ok) return refused(terms.reason, terms.message, payer);
-    const policed = checkPaymentPolicy(policy, { kind: 'permit2', payer, payee: p.witness.to, amount: BigInt(p.permitted.amount) });
-    if (!policed.ok) return refused(policed.reason, policed.message, payer);
-    const job: VerifyJob = { kind: 'permit2', domain: { chainId: network.chainId, ...(network.permit2 ? { verifyingContract: network.permit2 } : {}) }, permit: p, signature: payload.signature };
-    const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
-    return { ok: true, payer, network, kind: 'permit2', token, call: permit2SettlementCall(proxy, payload), job, signedByKey };
-  }
-
-  if (isPermit2Payload(payload)) return refused(Eip3009Reason.scheme, 'requirements ask for an EIP-3009 authorization');
-  const a = payload.authorization;
-  const payer = a.from;
-  const envelope = checkEip3009Envelope(req, accepted);
-  if (!envelope.ok) return refused(envelope.reason, envelope.message, payer);
-  const job: VerifyJob = {
-    kind: 'eip3009',
-    domain: { name: String(req.extra?.['name']), version: String(req.extra?.['version']), chainId: network.chainId, verifyingContract: token.address },
-    authorization: a,
-    signature: payload.signature,
-  };
-  const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
-  const terms = checkEip3009Terms(req, payload, token, now);
-  if (!terms.ok) return refused(terms.reason, terms.message, payer);
-  const policed = checkPaymentPolicy(policy, { kind: 'eip3009', payer, payee: a.to, amount: BigInt(a.value) });
+  const scheme = schemeForRequirements(req);
+  const checked = scheme.check({ requirements: req, accepted, payload: request.paymentPayload.payload, network, token, now: deps.now() });
+  if (!checked.ok) return checked;
+  const { payer, job, call } = checked;
+  const policed = checkPaymentPolicy(policy, { kind: scheme.name, payer, payee: checked.payee, amount: checked.amount });
   if (!policed.ok) return refused(policed.reason, policed.message, payer);
-  return { ok: true, payer, network, kind: 'eip3009', token, call: eip3009SettlementCall(token.address, payload), job, signedByKey };
+  const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
+  return { ok: true, payer, network, scheme, token, call, job, signedByKey };
 }
 
 const sameAddress = (a: string | undefined, b: string): boolean => a !== undefined && a.toLowerCase() === b.toLowerCase();
@@ -113,13 +86,13 @@ export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Pr
   const pre = await precheckPayment(deps, request);
   if (!pre.ok) return pre;
   const inspector = deps.inspector(pre.network.caip2);
-  const { payer, token, kind } = pre;
-  const reasons = kind === 'permit2' ? Permit2Reason : Eip3009Reason;
-  if (kind === 'permit2' && !(await inspector.hasCode(token.address))) return invalid(Permit2Reason.assetNotDeployed, `no contract at ${token.address}`, payer);
+  const { payer, token, scheme } = pre;
+  const assetMissing = () => invalid(scheme.reasons.assetNotDeployed, `no contract at ${token.address}`, payer);
+  if (scheme.assetCheckedFirst && !(await inspector.hasCode(token.address))) return assetMissing();
   const signer = await signedBy(inspector, pre);
-  if (!signer) return invalid(reasons.signature, "the signature is not the payer's", payer);
-  if (kind === 'eip3009' && !(await inspector.hasCode(token.address))) return invalid(Eip3009Reason.assetNotDeployed, `no contract at ${token.address}`, payer);
-  return { ok: true, payer, network: pre.network.caip2, kind, call: pre.call, signer };
+  if (!signer) return invalid(scheme.reasons.signature, "the signature is not the payer's", payer);
+  if (!scheme.assetCheckedFirst && !(await inspector.hasCode(token.address))) return assetMissing();
+  return { ok: true, payer, network: pre.network.caip2, kind: scheme.name, call: pre.call, signer };
 }
 
 /** Runs exactly the settlement call a passed verdict would send; on a revert, says why as the reference would. */
@@ -134,18 +107,17 @@ export async function simulatePayment(deps: VerifyDeps, request: VerifyRequest, 
 export async function revertReason(deps: VerifyDeps, request: VerifyRequest, call: SettlementCall): Promise<InvalidReason> {
   const inspector = deps.inspector(request.paymentRequirements.network);
   const payload = request.paymentPayload.payload;
-  return isPermit2Payload(payload) ? inspector.diagnosePermit2(call.to, payload) : inspector.diagnoseEip3009(call.to, payload);
+  return schemeOfPayload(payload).diagnoseRevert(inspector, call, payload);
 }
 
 /** The call that settles `request`, built as verification builds it; undefined for a network or asset not served. */
 export function settlementCallOf(deps: Pick<VerifyDeps, 'networks'>, request: VerifyRequest): SettlementCall | undefined {
   const req = request.paymentRequirements;
   const token = deps.networks.stablecoinOn(req.network, req.asset);
+  const network = deps.networks.find(req.network);
   const payload = request.paymentPayload.payload;
-  if (!token) return undefined;
-  if (!isPermit2Payload(payload)) return eip3009SettlementCall(token.address, payload);
-  const proxy = deps.networks.find(req.network)?.exactPermit2Proxy;
-  return proxy ? permit2SettlementCall(proxy, payload) : undefined;
+  if (!token || !network) return undefined;
+  return schemeOfPayload(payload).settlementCall(payload, { network, token });
 }
 
 /** The whole of /verify: checks, then (unless switched off) simulation. */

@@ -24,4 +24,3 @@ export const swapRouterAbi = parseAbi([
   'function exactInputSingle(ExactInputSingleParams params) payable returns (uint256 amountOut)',
 ]);
 
-export const permit2NonceBitmapAbi = parseAbi(['function nonceBitmap(address owner, uint256 wordPosition) view returns (uint256)']);

@@ -1,9 +1,10 @@
 import { encodeFunctionData, erc20Abi, getAddress, parseEventLogs, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
+import { nonceBitmapAbi } from '../schemes/permit2/abi.ts';
 import type { StockInfo, UniswapInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
 import { sortTokens, stockPriceFromSqrtPriceX96, uniswapPoolAddress } from '../chain/uniswap-math.ts';
-import { permit2NonceBitmapAbi, quoterV2Abi, swapRouterAbi, uniswapV3FactoryAbi, uniswapV3PoolAbi } from './contract-abis.ts';
+import { quoterV2Abi, swapRouterAbi, uniswapV3FactoryAbi, uniswapV3PoolAbi } from './contract-abis.ts';
 
 export type PoolCheck = { ok: true } | { ok: false; reason: string };
 
@@ -129,7 +130,7 @@ export class StockMarket {
    */
   async permit2Evidence(p: Permit2Payment, sinceBlock: bigint | undefined): Promise<PaymentEvidence> {
     const permit2 = this.network.permit2 ?? PERMIT2_ADDRESS;
-    const word = await this.#client.readContract({ address: permit2, abi: permit2NonceBitmapAbi, functionName: 'nonceBitmap', args: [p.from, p.nonce >> 8n] });
+    const word = (await this.#client.readContract({ address: permit2, abi: nonceBitmapAbi, functionName: 'nonceBitmap', args: [p.from, p.nonce >> 8n] })) as bigint;
     if (((word >> (p.nonce & 0xffn)) & 1n) === 0n) return { moved: false, nonceUsed: false };
     const latest = await this.blockNumber();
     const fromBlock = sinceBlock ?? (latest > EVIDENCE_FALLBACK_BLOCKS ? latest - EVIDENCE_FALLBACK_BLOCKS : 0n);

@@ -4,6 +4,7 @@ import { createActor, fromPromise, type ActorRefFrom, type SnapshotFrom } from '
 import type { RelayerPool } from '../engine/relayer-pool.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from '../engine/tx-courier.ts';
 import { nonceKeyOf } from '../engine/payment-record.ts';
+import { schemeOfPayload } from '../schemes/registry.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
@@ -132,7 +133,7 @@ export class StockDesk {
       throw new Error('this payment is being placed by another request');
     }
     const payload = payment.paymentPayload.payload;
-    const payer = ('permit2Authorization' in payload ? payload.permit2Authorization.from : payload.authorization.from) as Address;
+    const payer = schemeOfPayload(payload).payer(payload);
     const now = this.#now();
     const order: StockOrder = {
       id,

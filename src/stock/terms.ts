@@ -8,6 +8,7 @@ import type { StockInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
 import { formatDecimalAmount, parseDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
 import type { PaymentRequirements } from '../protocol/x402/types.ts';
+import { permit2Scheme } from '../schemes/permit2/scheme.ts';
 import { checkPayTo } from '../gateway/merchants/validate.ts';
 
 /** Order size, stablecoin B atomic units: 1 to 1000 (spec section 8). */
@@ -99,7 +100,8 @@ export function stockListing(n: Network, prices: readonly (bigint | null)[], sli
 
 /** The one offer of a buy: Permit2 with stablecoin B, through the exact-permit proxy, to the stock desk. */
 export function buyOffer(n: Network, desk: Address, amount: bigint): PaymentRequirements {
-  if (!n.exactPermit2Proxy) throw new Error(`${n.caip2} has no exact-permit proxy`);
+  const extra = permit2Scheme.requirementsExtra(n);
+  if (!extra) throw new Error(`${n.caip2} has no exact-permit proxy`);
   return {
     scheme: 'exact',
     network: n.caip2 as `eip155:${string}`,
@@ -107,7 +109,7 @@ export function buyOffer(n: Network, desk: Address, amount: bigint): PaymentRequ
     asset: n.stablecoin.address,
     payTo: desk,
     maxTimeoutSeconds: MAX_DEADLINE_SECONDS,
-    extra: { assetTransferMethod: 'permit2', spender: n.exactPermit2Proxy },
+    extra,
   };
 }
 

@@ -57,13 +57,3 @@ export class NonceClaims {
     return this.#db.get(key) as string | undefined;
   }
 }
-
-/** Claim key of an EIP-3009 payment: the token enforces one use per (from, nonce) on its own contract. */
-export function eip3009NonceKey(network: string, asset: string, from: string, nonce: string): string {
-  return `eip3009|${network}|${asset.toLowerCase()}|${from.toLowerCase()}|${nonce.toLowerCase()}`;
-}
-
-/** Claim key of a Permit2 payment: Permit2's unordered nonces are per owner across all tokens. */
-export function permit2NonceKey(network: string, from: string, nonce: bigint | string): string {
-  return `permit2|${network}|${from.toLowerCase()}|${BigInt(nonce).toString()}`;
-}

@@ -1,5 +1,7 @@
-import type { CheckResult } from './checks.ts';
-import { Eip3009Reason, GatewayReason, Permit2Reason, type InvalidReason } from './reasons.ts';
+import { schemeNamed } from '../schemes/registry.ts';
+import type { SchemeName } from '../schemes/scheme.ts';
+import { fail, type CheckResult } from './checks.ts';
+import { GatewayReason } from './reasons.ts';
 
 /**
  * Which payments are worth our gas: pure checks on the terms a payment was signed for, run before any chain is asked
@@ -16,18 +18,17 @@ export interface PaymentPolicy {
 }
 
 export interface PaymentTerms {
-  kind: 'eip3009' | 'permit2';
+  /** The payment's scheme, whose reason code an amount too small is refused with. */
+  kind: SchemeName;
   payer: string;
   payee: string;
   amount: bigint;
 }
 
-const fail = (reason: InvalidReason, message: string): CheckResult => ({ ok: false, reason, message });
-
 export function checkPaymentPolicy(policy: PaymentPolicy, terms: PaymentTerms): CheckResult {
   const min = policy.minAmount > 0n ? policy.minAmount : 1n;
   if (terms.amount < min) {
-    const reason = terms.kind === 'permit2' ? Permit2Reason.amountMismatch : Eip3009Reason.valueMismatch;
+    const reason = schemeNamed(terms.kind).reasons.amountMismatch;
     return fail(reason, terms.amount === 0n ? 'a payment of zero is not settled' : `amount ${terms.amount} is below the ${min} this facilitator settles at least`);
   }
   const payer = terms.payer.toLowerCase();

@@ -17,7 +17,6 @@ import { x402Client } from '@x402/core/client';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { CAIP2 } from '../../src/chain/canonical.ts';
-import { exactPermit2ProxySettleAbi } from '../../src/chain/contracts/settlement-abis.ts';
 import { uniswapArtifacts } from '../../src/devnet/contracts/uniswap.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '../../src/protocol/x402/headers.ts';
@@ -28,7 +27,7 @@ import { fundedPayer, officialPayment, stableBalance } from '../helpers/payments
 import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 import { buyInPool, gassedKey, officialBuyer, tokenBalance } from '../helpers/stock.ts';
 import { poolsOf } from '../helpers/stock-pools.ts';
-import { settleArgs, signWitnessPermit, type WitnessPermit } from '../helpers/permit2.ts';
+import { exactPermit2ProxyAbi, settleArgs, signWitnessPermit, type WitnessPermit } from '../helpers/permit2.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
@@ -212,7 +211,7 @@ t.test('front-run: the same authorization sent to the chain by someone else firs
   const frontRun = await pub.waitForTransactionReceipt({
     hash: await wallet.writeContract({
       address: n.exactPermit2Proxy!,
-      abi: exactPermit2ProxySettleAbi,
+      abi: exactPermit2ProxyAbi,
       functionName: 'settle',
       args: [
         { permitted: { token: p.permitted.token as Address, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) },
@@ -289,7 +288,7 @@ t.test('a payment whose nonce was spent elsewhere first is rejected: the desk re
     witness: { to: elsewhere, validAfter: 0n },
   };
   const spent = await pub.waitForTransactionReceipt({
-    hash: await wallet.writeContract({ address: n.exactPermit2Proxy!, abi: exactPermit2ProxySettleAbi, functionName: 'settle', args: settleArgs(payer.address, other, await signWitnessPermit(payer, n.chainId, other)) }),
+    hash: await wallet.writeContract({ address: n.exactPermit2Proxy!, abi: exactPermit2ProxyAbi, functionName: 'settle', args: settleArgs(payer.address, other, await signWitnessPermit(payer, n.chainId, other)) }),
   });
   t.equal(spent.status, 'success', 'the nonce is spent on the other payment');
   const before = await snapshot([payer.address, elsewhere]);

@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { hexToBigInt, bytesToHex, type Address, type LocalAccount } from 'viem';
 import { PERMIT2_ADDRESS } from '../../src/chain/canonical.ts';
+import { exactPermit2ProxyArtifact, permit2Artifact } from '../../src/devnet/contracts/artifacts/index.ts';
+
+/**
+ * The exact-permit proxy's whole ABI plus the errors of Permit2, which bubble up through `settle` unchanged: with it a
+ * revert of a Permit2 settlement decodes by name (InvalidNonce, SignatureExpired, InvalidSigner, ...).
+ */
+export const exactPermit2ProxyAbi = [...exactPermit2ProxyArtifact.abi, ...permit2Artifact.abi.filter((item) => item.type === 'error')] as const;
 
 /** The exact EIP-712 types of x402's Permit2 witness transfer (protocols.md section 3), written out independently. */
 export const permitWitnessTypes = {

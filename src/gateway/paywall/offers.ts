@@ -3,6 +3,8 @@ import type { Network, NetworkRegistry } from '../../chain/networks.ts';
 import { chargeRequest } from '../../protocol/mpp/challenge.ts';
 import type { ChargeRequest } from '../../protocol/mpp/types.ts';
 import type { PaymentRequirements } from '../../protocol/x402/types.ts';
+import { eip3009Scheme } from '../../schemes/eip3009/scheme.ts';
+import { permit2Scheme } from '../../schemes/permit2/scheme.ts';
 import { amountAtomic, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 
 /** A buyer's signature must stay valid this long: the spec's 300-second window for the stock chain's permits. */
@@ -26,10 +28,8 @@ export function offersFor(merchant: Merchant, route: MerchantRoute, networks: Ne
 
 function offerOn(n: Network, payTo: `0x${string}`, amount: string): PaymentRequirements {
   const base = { scheme: 'exact' as const, network: n.caip2 as `eip155:${string}`, amount, asset: n.stablecoin.address, payTo, maxTimeoutSeconds: MAX_TIMEOUT_SECONDS };
-  if (n.caip2 === CAIP2.stockChain && n.exactPermit2Proxy) {
-    return { ...base, extra: { assetTransferMethod: 'permit2', spender: n.exactPermit2Proxy } };
-  }
-  return { ...base, extra: { name: n.stablecoin.name, version: n.stablecoin.version } };
+  const permit2 = n.caip2 === CAIP2.stockChain ? permit2Scheme.requirementsExtra(n) : undefined;
+  return { ...base, extra: permit2 ?? eip3009Scheme.requirementsExtra(n) ?? {} };
 }
 
 /** The MPP network: the stock chain's stablecoin B, paid by EIP-3009 authorization, when the merchant accepts it. */

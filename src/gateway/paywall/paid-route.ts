@@ -14,7 +14,7 @@ import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '../../
 import type { PaymentRequired, SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
-import { Eip3009Reason, Permit2Reason } from '../../verify/reasons.ts';
+import { SCHEMES } from '../../schemes/registry.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 import type { CircuitBreakers } from './circuit-breaker.ts';
 import { readCredential, type Credential, type RouteTerms } from './credentials.ts';
@@ -429,7 +429,7 @@ async function paid(
 }
 
 /** Reasons of a credential whose signature is not the payer's: the checks run before a body is read. */
-const SIGNATURE_REASONS = new Set<string>([Eip3009Reason.signature, Permit2Reason.signature]);
+const SIGNATURE_REASONS = new Set<string>(SCHEMES.map((s) => s.reasons.signature));
 
 /**
  * An upstream answer that may be passed on: a final status other than a redirect (never followed, and its Location
