@@ -2,7 +2,7 @@
  * The networks file (`GATE402_NETWORKS_FILE`): `{ "networks": { "<CAIP-2 id>": NetworkEntry, ... } }`, the same shape
  * as a devnet manifest's `networks`. Checked whole before anything starts; a mistake is named by its JSON path.
  */
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import type { NetworkEntry } from './network-types.ts';
 
 const address = { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' } as const;
@@ -45,19 +45,24 @@ const validateFile = new Ajv({ allErrors: true }).compile({
   properties: { networks: { type: 'object', propertyNames: { pattern: '^eip155:[0-9]{1,12}$' }, additionalProperties: networkEntrySchema } },
 });
 
-/** The entries of a networks file's text, by CAIP-2 id; throws an Error naming `source` and every mistake. */
-export function parseNetworksFile(text: string, source: string): Record<string, NetworkEntry> {
+/** A JSON document checked by `validate`; throws an Error naming `source`, what it should be, and every mistake. */
+export function parseCheckedJson<T>(text: string, source: string, validate: ValidateFunction, what: string): T {
   let data: unknown;
   try {
     data = JSON.parse(text);
   } catch (err) {
     throw new Error(`${source} is not JSON: ${(err as Error).message}`);
   }
-  if (!validateFile(data)) {
-    const why = (validateFile.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
-    throw new Error(`${source} is not a networks file: ${why}`);
+  if (!validate(data)) {
+    const why = (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
+    throw new Error(`${source} is not ${what}: ${why}`);
   }
-  const networks = (data as { networks: Record<string, NetworkEntry> }).networks;
+  return data as T;
+}
+
+/** The entries of a networks file's text, by CAIP-2 id; throws an Error naming `source` and every mistake. */
+export function parseNetworksFile(text: string, source: string): Record<string, NetworkEntry> {
+  const { networks } = parseCheckedJson<{ networks: Record<string, NetworkEntry> }>(text, source, validateFile, 'a networks file');
   for (const [caip2, entry] of Object.entries(networks)) {
     if (caip2 !== `eip155:${entry.chainId}`) throw new Error(`${source}: network ${caip2} says chainId ${entry.chainId}`);
   }

@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { Ajv } from 'ajv';
 import type { Address, Hex } from 'viem';
 import type { NetworkEntry } from '../chain/network-types.ts';
-import { networkEntrySchema } from '../chain/networks-file.ts';
+import { networkEntrySchema, parseCheckedJson } from '../chain/networks-file.ts';
 import { networksFromEntries, type NetworkRegistry } from '../chain/networks.ts';
 
 export interface ManifestAccount {
@@ -48,17 +48,7 @@ const manifestSchema = {
 const validateManifest = new Ajv({ allErrors: true }).compile(manifestSchema);
 
 export function parseManifest(text: string, source = 'manifest'): DevnetManifest {
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch (err) {
-    throw new Error(`${source} is not JSON: ${(err as Error).message}`);
-  }
-  if (!validateManifest(data)) {
-    const why = (validateManifest.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
-    throw new Error(`${source} is not a devnet manifest: ${why}`);
-  }
-  return data as unknown as DevnetManifest;
+  return parseCheckedJson<DevnetManifest>(text, source, validateManifest, 'a devnet manifest');
 }
 
 export function readManifest(path: string): DevnetManifest {
