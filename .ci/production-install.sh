@@ -70,12 +70,12 @@ MPP_SECRET="$(node -e 'console.log(require("node:crypto").randomBytes(32).toStri
 
 # 5. Both parts from the copy, exactly as README's "Deploying" starts them.
 log "npx gate402 facilitator on $FAC_PORT, npx gate402 gateway on $GW_PORT"
-GATE402_NETWORKS_FILE="$WORK/networks.json" GATE402_RELAYER_KEYS="$RELAYER_KEY" GATE402_DATA_DIR="$WORK/facilitator-data" \
+GATE402_NETWORKS_FILE="$WORK/networks.json" GATE402_RELAYER_KEYS="$FACILITATOR_RELAYER_KEY" GATE402_DATA_DIR="$WORK/facilitator-data" \
 GATE402_FACILITATOR_PORT="$FAC_PORT" \
   setsid npx gate402 facilitator --exit-after 300 > "$WORK/facilitator.log" 2>&1 &
 FAC_PID=$!
 PIDS+=("$FAC_PID")
-GATE402_NETWORKS_FILE="$WORK/networks.json" GATE402_RELAYER_KEYS="$RELAYER_KEY" GATE402_DATA_DIR="$WORK/gateway-data" \
+GATE402_NETWORKS_FILE="$WORK/networks.json" GATE402_RELAYER_KEYS="$GATEWAY_RELAYER_KEY" GATE402_DATA_DIR="$WORK/gateway-data" \
 GATE402_GATEWAY_KEY="$GATEWAY_KEY" GATE402_MPP_SECRET="$MPP_SECRET" GATE402_STOCK_DESK_KEY="$DESK_KEY" \
 GATE402_GATEWAY_PORT="$GW_PORT" GATE402_PUBLIC_URL="http://127.0.0.1:$GW_PORT" \
   setsid npx gate402 gateway --exit-after 300 > "$WORK/gateway.log" 2>&1 &

@@ -8,9 +8,10 @@ const [manifestPath, networksPath] = process.argv.slice(2);
 const { networks } = JSON.parse(readFileSync(manifestPath, 'utf8'));
 writeFileSync(networksPath, `${JSON.stringify({ networks }, null, 2)}\n`);
 
-const keys = { RELAYER_KEY: generatePrivateKey(), GATEWAY_KEY: generatePrivateKey(), DESK_KEY: generatePrivateKey() };
-// The relayer pays settlement gas on every chain, the desk swaps and sponsors on the stock chain: 100 ETH each.
-for (const name of ['RELAYER_KEY', 'DESK_KEY']) {
+// Each part settles with relayers of its own (two processes on one key would race each other for nonces).
+const keys = { FACILITATOR_RELAYER_KEY: generatePrivateKey(), GATEWAY_RELAYER_KEY: generatePrivateKey(), GATEWAY_KEY: generatePrivateKey(), DESK_KEY: generatePrivateKey() };
+// Relayers pay settlement gas on every chain, the desk swaps and sponsors on the stock chain: 100 ETH each.
+for (const name of ['FACILITATOR_RELAYER_KEY', 'GATEWAY_RELAYER_KEY', 'DESK_KEY']) {
   for (const n of Object.values(networks)) {
     const res = await fetch(n.rpcUrl, {
       method: 'POST',
@@ -22,5 +23,5 @@ for (const name of ['RELAYER_KEY', 'DESK_KEY']) {
   }
 }
 for (const [name, key] of Object.entries(keys)) console.log(`${name}=${key}`);
-console.log(`RELAYER_ADDRESS=${privateKeyToAccount(keys.RELAYER_KEY).address}`);
+console.log(`RELAYER_ADDRESS=${privateKeyToAccount(keys.FACILITATOR_RELAYER_KEY).address}`);
 console.log(`RECEIPT_SIGNER=${privateKeyToAccount(keys.GATEWAY_KEY).address}`);

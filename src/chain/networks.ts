@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { getAddress } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS, PERMIT2_ADDRESS, USDC_BASE_ADDRESS, USDC_BASE_SEPOLIA_ADDRESS } from './canonical.ts';
 import type { NetworkEntry, StablecoinInfo } from './network-types.ts';
+import { parseNetworksFile } from './networks-file.ts';
 
 /** One settlement network as the service sees it: a manifest entry, named by its CAIP-2 id. */
 export interface Network extends NetworkEntry {
@@ -61,6 +62,11 @@ export function networksFromEntries(entries: Record<string, NetworkEntry>): Netw
   return new NetworkRegistry(Object.entries(entries).map(([id, e]) => fromEntry(id, e)));
 }
 
+/** True when the environment configures production networks: then no devnet manifest is looked for. */
+export function productionNetworksConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean(env.GATE402_NETWORKS_FILE || env.GATE402_RPC_EIP155_8453 || env.GATE402_RPC_EIP155_84532);
+}
+
 /**
  * Production networks. Base and Base Sepolia carry Circle's USDC at its published addresses; the RPC URLs come
  * from the environment. The stock chain has no public defaults: it is configured by a networks file
@@ -84,9 +90,8 @@ export function productionNetworks(env: NodeJS.ProcessEnv = process.env): Networ
       multicall: MULTICALL3_ADDRESS,
     };
   }
-  const fromFile: Record<string, NetworkEntry> = env.GATE402_NETWORKS_FILE
-    ? (JSON.parse(readFileSync(env.GATE402_NETWORKS_FILE, 'utf8')) as { networks: Record<string, NetworkEntry> }).networks
-    : {};
+  const file = env.GATE402_NETWORKS_FILE;
+  const fromFile = file ? parseNetworksFile(readFileSync(file, 'utf8'), file) : {};
   const merged = { ...defaults, ...fromFile };
   const stock = merged[CAIP2.stockChain];
   if (stock) merged[CAIP2.stockChain] = { permit2: PERMIT2_ADDRESS, exactPermit2Proxy: EXACT_PERMIT2_PROXY_ADDRESS, ...stock };

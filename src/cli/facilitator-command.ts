@@ -1,14 +1,14 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { networksFromManifest, readManifest, type DevnetManifest } from '../devnet/manifest.ts';
-import { productionNetworks, type NetworkRegistry } from '../chain/networks.ts';
+import { productionNetworks, productionNetworksConfigured, type NetworkRegistry } from '../chain/networks.ts';
 import type { CommonFlags } from './flags.ts';
 import { armExitAfter, stopOnSignal } from './lifetime.ts';
 import { startService, type RunningService, type ServiceOptions } from './service.ts';
 
 /** Networks from a devnet manifest when one is named or present, else the production configuration. */
 export function networksFor(flags: CommonFlags, env: NodeJS.ProcessEnv = process.env): { networks: NetworkRegistry; manifest?: DevnetManifest } {
-  const path = flags.manifest ?? env.GATE402_MANIFEST ?? (env.GATE402_NETWORKS_FILE ? undefined : 'var/devnet.json');
+  const path = flags.manifest ?? env.GATE402_MANIFEST ?? (productionNetworksConfigured(env) ? undefined : 'var/devnet.json');
   if (path !== undefined) {
     if (!existsSync(path)) throw new Error(`no devnet manifest at ${resolve(path)}: run \`npm run devnet\` first, or configure production networks`);
     const manifest = readManifest(path);

@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import { Ajv } from 'ajv';
 import type { Address, Hex } from 'viem';
 import type { NetworkEntry } from '../chain/network-types.ts';
+import { networkEntrySchema, parseCheckedJson } from '../chain/networks-file.ts';
 import { networksFromEntries, type NetworkRegistry } from '../chain/networks.ts';
 
 export interface ManifestAccount {
@@ -25,27 +26,14 @@ export interface DevnetManifest {
   };
 }
 
-const address = { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' } as const;
-const stablecoin = {
-  type: 'object',
-  required: ['address', 'name', 'version', 'decimals', 'symbol'],
-  properties: { address, name: { type: 'string' }, version: { type: 'string' }, decimals: { type: 'integer' }, symbol: { type: 'string' } },
-} as const;
-const account = { type: 'object', required: ['address'], properties: { address } } as const;
+const account = { type: 'object', required: ['address'], properties: { address: { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' } } } as const;
 const manifestSchema = {
   type: 'object',
   required: ['version', 'networks', 'accounts', 'pid'],
   properties: {
     version: { const: 1 },
     pid: { type: 'integer' },
-    networks: {
-      type: 'object',
-      additionalProperties: {
-        type: 'object',
-        required: ['chainId', 'rpcUrl', 'stablecoin'],
-        properties: { chainId: { type: 'integer' }, rpcUrl: { type: 'string' }, stablecoin },
-      },
-    },
+    networks: { type: 'object', additionalProperties: networkEntrySchema },
     accounts: {
       type: 'object',
       required: ['relayers', 'buyers', 'merchants'],
@@ -60,17 +48,7 @@ const manifestSchema = {
 const validateManifest = new Ajv({ allErrors: true }).compile(manifestSchema);
 
 export function parseManifest(text: string, source = 'manifest'): DevnetManifest {
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch (err) {
-    throw new Error(`${source} is not JSON: ${(err as Error).message}`);
-  }
-  if (!validateManifest(data)) {
-    const why = (validateManifest.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
-    throw new Error(`${source} is not a devnet manifest: ${why}`);
-  }
-  return data as unknown as DevnetManifest;
+  return parseCheckedJson<DevnetManifest>(text, source, validateManifest, 'a devnet manifest');
 }
 
 export function readManifest(path: string): DevnetManifest {
