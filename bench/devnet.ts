@@ -36,7 +36,10 @@ export async function benchDevnet(manifestPath?: string): Promise<BenchDevnet> {
   const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-devnet-'));
   const path = join(dir, 'devnet.json');
   const ports = { [CAIP2.base]: await freePort(), [CAIP2.baseSepolia]: await freePort(), [CAIP2.stockChain]: await freePort() };
-  const devnet = await startDevnet({ manifestPath: path, host: '127.0.0.1', ports, fresh: true });
+  const devnet = await startDevnet({ manifestPath: path, host: '127.0.0.1', ports, fresh: true }).catch((err: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  });
   return {
     manifest: devnet.manifest,
     manifestPath: path,
