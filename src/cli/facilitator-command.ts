@@ -1,7 +1,10 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { bindRecordsToChains } from '../chain/devnet/chain-bound-records.ts';
 import { readManifest, type DevnetManifest } from '../chain/manifest.ts';
 import { networksFromManifest, productionNetworks, type NetworkRegistry } from '../chain/networks.ts';
+import { engineConfigFromEnv } from '../engine/create-engine.ts';
+import { createLogger } from '../log/logger.ts';
 import { armExitAfter, stopOnSignal, type CommonFlags } from './devnet-options.ts';
 import { startService, type RunningService, type ServiceOptions } from './service.ts';
 
@@ -18,10 +21,19 @@ export function networksFor(flags: CommonFlags, env: NodeJS.ProcessEnv = process
 
 export async function startServiceOrExit(opts: ServiceOptions): Promise<RunningService> {
   try {
+    if (opts.manifest) await startRecordsWithChains(opts.manifest);
     return await startService(opts);
   } catch (err) {
     process.stderr.write(`gate402: failed to start: ${(err as Error).message}\n`);
     process.exit(1);
+  }
+}
+
+/** On a devnet, the data directory holds the records of its chains only: new chains, new records (README, "Restarts"). */
+async function startRecordsWithChains(manifest: DevnetManifest): Promise<void> {
+  const dataDir = engineConfigFromEnv().dataDir;
+  if ((await bindRecordsToChains(dataDir, manifest)) === 'reset') {
+    createLogger('gate402').warn('the devnet chains are new: the records of the previous chains were removed', { dataDir });
   }
 }
 
