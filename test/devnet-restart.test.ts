@@ -53,7 +53,13 @@ async function start(run: number): Promise<Started> {
   const deadline = Date.now() + 180_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`gate402 start exited ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
-    const up = existsSync(manifestPath) && readManifest(manifestPath).pid === child.pid && (await fetch(`${gw}/health`).then((r) => r.ok, () => false));
+    const up =
+      existsSync(manifestPath) &&
+      readManifest(manifestPath).pid === child.pid &&
+      (await fetch(`${gw}/health`).then(
+        (r) => r.ok,
+        () => false,
+      ));
     if (up) return { child, manifest: readManifest(manifestPath), gw, logPath };
     if (Date.now() > deadline) throw new Error(`gate402 start did not come up:\n${readFileSync(logPath, 'utf8')}`);
     await new Promise((r) => setTimeout(r, 200));
@@ -105,7 +111,11 @@ t.test('npm start, Ctrl-C, npm start: the records follow the chains', async (t) 
   const first = await start(1);
   const n1 = network(first.manifest, CAIP2.stockChain);
   const bought = await gaslessBuy(t, first, n1);
-  t.same((await feedAgreesWithChain(t, first, n1)).map((o) => o.orderId), [bought.orderId], 'the feed lists the order');
+  t.same(
+    (await feedAgreesWithChain(t, first, n1)).map((o) => o.orderId),
+    [bought.orderId],
+    'the feed lists the order',
+  );
   t.equal(await interrupt(first), 0, 'Ctrl-C stops the first run cleanly');
 
   const second = await start(2);
@@ -115,9 +125,13 @@ t.test('npm start, Ctrl-C, npm start: the records follow the chains', async (t) 
   const n2 = network(second.manifest, CAIP2.stockChain);
   t.equal(await rpcCall(n2.rpcUrl, 'eth_getTransactionReceipt', [bought.settlementTx]), null, 'the chains are new: the first settlement is not on them');
   t.match(readFileSync(second.logPath, 'utf8'), /records of the previous chains were removed/, 'the operator is told the records started over');
-  t.equal((await fetch(`${second.gw}/api/stock/order/${bought.orderId}`)).status, 404, 'the first run\'s order is not served');
+  t.equal((await fetch(`${second.gw}/api/stock/order/${bought.orderId}`)).status, 404, "the first run's order is not served");
   const again = await gaslessBuy(t, second, n2);
-  t.same((await feedAgreesWithChain(t, second, n2)).map((o) => o.orderId), [again.orderId], 'the feed lists the new order only');
+  t.same(
+    (await feedAgreesWithChain(t, second, n2)).map((o) => o.orderId),
+    [again.orderId],
+    'the feed lists the new order only',
+  );
 
   t.equal(await interrupt(second), 0, 'Ctrl-C stops the second run');
 });

@@ -17,7 +17,7 @@ t.test('JSON lines: one object per entry, with level, time, name, message and th
   t.equal(lines.length, 2, 'debug is not written at info');
   const [a, b] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
   t.match(a, { level: 'info', name: 'gate402', msg: 'settled', payment: 'p1', amount: '10000', err: 'boom' });
-  t.equal(new Date(a?.['time'] as string).toISOString(), a?.['time'], 'an ISO time');
+  t.equal(new Date(a?.time as string).toISOString(), a?.time, 'an ISO time');
   t.match(b, { level: 'error', name: 'gate402', part: 'engine', network: 'eip155:8453', msg: 'stuck', nonce: 7 });
 });
 
@@ -52,8 +52,14 @@ const env = { ...process.env, GATE402_LOG_LEVEL: 'info', NO_COLOR: '1', FORCE_CO
 t.test('to a pipe, the process writes JSON lines on stderr', async (t) => {
   const run = spawnSync(process.execPath, ['--import', 'tsx', FIXTURE], { env, encoding: 'utf8' });
   t.equal(run.status, 0, run.stderr);
-  const lines = run.stderr.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-  t.match(lines, [{ level: 'info', msg: 'listening', port: 4021 }, { level: 'warn', part: 'engine', msg: 'relayer low on gas', balanceWei: '5' }]);
+  const lines = run.stderr
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  t.match(lines, [
+    { level: 'info', msg: 'listening', port: 4021 },
+    { level: 'warn', part: 'engine', msg: 'relayer low on gas', balanceWei: '5' },
+  ]);
   t.equal(lines.length, 2);
   t.notMatch(run.stderr, /deadbeef/);
 });
@@ -64,6 +70,7 @@ t.test('at a terminal, the process writes readable lines', { skip: existsSync('/
   const run = spawnSync('/usr/bin/script', ['-qec', command, '/dev/null'], { env, encoding: 'utf8' });
   t.equal(run.status, 0, run.stdout);
   // ANSI colour codes are stripped: what is left is what the operator reads.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: ESC starts the colour codes removed here
   const text = run.stdout.replace(/\x1b\[[0-9;]*m/g, '').replace(/\r/g, '');
   const lines = text.trim().split('\n');
   t.equal(lines.length, 2, text);

@@ -12,11 +12,11 @@ import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 /** A temporary directory of this test's own, made the process's TMPDIR (os.tmpdir() reads it at every call). */
 function privateTmp(t: Test): string {
   const dir = mkdtempSync(`${tmpdir()}/gate402-temp-files-`);
-  const before = process.env['TMPDIR'];
-  process.env['TMPDIR'] = dir;
+  const before = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
   t.teardown(() => {
-    if (before === undefined) delete process.env['TMPDIR'];
-    else process.env['TMPDIR'] = before;
+    if (before === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = before;
     rmSync(dir, { recursive: true, force: true });
   });
   return dir;

@@ -35,7 +35,7 @@ function parseIpv6(text: string): ipaddr.IPv6 {
   const quad = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)(%.*)?$/.exec(text);
   if (!quad) return ipaddr.IPv6.parse(text);
   const [a, b, c, d] = quad.slice(2, 6).map(Number) as [number, number, number, number];
-  const hex = (((a << 8) | b).toString(16)) + ':' + (((c << 8) | d).toString(16));
+  const hex = `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   return ipaddr.IPv6.parse(`${quad[1]}${hex}${quad[6] ?? ''}`);
 }
 
@@ -118,5 +118,8 @@ export function formatBinaryAddress(bin: ArrayBuffer, fallbackText?: ArrayBuffer
 export function ipRateLimitKey(ip: string): string {
   if (!ip.includes(':') || !isIPv6(ip)) return ip;
   const { parts } = parseIpv6(ip);
-  return `${parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+  return `${parts
+    .slice(0, 4)
+    .map((p) => p.toString(16))
+    .join(':')}::/64`;
 }

@@ -27,15 +27,17 @@ export function killOnExit(child: ChildProcess, signal: NodeJS.Signals = 'SIGKIL
 // One process 'exit' listener for every hook (one per hook would trip Node's listener-count warning in long files).
 const hooks: Array<() => void> = [];
 function onExit(hook: () => void): void {
-  if (hooks.length === 0) process.once('exit', () => {
-    // Children first: a dead child writes no more into the directories removed after it.
-    for (const h of hooks.reverse()) {
-      try {
-        h();
-      } catch {
-        // best effort at exit: the next hook still runs
+  if (hooks.length === 0) {
+    process.once('exit', () => {
+      // Children first: a dead child writes no more into the directories removed after it.
+      for (const h of hooks.reverse()) {
+        try {
+          h();
+        } catch {
+          // best effort at exit: the next hook still runs
+        }
       }
-    }
-  });
+    });
+  }
   hooks.push(hook);
 }

@@ -63,7 +63,11 @@ function readRecorded(dataDir: string): ChainIdentity | undefined {
  */
 export async function bindRecordsToChains(dataDir: string, manifest: DevnetManifest): Promise<RecordsVerdict> {
   const current = await chainIdentity(manifest);
-  const verdict = recordsVerdict(readRecorded(dataDir), current, CHAIN_BOUND_ENTRIES.some((e) => existsSync(join(dataDir, e))));
+  const verdict = recordsVerdict(
+    readRecorded(dataDir),
+    current,
+    CHAIN_BOUND_ENTRIES.some((e) => existsSync(join(dataDir, e))),
+  );
   if (verdict === 'keep') return verdict;
   if (verdict === 'reset') for (const entry of CHAIN_BOUND_ENTRIES) rmSync(join(dataDir, entry), { recursive: true, force: true });
   mkdirSync(dataDir, { recursive: true });
