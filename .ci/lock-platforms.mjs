@@ -8,7 +8,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 const PLATFORMS = {
   'darwin-amd64': ['darwin', 'x64'], 'darwin-arm64': ['darwin', 'arm64'], 'darwin-x64': ['darwin', 'x64'],
   'linux-amd64': ['linux', 'x64'], 'linux-x64': ['linux', 'x64'], 'linux-arm64': ['linux', 'arm64'], 'linux-arm': ['linux', 'arm'],
-  'win32-amd64': ['win32', 'x64'], 'win32-x64': ['win32', 'x64'],
+  'win32-amd64': ['win32', 'x64'], 'win32-x64': ['win32', 'x64'], 'win32-arm64': ['win32', 'arm64'],
+  'android-arm64': ['android', 'arm64'], 'android-x64': ['android', 'x64'],
+  // musl builds (Alpine): the same os and cpu, told apart by libc.
+  'linux-x64-musl': ['linux', 'x64', 'musl'], 'linux-arm64-musl': ['linux', 'arm64', 'musl'],
 };
 const lock = JSON.parse(readFileSync('package-lock.json', 'utf8'));
 const added = [];
@@ -18,8 +21,8 @@ for (const entry of Object.values(lock.packages)) {
     if (lock.packages[key]) continue;
     const suffix = Object.keys(PLATFORMS).find((s) => dep.endsWith(`-${s}`));
     if (!suffix) continue;
-    const [os, cpu] = PLATFORMS[suffix];
-    lock.packages[key] = { version, cpu: [cpu], os: [os], optional: true, ...(entry.dev ? { dev: true } : {}) };
+    const [os, cpu, libc] = PLATFORMS[suffix];
+    lock.packages[key] = { version, cpu: [cpu], os: [os], ...(libc ? { libc: [libc] } : {}), optional: true, ...(entry.dev ? { dev: true } : {}) };
     added.push(`${dep}@${version}`);
   }
 }

@@ -37,7 +37,10 @@ export async function benchDevnet(manifestPath?: string): Promise<BenchDevnet> {
   const path = join(dir, 'devnet.json');
   // Port 0: each chain takes the port the kernel gives it (a guessed free port can be taken before anvil binds it).
   const ports = { [CAIP2.base]: 0, [CAIP2.baseSepolia]: 0, [CAIP2.stockChain]: 0 };
-  const devnet = await startDevnet({ manifestPath: path, host: '127.0.0.1', ports, fresh: true });
+  const devnet = await startDevnet({ manifestPath: path, host: '127.0.0.1', ports, fresh: true }).catch((err: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  });
   return {
     manifest: devnet.manifest,
     manifestPath: path,

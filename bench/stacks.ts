@@ -72,6 +72,9 @@ export async function startGate402(manifestPath: string, opts: { upstream?: stri
     GATE402_RECEIPT_POLL_MS: String(opts.pollMs),
     ...(opts.upstream ? { GATE402_CATALOG_UPSTREAM_BASE: opts.upstream } : {}),
     ...opts.env,
+  }).catch((err: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
   });
   return { ...server(`http://127.0.0.1:${gatewayPort}${ROUTE}`, { gate402: child }, dir), facilitatorUrl: `http://127.0.0.1:${facilitatorPort}` };
 }

@@ -43,30 +43,33 @@ try {
 
   const figures: Record<string, unknown> = { seconds: SECONDS, concurrency: CONCURRENCY };
   const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-verify-'));
-  for (const simulate of SIMULATION) {
-    const port = await freePort();
-    const child = await startChild([resolve('src/cli/bin.mjs'), 'facilitator', '--manifest', devnet.manifestPath], {
-      GATE402_FACILITATOR_PORT: String(port),
-      GATE402_DATA_DIR: join(dir, `data-${simulate}`),
-      GATE402_SIMULATE_ON_VERIFY: String(simulate),
-      GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
-      GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
-      GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '1000000',
-      GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '1000000',
-    });
-    try {
-      const verify = (i: number) => ({ url: `http://127.0.0.1:${port}/verify`, method: 'POST' as const, headers: { 'content-type': 'application/json' }, body: bodies[i % bodies.length] as string });
-      // Warm-up, untimed: worker threads load and compile, connections open, caches fill.
-      await load(verify, Math.min(1, SECONDS), CONCURRENCY);
-      const row = await load(verify, SECONDS, CONCURRENCY, (status, body) => (status === 200 && (JSON.parse(body) as { isValid?: boolean }).isValid ? 'valid' : `invalid ${status}`));
-      figures[simulate ? 'simulationOn' : 'simulationOff'] = row;
-      progress(`/verify, simulation ${simulate ? 'on ' : 'off'}: ${row.requestsPerSecond}/s, p99 ${row.p99ms} ms`);
-    } finally {
-      await stopChild(child);
+  try {
+    for (const simulate of SIMULATION) {
+      const port = await freePort();
+      const child = await startChild([resolve('src/cli/bin.mjs'), 'facilitator', '--manifest', devnet.manifestPath], {
+        GATE402_FACILITATOR_PORT: String(port),
+        GATE402_DATA_DIR: join(dir, `data-${simulate}`),
+        GATE402_SIMULATE_ON_VERIFY: String(simulate),
+        GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
+        GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
+        GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '1000000',
+        GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '1000000',
+      });
+      try {
+        const verify = (i: number) => ({ url: `http://127.0.0.1:${port}/verify`, method: 'POST' as const, headers: { 'content-type': 'application/json' }, body: bodies[i % bodies.length] as string });
+        // Warm-up, untimed: worker threads load and compile, connections open, caches fill.
+        await load(verify, Math.min(1, SECONDS), CONCURRENCY);
+        const row = await load(verify, SECONDS, CONCURRENCY, (status, body) => (status === 200 && (JSON.parse(body) as { isValid?: boolean }).isValid ? 'valid' : `invalid ${status}`));
+        figures[simulate ? 'simulationOn' : 'simulationOff'] = row;
+        progress(`/verify, simulation ${simulate ? 'on ' : 'off'}: ${row.requestsPerSecond}/s, p99 ${row.p99ms} ms`);
+      } finally {
+        await stopChild(child);
+      }
     }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
   writeFigures(opts.out, { http: figures });
-  rmSync(dir, { recursive: true, force: true });
 } finally {
   await devnet.stop();
 }

@@ -1,16 +1,16 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LoadResult as Load } from '../bench/load.ts';
 import type { PaidFigures as Paid } from '../bench/paid-run.ts';
 import type { ScenarioResult } from '../bench/results.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 
 // `npm run bench -- --tiny`: every scenario of the bench on the smallest loads, into a results directory of its
 // own. The bench sets the block time of its chains, which would stall every other test on the shared devnet, so it
 // runs on a devnet it starts itself (and funds its buyers there; the `bench` tester slot stays unused).
-const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-test-'));
+const dir = tempDir('bench-test');
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
 const output: string[] = [];

@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { BIN, spawnDevnet, type SpawnedDevnet } from './helpers/spawn-devnet.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 
 const run = promisify(execFile);
 
@@ -48,7 +48,7 @@ async function chainsAnswer(d: SpawnedDevnet): Promise<boolean[]> {
 }
 
 // A directory of this file's own run: two runs of the suite side by side do not share manifests.
-const dir = mkdtempSync(join(tmpdir(), 'gate402-lifecycle-'));
+const dir = tempDir('lifecycle');
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A test that fails before its own kill leaves no devnet behind. */

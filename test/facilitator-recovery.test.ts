@@ -1,6 +1,5 @@
 import t, { type Test } from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseEther, parseUnits, toHex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -10,6 +9,7 @@ import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from './helpers/spawn-facilitator.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 
 // Pausing mining would stall every other test, so this file runs its own chains, in a directory of its own.
 const devnet = await spawnOwnDevnet('recovery');
@@ -73,7 +73,7 @@ t.test('with mining paused, settle answers pending with the hash; after mining r
 });
 
 t.test('a facilitator killed while awaiting the receipt completes the settlement from its record, with one transaction', async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'gate402-recovery-'));
+  const dataDir = tempDir('recovery');
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
   t.teardown(() => first.stop('SIGKILL')); // a test failing before its kill leaves no facilitator behind

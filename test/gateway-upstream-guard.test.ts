@@ -6,7 +6,8 @@ import t from 'tap';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
-import { forbiddenAddressReason, isForbiddenAddress, parseCidr, parseIp } from '../src/gateway/upstream-guard/ip-ranges.ts';
+import { forbiddenAddressReason, isForbiddenAddress } from '../src/gateway/upstream-guard/ip-ranges.ts';
+import { cidrContains, parseCidr, parseIp } from '../src/http/ip.ts';
 import {
   UpstreamAddressForbiddenError,
   UpstreamAllowlist,
@@ -44,6 +45,8 @@ const FORBIDDEN = [
   '239.255.255.250',
   '240.0.0.1',
   '255.255.255.255',
+  '192.175.48.1', // AS112 DNS sink
+  '192.52.193.1', // AMT relay anycast
   // IPv6
   '::',
   '::1',
@@ -77,7 +80,13 @@ const FORBIDDEN = [
   '2002:c0a8:101::1', // 6to4 of 192.168.1.1
   '2001:0:7f00:1::1', // Teredo, server 127.0.0.1
   '2001:0:808:808:0:0:f5ff:fffe', // Teredo, client (inverted) 10.0.0.1
-  '5f00::1',
+  '5f00::1', // segment routing
+  '::ffff:0:7f00:1', // IPv4-translated (RFC 6145)
+  '2001:4:112::1', // AS112 DNS sink
+  '2001:20::1', // ORCHIDv2
+  '2001:30::1', // drone remote ID tags
+  '[::ffff:169.254.169.254]',
+  '::ffff:168.63.129.16', // Azure WireServer, mapped
   '4000::1', // outside 2000::/3
   // not IP addresses at all: fail closed
   '',
@@ -128,14 +137,24 @@ t.test('forbidden address ranges', async (t) => {
 });
 
 t.test('ip and cidr parsing', async (t) => {
-  t.same(parseIp('1.2.3.4'), { family: 4, value: 0x01020304n });
-  t.same(parseIp('::ffff:1.2.3.4'), { family: 6, value: (0xffffn << 32n) | 0x01020304n });
-  t.same(parseIp('1:2:3:4:5:6:7:8'), { family: 6, value: 0x00010002000300040005000600070008n });
-  t.same(parseIp('1::8'), { family: 6, value: (1n << 112n) | 8n });
-  t.equal(parseIp('1.2.3'), undefined);
-  t.same(parseCidr('10.1.2.3/8'), { family: 4, base: 10n << 24n, prefix: 8 });
+  t.equal(parseIp('1.2.3.4')?.toString(), '1.2.3.4');
+  t.equal(parseIp('::ffff:1.2.3.4')?.toNormalizedString(), '0:0:0:0:0:ffff:102:304');
+  t.equal(parseIp('1:2:3:4:5:6:7:8')?.toString(), '1:2:3:4:5:6:7:8');
+  t.equal(parseIp('1::8')?.toNormalizedString(), '1:0:0:0:0:0:0:8');
+  t.equal(parseIp('[::1]')?.toString(), '::1');
+  t.equal(parseIp('::8.8.8.8')?.toNormalizedString(), '0:0:0:0:0:0:808:808', 'IPv4-compatible is not read as IPv4-mapped');
+  t.equal(parseIp('::ffff:127.0.0.1%eth0')?.toNormalizedString(), '0:0:0:0:0:ffff:7f00:1%eth0');
+  for (const legacy of ['1.2.3', '127.1', '0x7f.0.0.1', '2130706433', '017.0.0.1', '1.2.3.4.5', '::ffff:1.2.3', 'localhost', ''])
+    t.equal(parseIp(legacy), undefined, `${JSON.stringify(legacy)} is not read as an address`);
+  const block = parseCidr('10.1.2.3/8');
+  t.ok(block && cidrContains(block, parseIp('10.200.0.1')!) && !cidrContains(block, parseIp('11.0.0.1')!), 'host bits of a block are ignored');
+  const single = parseCidr('192.168.1.5');
+  t.ok(single && cidrContains(single, parseIp('192.168.1.5')!) && !cidrContains(single, parseIp('192.168.1.6')!), 'an address is a /32');
+  t.notOk(block && cidrContains(block, parseIp('::ffff:10.0.0.1')!), 'a block matches its own family only');
   t.equal(parseCidr('10.0.0.0/33'), undefined);
   t.equal(parseCidr('10.0.0.0/x'), undefined);
+  t.equal(parseCidr('10.0.0.0/'), undefined);
+  t.equal(parseCidr('10.0.0.0/-1'), undefined);
   t.equal(parseCidr('::/129'), undefined);
 });
 

@@ -114,6 +114,8 @@ t.test('client IP normalisation used as the rate-limit key', async (t) => {
   t.equal(normalizeIp(' 1.2.3.4 '), '1.2.3.4');
   t.equal(normalizeIp('1.2.3.4:8080'), '1.2.3.4');
   t.equal(normalizeIp('::ffff:1.2.3.4'), '1.2.3.4', 'IPv4-mapped IPv6 becomes IPv4');
+  t.equal(normalizeIp('::1.2.3.4'), '::102:304', 'IPv4-compatible IPv6 is another address: it does not share the IPv4 key');
+  t.equal(normalizeIp('fe80::1%eth0'), undefined, 'zone ids are refused');
   t.equal(normalizeIp('[2001:DB8:0:0:0:0:0:1]:443'), '2001:db8::1');
   t.equal(normalizeIp('0000:0000:0000:0000:0000:ffff:7f00:0001'), '127.0.0.1', 'uWS text form of a mapped address');
   t.equal(normalizeIp('unknown'), undefined);

@@ -97,6 +97,54 @@ t.test('canonical JSON (RFC 8785) matches the vectors and mppx/ox on random valu
   t.equal(same, 500, 'identical to mppx for 500 random documents');
 });
 
+t.test('canonical JSON: the examples published in RFC 8785', async (t) => {
+  // Section 3.2.2: the sample input (its numbers spelled as the RFC spells them) and its canonical form.
+  const input = JSON.parse(
+    '{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001], "string": "\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/", "literals": [null, true, false]}',
+  ) as unknown;
+  t.same(canonicalJson(input), { ok: true, value: '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}' });
+  // Section 3.2.3: members sorted by the UTF-16 code units of their names.
+  const sorting = JSON.parse('{"\\u20ac": "Euro Sign", "\\r": "Carriage Return", "\\ufb33": "Hebrew Letter Dalet With Dagesh", "1": "One", "\\ud83d\\ude00": "Emoji: Grinning Face", "\\u0080": "Control", "\\u00f6": "Latin Small Letter O With Diaeresis"}') as unknown;
+  t.same(canonicalJson(sorting), {
+    ok: true,
+    value: '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis","\u20ac":"Euro Sign","\ud83d\ude00":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}',
+  });
+  // Appendix B: IEEE 754 doubles (as hex) and their canonical text; NaN and Infinity are errors.
+  const numbers: Array<[string, string | undefined]> = [
+    ['0000000000000000', '0'],
+    ['8000000000000000', '0'],
+    ['0000000000000001', '5e-324'],
+    ['8000000000000001', '-5e-324'],
+    ['7fefffffffffffff', '1.7976931348623157e+308'],
+    ['ffefffffffffffff', '-1.7976931348623157e+308'],
+    ['4340000000000000', '9007199254740992'],
+    ['c340000000000000', '-9007199254740992'],
+    ['4430000000000000', '295147905179352830000'],
+    ['7fffffffffffffff', undefined],
+    ['7ff0000000000000', undefined],
+    ['44b52d02c7e14af5', '9.999999999999997e+22'],
+    ['44b52d02c7e14af6', '1e+23'],
+    ['44b52d02c7e14af7', '1.0000000000000001e+23'],
+    ['444b1ae4d6e2ef4e', '999999999999999700000'],
+    ['444b1ae4d6e2ef4f', '999999999999999900000'],
+    ['444b1ae4d6e2ef50', '1e+21'],
+    ['3eb0c6f7a0b5ed8c', '9.999999999999997e-7'],
+    ['3eb0c6f7a0b5ed8d', '0.000001'],
+    ['41b3de4355555553', '333333333.3333332'],
+    ['41b3de4355555554', '333333333.33333325'],
+    ['41b3de4355555555', '333333333.3333333'],
+    ['41b3de4355555556', '333333333.3333334'],
+    ['41b3de4355555557', '333333333.33333343'],
+    ['becbf647612f3696', '-0.0000033333333333333333'],
+    ['43143ff3c1cb0959', '1424953923781206.2'],
+  ];
+  for (const [hex, text] of numbers) {
+    const n = Buffer.from(hex, 'hex').readDoubleBE(0);
+    if (text === undefined) t.equal(code(canonicalJson([n])), 'invalid_value', `${hex} (${n}) is refused`);
+    else t.same(canonicalJson([n]), { ok: true, value: `[${text}]` }, `${hex} is ${text}`);
+  }
+});
+
 t.test('request encoding', async (t) => {
   const encoded = encodeRequest(request);
   t.ok(encoded.ok);

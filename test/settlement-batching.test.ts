@@ -1,6 +1,5 @@
 import t, { type Test } from 'tap';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseEther, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -15,6 +14,7 @@ import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from './helpers/spawn-facilitator.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 
 // Mining is paused in some tests, which would stall every other test on the shared devnet: this file runs its own
 // chains. Its relayers are fresh keys, funded with gas by this file's tester and used by nothing else.
@@ -75,7 +75,7 @@ async function payment(caip2: string, payer: LocalAccount, payTo: Address, amoun
  * fresh payee from fresh payers, with the balances and relayer transactions before them.
  */
 async function restartable(t: Test, count: number, firstAmount: bigint) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'gate402-batching-data-'));
+  const dataDir = tempDir('batching-data');
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
   t.teardown(() => first.stop('SIGKILL')); // a test that fails before its kill leaves no facilitator behind

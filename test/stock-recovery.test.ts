@@ -5,7 +5,6 @@
  */
 import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseUnits, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -19,6 +18,7 @@ import { startRpcGate } from './helpers/rpc-gate.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 import { buyInPool, gassedKey, tokenBalance } from './helpers/stock.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 
 // Pausing mining would stall every other test, so this file runs its own chains, in a directory of its own.
 const devnet = await spawnOwnDevnet('stock-recovery');
@@ -42,7 +42,7 @@ const deskKey = await gassedKey(n);
 const desk = privateKeyToAccount(deskKey).address;
 const relayerKey = await gassedKey(n);
 const relayer = privateKeyToAccount(relayerKey).address;
-const dataDir = mkdtempSync(join(tmpdir(), 'gate402-stock-recovery-'));
+const dataDir = tempDir('stock-recovery');
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 const startGateway = () =>
   spawnFacilitator({

@@ -1,16 +1,16 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { open } from 'lmdb';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eip3009NonceKey } from '../src/schemes/eip3009/nonce-key.ts';
 import { permit2NonceKey } from '../src/schemes/permit2/nonce-key.ts';
 import { openStore } from '../src/store/open-store.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 
 const made: string[] = [];
 const dir = () => {
-  const d = mkdtempSync(join(tmpdir(), 'gate402-store-'));
+  const d = tempDir('store');
   made.push(d);
   return d;
 };

@@ -3,8 +3,7 @@ import { transferWithAuthorizationTypes } from './helpers/eip3009.ts';
 import { permitWitnessTypes } from './helpers/permit2.ts';
 import { EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import {
@@ -27,6 +26,7 @@ import { keccak256Bytes } from '../src/verify/signature/keccak.ts';
 import { matchesSigner, recoverSigner, secp256k1Backend } from '../src/verify/signature/recover.ts';
 import { jobDigest, recoverJobSync, type Eip3009Job, type Permit2Job, type VerifyJob } from '../src/verify/signature/jobs.ts';
 import { SignatureVerifier } from '../src/verify/signature/pool.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 
 // ---- independent statements of the typed data (protocols.md sections 2 and 3) ---------------------------------
 
@@ -549,7 +549,7 @@ t.test('threads: 0 verifies in-process, batched the same way', async (t) => {
  * before the script (`{dir}` is the directory `files` are written to). Returns the child's stdout parsed as JSON.
  */
 function runChild(t: Test, body: string, job: VerifyJob, nodeArgs: string[] = [], files: Record<string, string> = {}): unknown {
-  const dir = mkdtempSync(join(tmpdir(), 'gate402-verify-'));
+  const dir = tempDir('verify');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   const script = join(dir, 'child.mjs');

@@ -1,9 +1,12 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { bindRecordsToChains } from '../devnet/chain-bound-records.ts';
 import { networksFromManifest, readManifest, type DevnetManifest } from '../devnet/manifest.ts';
 import { productionNetworks, productionNetworksConfigured, type NetworkRegistry } from '../chain/networks.ts';
 import type { CommonFlags } from './flags.ts';
 import { armExitAfter, stopOnSignal } from './lifetime.ts';
+import { engineConfigFromEnv } from '../engine/create-engine.ts';
+import { createLogger } from '../log/logger.ts';
 import { startService, type RunningService, type ServiceOptions } from './service.ts';
 
 /** Networks from a devnet manifest when one is named or present, else the production configuration. */
@@ -19,10 +22,19 @@ export function networksFor(flags: CommonFlags, env: NodeJS.ProcessEnv = process
 
 export async function startServiceOrExit(opts: ServiceOptions): Promise<RunningService> {
   try {
+    if (opts.manifest) await startRecordsWithChains(opts.manifest);
     return await startService(opts);
   } catch (err) {
     process.stderr.write(`gate402: failed to start: ${(err as Error).message}\n`);
     process.exit(1);
+  }
+}
+
+/** On a devnet, the data directory holds the records of its chains only: new chains, new records (README, "Restarts"). */
+async function startRecordsWithChains(manifest: DevnetManifest): Promise<void> {
+  const dataDir = engineConfigFromEnv().dataDir;
+  if ((await bindRecordsToChains(dataDir, manifest)) === 'reset') {
+    createLogger('gate402').warn('the devnet chains are new: the records of the previous chains were removed', { dataDir });
   }
 }
 

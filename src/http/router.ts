@@ -125,7 +125,8 @@ export class Router<H> {
         if (params === undefined) continue;
         const handler = handlerFor(route, method);
         if (handler !== undefined) return { kind: 'found', handler, params, route: route.path };
-        (matched ??= []).push(route);
+        matched ??= [];
+        matched.push(route);
       }
     }
     if (matched !== undefined) return { kind: 'method_not_allowed', allow: allowedMethods(matched) };

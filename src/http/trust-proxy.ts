@@ -12,8 +12,7 @@
  * further left, which the client may have written). Off (`false`, the default), the socket peer is the client.
  */
 import { ConfigError } from '../config/env.ts';
-import { cidrContains, parseCidr, parseIp, unmapIp, type Cidr } from '../gateway/upstream-guard/ip-ranges.ts';
-import { normalizeIp } from './ip.ts';
+import { cidrContains, normalizeIp, parseCidr, parseIp, unmapIp, type Cidr } from './ip.ts';
 
 export type TrustProxy = false | { readonly hops: number } | { readonly cidrs: readonly Cidr[] };
 

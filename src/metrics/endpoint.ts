@@ -25,7 +25,7 @@ export function metricsRoute(metrics: Pick<Metrics, 'scrape'>, config: MetricsEn
     method: 'GET',
     path: '/metrics',
     handler: async (req) => {
-      if (expected && !timingSafeEqual(digest(req.headers['authorization'] ?? ''), expected)) {
+      if (expected && !timingSafeEqual(digest(req.headers.authorization ?? ''), expected)) {
         return json(401, { error: 'metrics need the bearer token' }, { 'www-authenticate': 'Bearer realm="metrics"' });
       }
       const { contentType, body } = await metrics.scrape();

@@ -256,12 +256,9 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
       const children = new Map<string, Map<string, Map<number, Child>>>();
       return (route, method, status, seconds) => {
         const m = HTTP_METHODS.has(method) ? method : 'OTHER';
-        let byMethod = children.get(route);
-        if (byMethod === undefined) children.set(route, (byMethod = new Map()));
-        let byStatus = byMethod.get(m);
-        if (byStatus === undefined) byMethod.set(m, (byStatus = new Map()));
-        let child = byStatus.get(status);
-        if (child === undefined) byStatus.set(status, (child = httpDuration.labels(server, route, m, String(status))));
+        const byMethod = children.get(route) ?? remember(children, route, new Map<string, Map<number, Child>>());
+        const byStatus = byMethod.get(m) ?? remember(byMethod, m, new Map<number, Child>());
+        const child = byStatus.get(status) ?? remember(byStatus, status, httpDuration.labels(server, route, m, String(status)));
         child.observe(seconds);
       };
     },
@@ -300,8 +297,7 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
       type Child = ReturnType<typeof rpcDuration.labels>;
       const children = new Map<string, { ok: Child; error: Child }>();
       return (method, seconds, failed) => {
-        let c = children.get(method);
-        if (c === undefined) children.set(method, (c = { ok: rpcDuration.labels(chain, method, 'ok'), error: rpcDuration.labels(chain, method, 'error') }));
+        const c = children.get(method) ?? remember(children, method, { ok: rpcDuration.labels(chain, method, 'ok'), error: rpcDuration.labels(chain, method, 'error') });
         (failed ? c.error : c.ok).observe(seconds);
       };
     },
@@ -336,4 +332,10 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     stockRefunds,
     stockSponsorships,
   };
+}
+
+/** Puts `value` in `map` under `key` and returns it: a cache fill in one expression. */
+function remember<K, V>(map: Map<K, V>, key: K, value: V): V {
+  map.set(key, value);
+  return value;
 }

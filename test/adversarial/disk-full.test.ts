@@ -6,8 +6,7 @@
  */
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CAIP2 } from '../../src/chain/canonical.ts';
 import { registrationTypedData } from '../../src/gateway/merchants/signature.ts';
@@ -15,9 +14,10 @@ import { freePort, freshAccount, network, testDevnet, TEST_MANIFEST_PATH } from 
 import { BIN } from '../helpers/spawn-devnet.ts';
 import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 import { gassedKey } from '../helpers/stock.ts';
+import { tempDir } from '../helpers/temp-dir.ts';
 
 const n = network(testDevnet(), CAIP2.stockChain);
-const dataDir = mkdtempSync(join(tmpdir(), 'gate402-disk-full-'));
+const dataDir = tempDir('disk-full');
 const env = { GATE402_RELAYER_KEYS: await gassedKey(n) };
 
 // A first run writes the data file (the built-in catalog); its size sets the limit of the second.

@@ -3,8 +3,7 @@
 // The payment moved once: the service must say settled (naming the transaction that did it), serve the buyer once,
 // and never send a second settlement.
 import t, { type Test } from 'tap';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { decodeFunctionData, maxUint256, parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccount, type TransactionReceipt } from 'viem';
@@ -21,6 +20,7 @@ import { startLossyRpc } from '../helpers/lossy-rpc.ts';
 import { officialPayment, postJson, requirementsFor, stableBalance } from '../helpers/payments.ts';
 import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from '../helpers/spawn-facilitator.ts';
+import { tempDir } from '../helpers/temp-dir.ts';
 
 // Pausing mining would stall every other test on the shared devnet, so this file runs its own chains.
 const devnet = await spawnOwnDevnet('front-run');
@@ -331,7 +331,7 @@ async function facilitatorBehind(t: Test, caip2: string) {
   const n = chain(caip2);
   const proxy = await startLossyRpc(n.rpcUrl);
   t.teardown(() => proxy.close());
-  const dir = mkdtempSync(join(tmpdir(), 'gate402-lossy-'));
+  const dir = tempDir('lossy');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const manifest = JSON.parse(readFileSync(devnet.manifestPath, 'utf8')) as DevnetManifest;
   (manifest.networks[caip2] as NetworkEntry).rpcUrl = proxy.url;

@@ -7,8 +7,7 @@
  * tens of MiB here.
  */
 import t, { type Test } from 'tap';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CAIP2 } from '../../src/chain/canonical.ts';
@@ -17,6 +16,7 @@ import { network, testDevnet, TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
 import { flood } from '../helpers/flood.ts';
 import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 import { gassedKey } from '../helpers/stock.ts';
+import { tempDir } from '../helpers/temp-dir.ts';
 
 const WARM_UP = 30_000;
 const FLOOD = 10 * WARM_UP;
@@ -27,7 +27,7 @@ const n = network(testDevnet(), CAIP2.stockChain);
 const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
 t.teardown(() => fixtures.close());
 const probe = pathToFileURL(resolve(import.meta.dirname, '../helpers/heap-probe.mjs')).href;
-const dataDir = mkdtempSync(join(tmpdir(), 'gate402-memory-'));
+const dataDir = tempDir('memory');
 const heapFile = join(dataDir, 'heap.json');
 const gw = await spawnFacilitator({
   part: 'gateway',

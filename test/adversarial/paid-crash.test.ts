@@ -4,9 +4,7 @@
  * the resource, once, without a second charge.
  */
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { parseUnits } from 'viem';
 import { CAIP2 } from '../../src/chain/canonical.ts';
 import { network, tester, testDevnet } from '../helpers/devnet.ts';
@@ -14,13 +12,14 @@ import { startHostileUpstream } from '../helpers/hostile-upstream.ts';
 import { registerOwnMerchant, relayerTxCount, spawnPaidGateway, until, x402Credential } from '../helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from '../helpers/payments.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
+import { tempDir } from '../helpers/temp-dir.ts';
 
 const manifest = testDevnet();
 const funder = tester('attackPaid');
 const base = network(manifest, CAIP2.base);
 const upstream = await startHostileUpstream();
 t.teardown(() => upstream.close());
-const dataDir = mkdtempSync(join(tmpdir(), 'gate402-paid-crash-'));
+const dataDir = tempDir('paid-crash');
 // Runs once the test below has stopped both gateways (its own teardowns run when it ends).
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 

@@ -7,16 +7,16 @@ import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../../src/chain/canonical.ts';
 import { DEVNET_ROLES, devnetPrivateKey } from '../../src/devnet/accounts.ts';
 import { freePort, testDevnet } from '../helpers/devnet.ts';
 import { BIN } from '../helpers/spawn-devnet.ts';
+import { tempDir } from '../helpers/temp-dir.ts';
 
 const manifest = testDevnet();
-const dir = mkdtempSync(join(tmpdir(), 'gate402-startup-secrets-'));
+const dir = tempDir('startup-secrets');
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const networksFile = join(dir, 'networks.json');
 writeFileSync(networksFile, JSON.stringify({ networks: manifest.networks }));

@@ -195,6 +195,7 @@ export function garbageToken(rng: Rng, token: string, encode: (json: string) => 
   const choices: Array<() => [string, string]> = [
     () => [token.slice(0, cut), `truncated to ${cut}`],
     () => [rng.bytes(rng.between(1, 600)).toString('base64'), 'random bytes, base64'],
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this replaces
     () => [rng.bytes(rng.between(1, 300)).toString('latin1').replace(/[\x00-\x1f\x7f]/g, '?'), 'random latin1'],
     () => [`${token}${rng.pick(['!', '%', '{', '"', '\\', '~~~~'])}`, 'trailing junk'],
     () => [`${rng.pick(['!', '%', '{'])}${token}`, 'leading junk'],

@@ -70,7 +70,7 @@ export function createRng(seed: number): Rng {
 
 /** The run's seed: `GATE402_FUZZ_SEED` when set (decimal or 0x-hex), else a fresh one. */
 export function fuzzSeed(env: NodeJS.ProcessEnv = process.env): number {
-  const given = env['GATE402_FUZZ_SEED']?.trim();
+  const given = env.GATE402_FUZZ_SEED?.trim();
   if (given) {
     const n = Number(given);
     if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) throw new Error(`GATE402_FUZZ_SEED must be an integer in [0, 2^32): ${given}`);

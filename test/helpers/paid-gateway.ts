@@ -90,7 +90,7 @@ export async function mppCredential(url: string, payer: LocalAccount, n: Network
   const captured: Array<Record<string, string>> = [];
   const mppx = Mppx.create({ methods: [evm({ account: payer, authorization: { name: n.stablecoin.name, version: n.stablecoin.version } })], polyfill: false, fetch: capturingFetch(['authorization'], captured) });
   await mppx.fetch(url);
-  const header = captured[0]?.['authorization'];
+  const header = captured[0]?.authorization;
   if (!header) throw new Error(`mppx made no credential for ${url}`);
   return header;
 }

@@ -18,7 +18,7 @@ export function sharePriceFromSlot0(sqrtPriceX96: bigint, stable: Address, stock
 
 /** The same price from slot0's tick instead (1.0001^tick is token0's price in token1), as a float: a second opinion. */
 export function sharePriceFromTick(tick: number, stable: Address, stock: Address, stockDecimals: number): number {
-  const token0InToken1 = Math.pow(1.0001, tick);
+  const token0InToken1 = 1.0001 ** tick;
   const stableIsToken0 = BigInt(stable) < BigInt(stock);
   return stableIsToken0 ? 10 ** stockDecimals / token0InToken1 : token0InToken1 * 10 ** stockDecimals;
 }

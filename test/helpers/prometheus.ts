@@ -14,7 +14,7 @@ export interface Exposition {
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
 const LABEL = /^([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/;
 
-function unescape(s: string): string {
+function unescapeLabel(s: string): string {
   return s.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
 }
 
@@ -47,7 +47,7 @@ export function parseExposition(text: string): Exposition {
       while (!rest.startsWith('}')) {
         const m = LABEL.exec(rest);
         if (!m) throw new Error(`line ${i + 1}: bad label at ${rest}`);
-        labels[m[1] as string] = unescape(m[2] as string);
+        labels[m[1] as string] = unescapeLabel(m[2] as string);
         rest = rest.slice(m[0].length);
         if (rest.startsWith(',')) rest = rest.slice(1);
       }
@@ -61,6 +61,7 @@ export function parseExposition(text: string): Exposition {
 }
 
 /** The sum of the samples named `name` whose labels include `labels`; undefined when there is none. */
+// biome-ignore lint/suspicious/noShadowRestrictedNames: a module export, imported by name; Object.prototype.valueOf is not reached through it
 export function valueOf(exposition: Exposition, name: string, labels: Record<string, string> = {}): number | undefined {
   let found: number | undefined;
   for (const s of exposition.samples) {

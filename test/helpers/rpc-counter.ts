@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { readManifest, writeManifest, type DevnetManifest } from '../../src/devnet/manifest.ts';
 import { startRpcRelay } from './rpc-relay.ts';
+import { tempDir } from './temp-dir.ts';
 
 export interface CountingRpc {
   /** A manifest like the original, every network's `rpcUrl` pointing through the proxy. */
@@ -33,7 +33,7 @@ export async function countingRpcProxy(manifestPath: string, edit: (manifest: De
     targets.push(entry.rpcUrl);
     entry.rpcUrl = `${relay.origin}/${targets.length - 1}`;
   }
-  const dir = mkdtempSync(join(tmpdir(), 'gate402-rpc-counter-'));
+  const dir = tempDir('rpc-counter');
   const path = join(dir, 'manifest.json');
   writeManifest(path, manifest);
   return {

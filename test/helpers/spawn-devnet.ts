@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { readManifest, type DevnetManifest } from '../../src/devnet/manifest.ts';
+import { killOnExit, tempDir } from './temp-dir.ts';
 
 export const BIN = resolve('src/cli/bin.mjs');
 
@@ -36,8 +36,9 @@ export async function spawnDevnet(manifestPath: string, opts: SpawnOptions = {})
  * and removes the directory; it is safe to call twice.
  */
 export async function spawnOwnDevnet(prefix: string): Promise<SpawnedDevnet & { stop(): Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), `gate402-${prefix}-`));
+  const dir = tempDir(prefix);
   const devnet = await spawnDevnet(join(dir, 'manifest.json'));
+  killOnExit(devnet.child, 'SIGTERM');
   return {
     ...devnet,
     async stop() {

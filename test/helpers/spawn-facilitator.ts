@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN } from './spawn-devnet.ts';
 import { freePort } from './devnet.ts';
+import { killOnExit, tempDir } from './temp-dir.ts';
 
 export interface SpawnedFacilitator {
   child: ChildProcess;
@@ -34,7 +34,7 @@ async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> 
   const port = opts.port ?? (await freePort());
   // A data directory made here is this process's alone and removed at stop; one passed in belongs to the caller.
   const ownsDataDir = opts.dataDir === undefined;
-  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'gate402-facilitator-'));
+  const dataDir = opts.dataDir ?? tempDir('facilitator');
   const removeOwnDataDir = () => {
     if (ownsDataDir) rmSync(dataDir, { recursive: true, force: true });
   };
@@ -47,6 +47,7 @@ async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> 
     // The stock desk is one key per gateway: only a test that gives it its own key turns it on.
     env: { ...process.env, [portVar]: String(port), GATE402_DATA_DIR: dataDir, GATE402_LOG_LEVEL: 'warn', GATE402_STOCK_ENABLED: 'false', ...opts.env },
   });
+  killOnExit(child);
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {

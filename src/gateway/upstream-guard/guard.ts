@@ -16,7 +16,8 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { Agent, buildConnector } from 'undici';
-import { cidrContains, forbiddenAddressReason, parseCidr, parseIp, unmapIp, type Cidr } from './ip-ranges.ts';
+import { cidrContains, parseCidr, parseIp, unmapCidr, unmapIp, type Cidr } from '../../http/ip.ts';
+import { forbiddenAddressReason } from './ip-ranges.ts';
 
 /** Resolves a host name to its IP addresses (text). */
 export type Resolver = (host: string) => Promise<string[]>;
@@ -91,12 +92,6 @@ function toPort(text: string): number | null {
 /** The port a URL connects to: its own, or its scheme's default. */
 export function urlPort(url: URL): number {
   return url.port !== '' ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
-}
-
-function unmapCidr(c: Cidr): Cidr {
-  // `::ffff:127.0.0.1` (a /128 or a /96+ block inside ::ffff:0:0/96) is kept as the IPv4 block it denotes.
-  if (c.family === 6 && c.prefix >= 96 && c.base >> 32n === 0xffffn) return { family: 4, base: c.base & 0xffffffffn, prefix: c.prefix - 96 };
-  return c;
 }
 
 function stripBrackets(host: string): string {
