@@ -64,14 +64,13 @@ export interface RunningEngine {
   close(): Promise<void>;
 }
 
+export interface EngineOptions {
+  /** Used when no relayer key is configured: the command line passes the devnet's, and only on the devnet. */
+  defaultRelayers?: readonly LocalAccount[];
+}
+
 /** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
-export async function createEngine(
-  networks: NetworkRegistry,
-  config: EngineConfig,
-  log: Logger,
-  metrics: Metrics,
-  opts: { /** Used when no relayer key is configured: the command line passes the devnet's, and only on the devnet. */ defaultRelayers?: readonly LocalAccount[] } = {},
-): Promise<RunningEngine> {
+export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics, opts: EngineOptions = {}): Promise<RunningEngine> {
   const accounts: LocalAccount[] = config.relayerKeys.length ? config.relayerKeys.map((k) => privateKeyToAccount(k)) : [...(opts.defaultRelayers ?? [])];
   if (!accounts.length) throw new ConfigError('GATE402_RELAYER_KEYS is required off the devnet (the relayers that pay settlement gas)');
   const store = openStore(config.dataDir, { onCommit: (seconds) => metrics.lmdbCommit(seconds) });
