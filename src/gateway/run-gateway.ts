@@ -32,6 +32,8 @@ export interface GatewayConfig {
   /** The request body limit of paid routes (`/m/{slug}/...`); registration uploads keep `maxBodyBytes`. */
   paidMaxBodyBytes: number;
   upstreamTimeoutMs: number;
+  /** How long connecting to an upstream may take (within the call's whole timeout). */
+  upstreamConnectTimeoutMs: number;
   /** The largest upstream response a paid request takes. */
   upstreamMaxBytes: number;
   challengeTtlMs: number;
@@ -61,6 +63,7 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
     maxBodyBytes: envInt(env, 'GATE402_GATEWAY_MAX_BODY_BYTES', 1024 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
     paidMaxBodyBytes: envInt(env, 'GATE402_PAID_MAX_BODY_BYTES', 1024 * 1024, { min: 0, max: 64 * 1024 * 1024 }),
     upstreamTimeoutMs: envInt(env, 'GATE402_UPSTREAM_TIMEOUT_MS', 15_000, { min: 100, max: 300_000 }),
+    upstreamConnectTimeoutMs: envInt(env, 'GATE402_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, { min: 100, max: 300_000 }),
     upstreamMaxBytes: envInt(env, 'GATE402_UPSTREAM_MAX_BYTES', 10 * 1024 * 1024, { min: 1024, max: 1024 * 1024 * 1024 }),
     challengeTtlMs: envInt(env, 'GATE402_CHALLENGE_TTL_MS', 300_000, { min: 10_000, max: 3_600_000 }),
     upstreamAllowlist: allow.split(',').map((s) => s.trim()).filter(Boolean),
@@ -96,7 +99,11 @@ export interface GatewayParts {
 
 /** The marketplace: discovery, the paid reverse proxy under /m/{slug}/, and whatever extra routes are given. */
 export async function runGateway(parts: GatewayParts, config: GatewayConfig): Promise<RunningGateway> {
-  const dispatcher = guardedDispatcher(config.upstreamAllowlist, { headersTimeoutMs: config.upstreamTimeoutMs, bodyTimeoutMs: config.upstreamTimeoutMs });
+  const dispatcher = guardedDispatcher(config.upstreamAllowlist, {
+    connectTimeoutMs: Math.min(config.upstreamConnectTimeoutMs, config.upstreamTimeoutMs),
+    headersTimeoutMs: config.upstreamTimeoutMs,
+    bodyTimeoutMs: config.upstreamTimeoutMs,
+  });
   const receiptSigner = privateKeyToAccount(config.receiptKey).address;
   const discovery = { baseUrl: config.baseUrl, networks: parts.networks, contactEmail: config.contactEmail };
   const breakers = new CircuitBreakers(config.breaker);

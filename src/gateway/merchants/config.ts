@@ -10,13 +10,9 @@
  * | `GATE402_MERCHANT_MAX_ROUTES` | 100 | routes per merchant |
  * | `GATE402_MERCHANT_CLOCK_SKEW_S` | 600 | accepted distance of `issuedAt` from the clock |
  * | `GATE402_UPSTREAM_ALLOWLIST` | (empty) | comma-separated hosts, IPs or CIDRs upstreams may use although private |
- * | `GATE402_UPSTREAM_CONNECT_TIMEOUT_MS` | 10000 | upstream connect timeout |
- * | `GATE402_UPSTREAM_HEADERS_TIMEOUT_MS` | 30000 | upstream response headers timeout |
- * | `GATE402_UPSTREAM_BODY_TIMEOUT_MS` | 30000 | upstream response body idle timeout |
  */
 import { join, resolve } from 'node:path';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
-import type { GuardedDispatcherOptions } from '../upstream-guard/guard.ts';
 import { UpstreamAllowlist } from '../upstream-guard/guard.ts';
 import { DEFAULT_REGISTRATION_LIMITS, HARD_MAX_ROUTES, resolveLimits, type RegistrationLimits } from './validate.ts';
 
@@ -24,7 +20,6 @@ export interface MerchantConfig {
   filesDir: string;
   upstreamAllowlist: UpstreamAllowlist;
   limits: RegistrationLimits;
-  dispatcher: GuardedDispatcherOptions;
 }
 
 export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): MerchantConfig {
@@ -53,10 +48,5 @@ export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Mer
     filesDir,
     upstreamAllowlist,
     limits,
-    dispatcher: {
-      connectTimeoutMs: envInt(env, 'GATE402_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, { min: 1, max: 600_000 }),
-      headersTimeoutMs: envInt(env, 'GATE402_UPSTREAM_HEADERS_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
-      bodyTimeoutMs: envInt(env, 'GATE402_UPSTREAM_BODY_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
-    },
   };
 }
