@@ -2,25 +2,38 @@ import { assign, fromPromise, setup, type DoneActorEvent } from 'xstate';
 import type { SettleResponse } from '../protocol/x402/types.ts';
 import type { PaymentRecord } from './payment-record.ts';
 import type { SignedTx } from './relayer-pool.ts';
+import type { BatchActor } from './batch-machine.ts';
 
-/** What a step returns: the record as the step left it, or why the payment failed. */
-export type StepResult = { ok: true; record: PaymentRecord } | { ok: false; reason: string; message: string };
+/**
+ * What a step returns: the record as the step left it (and, from the simulation, the batch the payment is seated
+ * in), or why the payment failed.
+ */
+export type StepResult = { ok: true; record: PaymentRecord; batch?: BatchActor } | { ok: false; reason: string; message: string };
+/** What a step is given: the record, and the batch the payment rides in, if any. */
+export interface StepInput {
+  record: PaymentRecord;
+  batch?: BatchActor;
+}
 /** The claim step may find the payment already settled: the recorded answer is the answer. */
 export type ClaimResult = StepResult | { ok: 'settled-before'; result: SettleResponse };
 
 export interface PaymentInput {
   record: PaymentRecord;
   confirmDeadlineMs: number;
+  /** A resumed batch member: the batch actor carrying its transaction. */
+  batch?: BatchActor;
 }
 
 export interface PaymentContext {
   record: PaymentRecord;
   confirmDeadlineMs: number;
   recorded?: SettleResponse;
+  /** The batch this payment is seated in (its transaction is the batch's). */
+  batch?: BatchActor;
 }
 
 const notProvided = (step: string) =>
-  fromPromise<StepResult, { record: PaymentRecord }>(async () => {
+  fromPromise<StepResult, StepInput>(async () => {
     throw new Error(`payment step '${step}' has no implementation`);
   });
 
@@ -64,7 +77,7 @@ export const paymentMachine = setup({
   },
 }).createMachine({
   id: 'payment',
-  context: ({ input }) => ({ record: input.record, confirmDeadlineMs: input.confirmDeadlineMs }),
+  context: ({ input }) => ({ record: input.record, confirmDeadlineMs: input.confirmDeadlineMs, ...(input.batch ? { batch: input.batch } : {}) }),
   initial: 'routing',
   states: {
     routing: {
@@ -103,7 +116,7 @@ export const paymentMachine = setup({
         src: 'simulate',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: 'stepOk', target: 'broadcasting', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'broadcasting', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record, batch: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).batch }) },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'simulation_error', message: String(event.error) }) }) },
@@ -112,7 +125,7 @@ export const paymentMachine = setup({
     broadcasting: {
       invoke: {
         src: 'broadcast',
-        input: ({ context }) => ({ record: context.record }),
+        input: ({ context }) => ({ record: context.record, ...(context.batch ? { batch: context.batch } : {}) }),
         onDone: [
           { guard: 'stepOk', target: 'inFlight', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
@@ -123,7 +136,7 @@ export const paymentMachine = setup({
     inFlight: {
       invoke: {
         src: 'confirm',
-        input: ({ context }) => ({ record: context.record }),
+        input: ({ context }) => ({ record: context.record, ...(context.batch ? { batch: context.batch } : {}) }),
         onDone: [
           { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },

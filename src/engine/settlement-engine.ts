@@ -15,7 +15,7 @@ import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { currentTxOf, fingerprintOf, isFinished, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
-import { SettlementBatcher, type Joined, type MinedBatch } from './settlement-batcher.ts';
+import { SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
 import type { SettlementCall } from './settlement-call.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from './tx-courier.ts';
 import type { PaymentPolicy } from '../verify/payment-policy.ts';
@@ -78,8 +78,6 @@ export class SettlementEngine {
   readonly #verdicts = new Map<string, Verdict>();
   /** The transaction a payment in flight is in since its last replacement (its actor's record learns it only when mined). */
   readonly #replaced = new Map<string, Hex>();
-  /** Payments seated in a batch, by attempt, until their broadcast step takes the batch's send. */
-  readonly #seats = new Map<string, Joined>();
   readonly #batcher: SettlementBatcher;
   readonly #clock: () => number;
   readonly #abort = new AbortController();
@@ -99,7 +97,6 @@ export class SettlementEngine {
           this.#batches.putWithin(batch.id, batch);
           for (const r of members) this.#records.putWithin(r.id, { ...r, updatedAt: this.#clock() });
         });
-        for (const r of members) this.#replaced.set(r.id, currentTxOf(r) as Hex);
       },
       revertReason: (record, call) => this.#revertReason(record, call, call.authorization ? Eip3009Reason.simulationFailed : Permit2Reason.simulationFailed),
       signal: this.#abort.signal,
@@ -137,10 +134,10 @@ export class SettlementEngine {
     for (const t of trails) await resend({ pool: this.#o.relayers(t.network) }, t.txs);
     await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
     for (const t of trails) this.#o.relayers(t.network).adopt(t.txs.at(-1) as SignedTx);
-    for (const batch of batches) this.#batcher.resume(batch, unfinished.filter((r) => r.batch?.id === batch.id));
+    const carried = new Map(batches.map((batch) => [batch.id, this.#batcher.resume(batch, unfinished.filter((r) => r.batch?.id === batch.id))]));
     for (const r of unfinished) {
       this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: currentTxOf(r), batch: r.batch?.id });
-      this.#spawn(r);
+      this.#spawn(r, r.batch ? carried.get(r.batch.id) : undefined);
     }
   }
 
@@ -211,15 +208,15 @@ export class SettlementEngine {
       verify: fromPromise(({ input }) => this.#verifyStep(input.record)),
       claim: fromPromise(({ input }) => this.#claimStep(input.record)),
       simulate: fromPromise(({ input }) => this.#simulateStep(input.record)),
-      broadcast: fromPromise(({ input }) => this.#broadcastStep(input.record)),
-      confirm: fromPromise(({ input, signal }) => this.#confirmStep(input.record, signal)),
+      broadcast: fromPromise(({ input }) => this.#broadcastStep(input.record, input.batch)),
+      confirm: fromPromise(({ input, signal }) => this.#confirmStep(input.record, input.batch, signal)),
       reconcile: fromPromise(({ input }) => this.#reconcileStep(input.record)),
       release: fromPromise(({ input }) => this.#releaseStep(input.record)),
     },
   });
 
-  #spawn(record: PaymentRecord): PaymentActor {
-    const actor = createActor(this.#machine, { input: { record, confirmDeadlineMs: this.#o.confirmDeadlineMs } });
+  #spawn(record: PaymentRecord, batch?: BatchActor): PaymentActor {
+    const actor = createActor(this.#machine, { input: { record, confirmDeadlineMs: this.#o.confirmDeadlineMs, ...(batch ? { batch } : {}) } });
     const entry = { actor, fingerprint: record.fingerprint };
     this.#active.set(record.id, entry);
     const log = this.#o.log.child({ payment: record.id });
@@ -264,7 +261,8 @@ export class SettlementEngine {
         const outcome = outcomeOf(snapshot);
         if (outcome) return finish(outcome);
         const record = snapshot.context.record;
-        const tx = this.#replaced.get(record.id) ?? currentTxOf(record);
+        const batch = snapshot.context.batch;
+        const tx = (batch && record.batch ? this.#batcher.currentTx(batch)?.hash : undefined) ?? this.#replaced.get(record.id) ?? currentTxOf(record);
         if (deadlinePassed && tx) finish(pendingOf(record, tx));
       };
       let passed = false;
@@ -347,16 +345,15 @@ export class SettlementEngine {
     }
     if (!verdict.ok || verdict.signer !== 'key' || !this.#batcher.enabled) this.#batcher.coming(record, -1);
     else {
-      const joined = this.#batcher.join(record, verdict.call);
-      const seat = await joined.seat;
+      const batch = this.#batcher.join(record, verdict.call);
+      const seat = await this.#batcher.seat(batch, record.id);
       if (seat.kind === 'refused') {
         this.#o.metrics.verification(false, seat.reason);
         return { ok: false, reason: seat.reason, message: seat.message };
       }
       if (seat.kind === 'batched') {
         this.#o.metrics.verification(true, 'none');
-        this.#seats.set(record.attempt, joined);
-        return { ok: true, record: seat.record };
+        return { ok: true, record: seat.record, batch };
       }
     }
     const simulated = this.#counted(await simulatePayment(this.#o, record.request, verdict));
@@ -366,12 +363,8 @@ export class SettlementEngine {
   }
 
   /** Signs, stores the signed transaction durably, and only then sends it; a batch member awaits its batch's send. */
-  async #broadcastStep(record: PaymentRecord): Promise<StepResult> {
-    const joined = this.#seats.get(record.attempt);
-    if (joined) {
-      this.#seats.delete(record.attempt);
-      return joined.sent;
-    }
+  async #broadcastStep(record: PaymentRecord, batch: BatchActor | undefined): Promise<StepResult> {
+    if (batch) return this.#batcher.sent(batch, record);
     const verdict = this.#verdicts.get(record.attempt);
     if (!verdict?.ok) return { ok: false, reason: Eip3009Reason.simulationFailed, message: 'no verified settlement call' };
     const gas = ((BigInt(record.gas ?? '200000') * 13n) / 10n) + 10_000n;
@@ -381,10 +374,10 @@ export class SettlementEngine {
   }
 
   /** Waits for a receipt of any signed version of the transaction (see `awaitMined`); stops only when the engine stops. */
-  async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
+  async #confirmStep(record: PaymentRecord, batch: BatchActor | undefined, signal: AbortSignal): Promise<StepResult> {
     if (record.batch) {
-      const batch = await this.#batcher.mined(record.batch.id);
-      return this.#settledInBatch(record, record.batch.index, batch);
+      if (!batch) throw new Error(`batch ${record.batch.id} is not in flight here`);
+      return this.#settledInBatch(record, record.batch.index, await this.#batcher.mined(batch));
     }
     let current = record;
     const mined = await awaitMined(

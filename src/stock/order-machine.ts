@@ -1,4 +1,4 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, fromPromise, setup, type AnyEventObject } from 'xstate';
 import type { OrderStep, StockOrder } from './order-record.ts';
 
 export interface OrderInput {
@@ -19,11 +19,11 @@ const notProvided = (step: string) =>
 
 type Ok = Extract<OrderStep, { ok: true }>;
 const ok = ({ event }: { event: { output: OrderStep } }) => event.output.ok;
-const take = assign<OrderContext, { type: string; output: OrderStep }, undefined, never, never>({
+const take = assign<OrderContext, { type: string; output: OrderStep }, undefined, AnyEventObject, never>({
   order: ({ context, event }) => (event.output.ok ? (event.output as Ok).order : withFailure(event.output.order ?? context.order, event.output.reason, event.output.message)),
 });
 const failed = (reason: string) =>
-  assign<OrderContext, { type: string; error: unknown }, undefined, never, never>({
+  assign<OrderContext, { type: string; error: unknown }, undefined, AnyEventObject, never>({
     order: ({ context, event }) => withFailure(context.order, reason, String(event.error)),
   });
 

@@ -1,11 +1,5 @@
+import { statePath } from '../../src/metrics/metrics.ts';
 import { createActor, toPromise, type AnyStateMachine, type InputFrom, type SnapshotFrom, type StateValue } from 'xstate';
-
-/** A state value as a dotted path: `inFlight.confirming`, `settled`. */
-export function statePath(value: StateValue): string {
-  if (typeof value === 'string') return value;
-  const [key, child] = Object.entries(value)[0] ?? ['', undefined];
-  return child === undefined ? key : `${key}.${statePath(child as StateValue)}`;
-}
 
 /**
  * Runs `machine` from `input` to its end (or until `until` holds) and returns every state it passed through, in
