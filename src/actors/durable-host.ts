@@ -47,6 +47,8 @@ export function topState(value: StateValue): string {
 export class DurableHost<M extends AnyStateMachine, V> {
   readonly #o: DurableHostOptions<M, V>;
   readonly #hosted = new Map<string, Hosted<M>>();
+  /** Actors that ended while their last writes are under way: what a reader is shown meanwhile. */
+  readonly #finishing = new Map<string, { snapshot: SnapshotFrom<M>; writes: Promise<void> }>();
 
   constructor(opts: DurableHostOptions<M, V>) {
     this.#o = opts;
@@ -57,8 +59,15 @@ export class DurableHost<M extends AnyStateMachine, V> {
     return this.#hosted.size;
   }
 
+  /** The running actor under `id`. */
   get(id: string): Actor<M> | undefined {
     return this.#hosted.get(id)?.actor;
+  }
+
+  /** The latest snapshot of the actor under `id`: running, or ended with its last write not yet on disk. */
+  snapshot(id: string): SnapshotFrom<M> | undefined {
+    const hosted = this.#hosted.get(id);
+    return hosted ? (hosted.actor.getSnapshot() as SnapshotFrom<M>) : this.#finishing.get(id)?.snapshot;
   }
 
   /** Starts an actor under `id` (a new record, or one read back from the store). */
@@ -82,7 +91,14 @@ export class DurableHost<M extends AnyStateMachine, V> {
           hosted.writes = write.catch((err: unknown) => log.error('could not write a durable record', { id, state, error: err }));
         }
         if ((snapshot as { status: string }).status === 'done') {
-          if (this.#hosted.get(id) === hosted) this.#hosted.delete(id);
+          if (this.#hosted.get(id) === hosted) {
+            this.#hosted.delete(id);
+            const finishing = { snapshot, writes: hosted.writes };
+            this.#finishing.set(id, finishing);
+            void hosted.writes.then(() => {
+              if (this.#finishing.get(id) === finishing) this.#finishing.delete(id);
+            });
+          }
           this.#o.done?.(id, snapshot, state);
         }
       },
@@ -112,7 +128,7 @@ export class DurableHost<M extends AnyStateMachine, V> {
 
   /** Resolves once every write the actor has caused so far is on disk (or has failed). */
   written(id: string): Promise<void> {
-    return this.#hosted.get(id)?.writes ?? Promise.resolve();
+    return this.#hosted.get(id)?.writes ?? this.#finishing.get(id)?.writes ?? Promise.resolve();
   }
 
   /**

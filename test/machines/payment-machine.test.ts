@@ -1,8 +1,10 @@
 // The payment machine driven through its transitions with fake steps: no chain, no store, milliseconds.
 import t from 'tap';
-import { fromPromise } from 'xstate';
+import { fromPromise, toPromise } from 'xstate';
 import type { Hex } from 'viem';
-import { paymentMachine, type ClaimResult, type StepResult } from '../../src/engine/payment-machine.ts';
+import { DurableHost } from '../../src/actors/durable-host.ts';
+import { paymentMachine, taken, type ClaimResult, type StepInput, type StepResult } from '../../src/engine/payment-machine.ts';
+import { createLogger } from '../../src/log/logger.ts';
 import type { PaymentRecord } from '../../src/engine/payment-record.ts';
 import type { SignedTx } from '../../src/engine/relayer-pool.ts';
 import type { SettleResponse, VerifyRequest } from '../../src/protocol/x402/types.ts';
@@ -168,4 +170,46 @@ t.test('a restored record resumes where it stood, never signing anew', async (t)
     t.same(over.states, [state], `a ${state} record stays ${state}`);
     t.same(over.calls, [], 'and runs no step');
   }
+});
+
+t.test('hosted durably: the trail only grows, and a failed confirm cannot write an older transaction list over a newer one', async (t) => {
+  const writes: PaymentRecord[] = [];
+  const replacement = signed(theirTx);
+  const machine = paymentMachine.provide({
+    actors: {
+      confirm: fromPromise<StepResult, StepInput>(async ({ input }) => {
+        // The transaction is priced out and replaced: the machine takes the grown trail, the host writes it.
+        await host.record(input.record.id, { type: 'trail', txs: [...input.record.txs, replacement] });
+        // A trail that is not the recorded one grown is refused, and nothing is written for it.
+        const stale = await host.record(input.record.id, { type: 'trail', txs: [signed(theirTx)] }).then(() => 'taken', (err: unknown) => String(err));
+        t.match(stale, /did not take/, 'a stale trail is refused');
+        // Then it reverts; the step read the trail when it started.
+        return { ok: false, reason: 'invalid_exact_evm_transaction_failed', message: 'reverted' };
+      }),
+      reconcile: fromPromise<StepResult, StepInput>(async ({ input }) => ({ ok: false, reason: input.record.failure?.reason ?? '', message: '' })),
+      // A step that hands back the record as it read it at its start (older trail) cannot shorten the trail either.
+      release: fromPromise<StepResult, StepInput>(async () => ({ ok: false, reason: 'x', message: '' })),
+    },
+  });
+  const host = new DurableHost({
+    machine,
+    log: createLogger('test', { write: () => {} }),
+    durable: (snapshot, state) => (state === 'routing' || state === 'verifying' || state === 'claiming' ? undefined : { key: `${state}|${snapshot.context.record.txs.length}`, value: { ...snapshot.context.record, state } }),
+    write: async (record) => {
+      await new Promise((r) => setTimeout(r, 1));
+      writes.push(record);
+    },
+  });
+  const actor = host.spawn('eip3009|key', { record: newRecord({ state: 'inFlight', payer, txs: [signed(ourTx)] }), confirmDeadlineMs: 1000 });
+  await toPromise(actor);
+  await host.written('eip3009|key');
+  t.same(writes.map((w) => [w.state, w.txs.map((x) => x.hash)]), [
+    ['inFlight', [ourTx]],
+    ['inFlight', [ourTx, theirTx]],
+    ['reconciling', [ourTx, theirTx]],
+    ['releasing', [ourTx, theirTx]],
+    ['failed', [ourTx, theirTx]],
+  ], 'one write per durable transition and per grown trail; every later write keeps the replacement');
+
+  t.same(taken(newRecord({ txs: [signed(ourTx), replacement] }), newRecord({ txs: [signed(ourTx)] })).txs.map((x) => x.hash), [ourTx, theirTx], 'a step output with an older trail keeps the newer one');
 });
