@@ -205,6 +205,12 @@ export class SettlementEngine {
       if (active.getSnapshot().context.record.fingerprint !== fingerprint) return failure(network, undefined, GatewayReason.nonceInFlight, 'another payment with this nonce is being settled');
       return this.#answer(active);
     }
+    // Ended, its last write not on disk yet: the store may still show it in flight; its actor has the answer.
+    const ended = this.#host.snapshot(id);
+    if (ended) {
+      const answer = outcomeOf(ended);
+      if (answer && ended.context.record.fingerprint === fingerprint) return answer;
+    }
     const existing = this.#records.get(id);
     if (existing?.state === 'settled' && existing.result) {
       if (existing.fingerprint === fingerprint) return existing.result;
