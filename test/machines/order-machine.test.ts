@@ -1,6 +1,8 @@
 // The stock order machine driven through its transitions with fake steps: no chain, no store, milliseconds.
 import t from 'tap';
-import { fromPromise } from 'xstate';
+import { fromPromise, toPromise } from 'xstate';
+import { DurableHost } from '../../src/actors/durable-host.ts';
+import { createLogger } from '../../src/log/logger.ts';
 import type { Address, Hex } from 'viem';
 import { orderMachine } from '../../src/stock/order-machine.ts';
 import type { OrderStep, StockOrder } from '../../src/stock/order-record.ts';
@@ -148,4 +150,40 @@ t.test('a restored order resumes where its record stood; a signed swap or refund
     t.same(over.states, [state], `a ${state} order stays ${state}`);
     t.same(over.calls, []);
   }
+});
+
+t.test('hosted durably: a signed swap is written before it is sent, one write per state and per grown trail', async (t) => {
+  const log: string[] = [];
+  const steps = happySteps();
+  const machine = orderMachine.provide({
+    actors: {
+      settle: fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => steps.settle(input.order)),
+      checkPool: fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => steps.checkPool(input.order)),
+      quote: fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => steps.quote(input.order)),
+      swap: fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => {
+        await host.record(input.order.id, { type: 'trail', of: 'swapTxs', txs: [signed(swapTx)] });
+        log.push('send swap');
+        return { ok: true, order: { ...input.order, swapTxs: [signed(swapTx)] } };
+      }),
+      confirmSwap: fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => {
+        const stale = await host.record(input.order.id, { type: 'trail', of: 'refundTxs', txs: [] }).then(() => 'taken', (err: unknown) => String(err));
+        t.match(stale, /did not take/, 'a trail that does not grow is refused');
+        return steps.confirmSwap(input.order);
+      }),
+    },
+  });
+  const host = new DurableHost({
+    machine,
+    log: createLogger('test', { write: () => {} }),
+    durable: (snapshot, state) => (state === 'routing' ? undefined : { key: `${state}|${snapshot.context.order.swapTxs.length}|${snapshot.context.order.refundTxs.length}`, value: { ...snapshot.context.order, state } as StockOrder }),
+    write: async (order) => {
+      await new Promise((r) => setTimeout(r, 1));
+      log.push(`write ${order.state} ${order.swapTxs.length}`);
+    },
+  });
+  const actor = host.spawn('o1', { order: newOrder(), refundRetryMs: 1 });
+  await toPromise(actor);
+  await host.written('o1');
+  t.same(log, ['write settling 0', 'write checkingPool 0', 'write quoting 0', 'write swapping 0', 'write swapping 1', 'send swap', 'write confirmingSwap 1', 'write delivered 1']);
+  t.equal(host.snapshot('o1'), undefined, 'once its last write is on disk the host lets the order go');
 });
