@@ -31,6 +31,8 @@ interface Hosted<M extends AnyStateMachine> {
   writes: Promise<void>;
   /** The write the snapshot being handled caused, if any. */
   caused?: Promise<void>;
+  /** The write of the state the actor started in, if it is durable: it fails as the write does. */
+  first?: Promise<void>;
 }
 
 /** The state an actor is in, named by its top-level state (`inFlight` for `inFlight.confirming`). */
@@ -86,6 +88,7 @@ export class DurableHost<M extends AnyStateMachine, V> {
           lastKey = durable.key;
           const write = hosted.writes.then(() => this.#o.write(durable.value));
           hosted.caused = write;
+          hosted.first ??= write;
           // A failed write (disk full) leaves the record at its last durable state, which a restart resumes from;
           // the store reports itself unhealthy meanwhile. The next write still goes.
           hosted.writes = write.catch((err: unknown) => log.error('could not write a durable record', { id, state, error: err }));
@@ -107,6 +110,11 @@ export class DurableHost<M extends AnyStateMachine, V> {
     this.#o.started?.(actor);
     actor.start();
     return actor;
+  }
+
+  /** The write of the state the actor under `id` started in: rejects when that write failed. */
+  firstWrite(id: string): Promise<void> {
+    return this.#hosted.get(id)?.first ?? this.#finishing.get(id)?.writes ?? Promise.resolve();
   }
 
   /**

@@ -189,7 +189,7 @@ export class StockDesk {
       updatedAt: now,
     };
     this.#spawn(order);
-    await this.#host.written(id);
+    await this.#host.firstWrite(id);
     await Promise.all([this.#feed.put(feedKey(order), { id }), this.#byPayer.put(`${payer.toLowerCase()}|${feedKey(order)}`, { id })]);
     return order;
   }
