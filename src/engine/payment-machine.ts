@@ -2,25 +2,55 @@ import { assign, fromPromise, setup, type DoneActorEvent } from 'xstate';
 import type { SettleResponse } from '../protocol/x402/types.ts';
 import type { PaymentRecord } from './payment-record.ts';
 import type { SignedTx } from './relayer-pool.ts';
+import { extendsTrail, type BatchActor } from './batch-machine.ts';
+import type { Verdict } from './verify-payment.ts';
 
-/** What a step returns: the record as the step left it, or why the payment failed. */
-export type StepResult = { ok: true; record: PaymentRecord } | { ok: false; reason: string; message: string };
+/**
+ * What a step returns: the record as the step left it (and, from the simulation, the batch the payment is seated
+ * in), or why the payment failed.
+ */
+export type StepResult = { ok: true; record: PaymentRecord; batch?: BatchActor; verdict?: Verdict } | { ok: false; reason: string; message: string };
+/** What a step is given: the record, the checked payment (its settlement call), and the batch it rides in, if any. */
+export interface StepInput {
+  record: PaymentRecord;
+  verdict?: Verdict;
+  batch?: BatchActor;
+}
+/** A step signed a version of the settlement transaction: the machine takes the grown trail before it is sent. */
+export type PaymentEvent = { type: 'trail'; txs: SignedTx[] };
 /** The claim step may find the payment already settled: the recorded answer is the answer. */
 export type ClaimResult = StepResult | { ok: 'settled-before'; result: SettleResponse };
 
 export interface PaymentInput {
   record: PaymentRecord;
   confirmDeadlineMs: number;
+  /** A resumed batch member: the batch actor carrying its transaction. */
+  batch?: BatchActor;
 }
 
 export interface PaymentContext {
   record: PaymentRecord;
   confirmDeadlineMs: number;
   recorded?: SettleResponse;
+  /** The payment as checked (payer, settlement call, gas): what simulation and the send need. Not stored. */
+  verdict?: Verdict;
+  /** The batch this payment is seated in (its transaction is the batch's). */
+  batch?: BatchActor;
+}
+
+type Ok = Extract<StepResult, { ok: true }>;
+
+/**
+ * The record a step left, taken into the context: its transaction trail only grows (a step that read an older
+ * trail cannot shorten it); everything else is the step's.
+ */
+export function taken(current: PaymentRecord, next: PaymentRecord): PaymentRecord {
+  if (next.txs === current.txs || extendsTrail(current.txs, next.txs)) return next;
+  return { ...next, txs: current.txs };
 }
 
 const notProvided = (step: string) =>
-  fromPromise<StepResult, { record: PaymentRecord }>(async () => {
+  fromPromise<StepResult, StepInput>(async () => {
     throw new Error(`payment step '${step}' has no implementation`);
   });
 
@@ -38,6 +68,7 @@ export const paymentMachine = setup({
   types: {
     input: {} as PaymentInput,
     context: {} as PaymentContext,
+    events: {} as PaymentEvent,
   },
   actors: {
     verify: notProvided('verify'),
@@ -52,19 +83,24 @@ export const paymentMachine = setup({
   },
   guards: {
     /** The step's output says it succeeded (`ok: true`). */
-    stepOk: ({ event }) => (event as DoneActorEvent<StepResult | ClaimResult>).output.ok === true,
+    stepOk: ({ event }) => (event as unknown as DoneActorEvent<StepResult | ClaimResult>).output.ok === true,
     /** The claim found this payment settled already. */
-    settledBefore: ({ event }) => (event as DoneActorEvent<ClaimResult>).output.ok === 'settled-before',
+    settledBefore: ({ event }) => (event as unknown as DoneActorEvent<ClaimResult>).output.ok === 'settled-before',
+    /** A trail handed in extends the recorded one. */
+    grows: ({ context, event }) => event.type === 'trail' && extendsTrail(context.record.txs, event.txs),
     resumesInFlight: ({ context }) => (context.record.txs.length > 0 || context.record.batch !== undefined) && context.record.state !== 'settled' && context.record.state !== 'failed',
     wasSettled: ({ context }) => context.record.state === 'settled',
     wasFailed: ({ context }) => context.record.state === 'failed',
+  },
+  actions: {
+    growTrail: assign({ record: ({ context, event }) => (event.type === 'trail' ? { ...context.record, txs: event.txs } : context.record) }),
   },
   delays: {
     confirmDeadline: ({ context }) => context.confirmDeadlineMs,
   },
 }).createMachine({
   id: 'payment',
-  context: ({ input }) => ({ record: input.record, confirmDeadlineMs: input.confirmDeadlineMs }),
+  context: ({ input }) => ({ record: input.record, confirmDeadlineMs: input.confirmDeadlineMs, ...(input.batch ? { batch: input.batch } : {}) }),
   initial: 'routing',
   states: {
     routing: {
@@ -80,7 +116,7 @@ export const paymentMachine = setup({
         src: 'verify',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: 'stepOk', target: 'claiming', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'claiming', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record), verdict: ({ event }) => (event.output as Ok).verdict }) },
           { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'unexpected_verify_error', message: String(event.error) }) }) },
@@ -92,7 +128,7 @@ export const paymentMachine = setup({
         input: ({ context }) => ({ record: context.record }),
         onDone: [
           { guard: 'settledBefore', target: 'duplicate', actions: assign({ recorded: ({ event }) => (event.output as { result: SettleResponse }).result }) },
-          { guard: 'stepOk', target: 'simulating', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'simulating', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Extract<ClaimResult, { ok: true }>).record) }) },
           { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output as StepResult) }) },
         ],
         onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'payment_in_progress', message: String(event.error) }) }) },
@@ -101,9 +137,13 @@ export const paymentMachine = setup({
     simulating: {
       invoke: {
         src: 'simulate',
-        input: ({ context }) => ({ record: context.record }),
+        input: ({ context }) => ({ record: context.record, ...(context.verdict ? { verdict: context.verdict } : {}) }),
         onDone: [
-          { guard: 'stepOk', target: 'broadcasting', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          {
+            guard: 'stepOk',
+            target: 'broadcasting',
+            actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record), batch: ({ event }) => (event.output as Ok).batch, verdict: ({ context, event }) => (event.output as Ok).verdict ?? context.verdict }),
+          },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'simulation_error', message: String(event.error) }) }) },
@@ -112,26 +152,29 @@ export const paymentMachine = setup({
     broadcasting: {
       invoke: {
         src: 'broadcast',
-        input: ({ context }) => ({ record: context.record }),
+        input: ({ context }) => ({ record: context.record, ...(context.verdict ? { verdict: context.verdict } : {}), ...(context.batch ? { batch: context.batch } : {}) }),
         onDone: [
-          { guard: 'stepOk', target: 'inFlight', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'inFlight', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record) }) },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'broadcast_error', message: String(event.error) }) }) },
       },
+      on: { trail: { guard: 'grows', actions: 'growTrail' } },
     },
     inFlight: {
       invoke: {
         src: 'confirm',
-        input: ({ context }) => ({ record: context.record }),
+        input: ({ context }) => ({ record: context.record, ...(context.batch ? { batch: context.batch } : {}) }),
         onDone: [
-          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record) }) },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         // The confirm step retries its own RPC failures; reaching here means it gave up, and the transaction may
         // still mine: the record stays in flight and the engine's restore picks it up again.
         onError: { target: 'stalled' },
       },
+      // A version priced out by the base fee is replaced: the machine takes the grown trail before it is sent.
+      on: { trail: { guard: 'grows', actions: 'growTrail' } },
       initial: 'confirming',
       states: {
         confirming: { after: { confirmDeadline: 'pending' } },
@@ -148,7 +191,7 @@ export const paymentMachine = setup({
         src: 'reconcile',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ event }) => (event.output as Extract<StepResult, { ok: true }>).record }) },
+          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record) }) },
           { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'releasing' },

@@ -40,6 +40,8 @@ export interface BatchRecord {
   members: string[];
   /** Every signed version of the batch transaction; the last is current. */
   txs: SignedTx[];
+  /** The batch machine's state at the last write (absent in records written before batches were machines). */
+  state?: string;
   createdAt: number;
   updatedAt: number;
 }

@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { fromPromise, waitFor } from 'xstate';
 import type { Address } from 'viem';
+import { DurableHost, topState } from '../actors/durable-host.ts';
 import type { BlockWatcher } from '../chain/block-watcher.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { Logger } from '../log/logger.ts';
+import { batchMachine, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from './batch-machine.ts';
 import type { ChainInspector } from './chain-inspector.ts';
 import type { StepResult } from './payment-machine.ts';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
@@ -10,7 +13,9 @@ import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { aggregateCall, callsOfBatch, indistinguishable, settledCalls } from './settlement-batch.ts';
 import type { SchemeName, SettlementCall } from '../schemes/scheme.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
-import { awaitMined, sendDurably, type Courier, type Mined } from './tx-courier.ts';
+import { awaitMined, sendDurably, type Courier } from './tx-courier.ts';
+
+export type { MinedBatch } from './batch-machine.ts';
 
 export interface BatcherOptions {
   /** The most payments one transaction carries; 1 turns batching off. */
@@ -32,6 +37,7 @@ export interface BatcherOptions {
   revertReason(record: PaymentRecord, call: SettlementCall): Promise<string>;
   /** Aborts every batch transaction awaited (the engine stops). */
   signal: AbortSignal;
+  clockMs?: () => number;
 }
 
 /** Where a payment stands once its batch has been simulated. */
@@ -43,50 +49,53 @@ export type Seat =
   /** Its call reverts. */
   | { kind: 'refused'; reason: string; message: string };
 
-/** A mined batch: its receipt, its calls as the transaction made them, and which of them settled (once for all members). */
-export interface MinedBatch extends Mined {
-  calls: Array<SettlementCall | undefined>;
-  settled: boolean[];
-}
-
-export interface Joined {
-  seat: Promise<Seat>;
-  /** Once seated in a batch: the batch transaction sent (the record with its trail), or why it was not. */
-  sent: Promise<StepResult>;
-}
-
-interface Member {
-  record: PaymentRecord;
-  call: SettlementCall;
-  seat: (seat: Seat) => void;
-  sent: (result: StepResult) => void;
-}
-
-interface OpenBatch {
-  network: string;
-  members: Member[];
-  timer: NodeJS.Timeout;
-}
+export type { BatchActor };
 
 /**
  * Batches settlements: verified payments of one chain and one kind (EIP-3009, or Permit2 through the exact-permit
  * proxy) that are ready within `windowMs` of each other go out as one `aggregate3` transaction, each call allowed to
- * fail on its own. The batch is simulated first (an estimate of the whole; when that reverts, one eth_call says which
- * calls would) and a payment whose call reverts is refused alone and left out. Before the transaction is first sent,
- * a batch record (the signed trail) and every member's record naming it (batch id, call index, current transaction)
- * are written in one durable transaction; one courier then carries it to its receipt for every member, and each
- * member reads its own result from that receipt (see `settledCalls`).
+ * fail on its own. Each batch is an actor of `batchMachine`, hosted durably: its record (the signed trail) and every
+ * member's record naming it are written in one durable transaction before the transaction is first sent and at every
+ * replacement. Members read where they stand from the batch actor's state (see `seat`, `sent`, `mined`).
  */
 export class SettlementBatcher {
   readonly #o: BatcherOptions;
-  readonly #open = new Map<string, OpenBatch>();
+  readonly #host: DurableHost<typeof batchMachine, { batch: BatchRecord; members: PaymentRecord[] }>;
+  /** The open batch of each chain and kind. */
+  readonly #open = new Map<string, BatchActor>();
   /** Payments on their way to a batch (being verified or claiming their nonce), by batch key. */
   readonly #coming = new Map<string, number>();
-  readonly #inFlight = new Map<string, { mined: Promise<MinedBatch>; waiting: number }>();
   readonly #warned = new Set<string>();
+  readonly #clock: () => number;
 
   constructor(opts: BatcherOptions) {
     this.#o = opts;
+    this.#clock = opts.clockMs ?? Date.now;
+    const machine = batchMachine.provide({
+      actors: {
+        simulate: fromPromise(({ input }) => this.#simulate(input.network, input.members)),
+        send: fromPromise(({ input }) => this.#send(input.batch, input.calls, input.multicall, input.gas)),
+        confirm: fromPromise(({ input }) => this.#confirm(input.batch)),
+      },
+    });
+    this.#host = new DurableHost({
+      machine,
+      log: opts.log,
+      // Written once the batch has a trail: with every member's record whenever the trail grows, alone at its end.
+      durable: (snapshot, state) => {
+        const { batch } = snapshot.context;
+        if (batch.txs.length === 0) return undefined;
+        const record = { ...batch, state, updatedAt: this.#clock() };
+        const grown = snapshot.matches({ sending: 'signed' }) || snapshot.matches({ sent: 'replaced' });
+        const members = grown ? seatedRecords(snapshot.context, state === 'sending' ? 'broadcasting' : 'inFlight') : [];
+        return { key: `${state}|${batch.txs.length}`, value: { batch: record, members } };
+      },
+      write: ({ batch, members }) => opts.persist(batch, members),
+      done: (id, snapshot, state) => {
+        for (const [key, open] of this.#open) if (open.getSnapshot().status !== 'active') this.#open.delete(key);
+        if (state !== 'mined' && state !== 'dissolved') opts.log.debug('batch ended', { batch: id, state, failure: snapshot.context.failure });
+      },
+    });
   }
 
   /** Whether payments are batched at all. */
@@ -113,138 +122,123 @@ export class SettlementBatcher {
     return key;
   }
 
-  /** Puts a verified payment (its nonce claimed) into the open batch of its chain and kind. */
-  join(record: PaymentRecord, call: SettlementCall): Joined {
-    let seat!: (s: Seat) => void;
-    let sent!: (r: StepResult) => void;
-    const joined: Joined = { seat: new Promise((r) => (seat = r)), sent: new Promise((r) => (sent = r)) };
+  /** Puts a verified payment (its nonce claimed) into the open batch of its chain and kind; the batch it joined. */
+  join(record: PaymentRecord, call: SettlementCall): BatchActor {
     const key = this.#count(record, -1);
     let open = this.#open.get(key);
-    if (open?.members.some((m) => indistinguishable(m.call, call))) {
+    if (open && (open.getSnapshot().value !== 'open' || open.getSnapshot().context.members.some((m) => indistinguishable(m.call, call)))) {
       this.#close(key, open);
       open = undefined;
     }
     if (!open) {
-      const batch: OpenBatch = { network: record.network, members: [], timer: setTimeout(() => this.#close(key, batch), this.#o.windowMs) };
-      this.#open.set(key, (open = batch));
+      const now = this.#clock();
+      const batch: BatchRecord = { id: randomUUID(), network: record.network, members: [], txs: [], createdAt: now, updatedAt: now };
+      open = this.#host.spawn(batch.id, { batch, members: [], maxSize: this.#o.maxSize, windowMs: this.#o.windowMs });
+      this.#open.set(key, open);
     }
-    open.members.push({ record, call, seat, sent });
-    if (open.members.length >= this.#o.maxSize || (this.#o.eager && !this.#coming.has(key))) this.#close(key, open);
-    return joined;
+    open.send({ type: 'join', member: { record, call } });
+    if (open.getSnapshot().value !== 'open') this.#open.delete(key);
+    else if (this.#o.eager && !this.#coming.has(key)) this.#close(key, open);
+    return open;
   }
 
-  /** The receipt of a batch transaction in flight, for one of its members (each asks once). */
-  mined(batchId: string): Promise<MinedBatch> {
-    const entry = this.#inFlight.get(batchId);
-    if (!entry) return Promise.reject(new Error(`batch ${batchId} is not in flight here`));
-    if (--entry.waiting <= 0) this.#inFlight.delete(batchId);
-    return entry.mined;
+  /** Where the payment `id` stands in `batch`, once the batch has been simulated (and, seated, recorded). */
+  async seat(batch: BatchActor, id: string): Promise<Seat> {
+    const s = await waitFor(batch, (s) => s.status === 'done' || s.matches({ sending: 'signed' }) || s.matches('sent'), { timeout: Infinity });
+    const refused = s.context.refused.find((r) => r.id === id);
+    if (refused) return { kind: 'refused', reason: refused.reason, message: refused.message };
+    if (s.context.alone.includes(id)) return { kind: 'alone' };
+    const seated = seatedRecords(s.context, 'broadcasting').find((r) => r.id === id);
+    if (!seated || s.matches('failed')) {
+      const failure = s.context.failure ?? { reason: 'broadcast_error', message: 'the batch ended before it was signed' };
+      return { kind: 'refused', ...failure };
+    }
+    await this.#host.written(s.context.batch.id);
+    return { kind: 'batched', record: seated };
   }
 
-  /** After a restart: carries a batch transaction to its receipt for its unfinished members. */
-  resume(batch: BatchRecord, members: PaymentRecord[]): void {
-    this.#carry(batch, members);
+  /** Once seated: the batch transaction sent (the record with its trail), or why it was not. */
+  async sent(batch: BatchActor, record: PaymentRecord): Promise<StepResult> {
+    const s = await waitFor(batch, (s) => s.status === 'done' || s.matches('sent'), { timeout: Infinity });
+    if (s.matches('failed')) return { ok: false, ...(s.context.failure ?? { reason: 'broadcast_error', message: 'the batch was not sent' }) };
+    const seated = seatedRecords(s.context, 'broadcasting').find((r) => r.id === record.id);
+    return seated ? { ok: true, record: seated } : { ok: false, reason: 'broadcast_error', message: 'not a member of the batch sent' };
   }
 
-  /** Open batches are dropped (their members' actors stop with the engine). */
+  /** The receipt of a batch transaction, for one of its members. */
+  async mined(batch: BatchActor): Promise<MinedBatch> {
+    const s = await waitFor(batch, (s) => s.status === 'done', { timeout: Infinity });
+    if (!s.context.mined) throw new Error(`batch ${s.context.batch.id} ended ${topState(s.value)}, not mined`);
+    return s.context.mined;
+  }
+
+  /** The transaction a batch is in now (its latest replacement). */
+  currentTx(batch: BatchActor): SignedTx | undefined {
+    return batch.getSnapshot().context.batch.txs.at(-1);
+  }
+
+  /** After a restart: carries a batch transaction to its receipt for its unfinished members, once for all of them. */
+  resume(batch: BatchRecord, members: PaymentRecord[]): BatchActor {
+    const existing = this.#host.get(batch.id);
+    if (existing) return existing;
+    const tx = batch.txs.at(-1) as SignedTx;
+    const calls = callsOfBatch(tx.data);
+    const seats: BatchMember[] = members.map((record) => ({ record, call: calls[batch.members.indexOf(record.id)] as SettlementCall }));
+    return this.#host.spawn(batch.id, { batch, members: seats, maxSize: this.#o.maxSize, windowMs: this.#o.windowMs });
+  }
+
+  /** Every batch actor stops; what was written stays for the next start. */
   stop(): void {
-    for (const open of this.#open.values()) clearTimeout(open.timer);
     this.#open.clear();
+    this.#host.stop();
   }
 
-  #close(key: string, open: OpenBatch): void {
-    clearTimeout(open.timer);
+  #close(key: string, open: BatchActor): void {
     if (this.#open.get(key) === open) this.#open.delete(key);
-    this.#settle(open.network, open.members).catch((err: unknown) => {
-      // Only reached before anything was signed (sending reports its own failures): nothing is in flight.
-      this.#o.log.error('batch failed before it was sent', { network: open.network, error: err });
-      for (const m of open.members) {
-        m.seat({ kind: 'refused', reason: 'simulation_error', message: String(err) });
-        m.sent({ ok: false, reason: 'broadcast_error', message: String(err) });
-      }
-    });
+    open.send({ type: 'close' });
   }
 
-  async #settle(network: string, members: Member[]): Promise<void> {
-    const alone = (ms: Member[]) => ms.forEach((m) => m.seat({ kind: 'alone' }));
-    if (members.length < 2) return alone(members);
+  /** One estimate of the whole batch (usually all); when it reverts, one eth_call says which calls would. */
+  async #simulate(network: string, members: BatchMember[]): Promise<Simulated> {
     const multicall = this.#o.networks.find(network)?.multicall;
     const inspector = this.#o.inspector(network);
     if (!multicall || !(await inspector.hasCode(multicall))) {
       if (!this.#warned.has(network)) this.#o.log.warn('no aggregate3 contract on this network: payments are settled one by one', { network, multicall });
       this.#warned.add(network);
-      return alone(members);
+      return { refused: [] };
     }
     const from = this.#o.simulateFrom(network);
     const all = members.map((m) => m.call);
-    // Usually every call goes through: then one estimate of the batch (which reverts if any call does) is all.
     const whole = await inspector.simulate(aggregateCall(multicall, all, false), from);
-    if (whole.ok) return this.#send(network, multicall, members, whole.gas);
+    if (whole.ok) return { refused: [], batch: { multicall, gas: whole.gas } };
     const passes = await inspector.simulateBatch(multicall, all, from);
     const ok = members.filter((_, i) => passes[i] === true);
-    const refused = members.filter((_, i) => passes[i] !== true);
-    await Promise.all(
-      refused.map(async (m) => {
-        const reason = await this.#o.revertReason(m.record, m.call);
-        m.seat({ kind: 'refused', reason, message: `simulation reverted (call ${members.indexOf(m)} of a batch of ${members.length})` });
-      }),
+    const refused = await Promise.all(
+      members.flatMap((m, i) =>
+        passes[i] === true ? [] : [this.#o.revertReason(m.record, m.call).then((reason) => ({ id: m.record.id, reason, message: `simulation reverted (call ${i} of a batch of ${members.length})` }))],
+      ),
     );
-    if (ok.length < 2) return alone(ok);
+    if (ok.length < 2) return { refused };
     const estimate = await inspector.simulate(aggregateCall(multicall, ok.map((m) => m.call), false), from);
     // The chain moved between the reads: each payment is simulated again on its own.
-    if (!estimate.ok) return alone(ok);
-    await this.#send(network, multicall, ok, estimate.gas);
+    if (!estimate.ok) return { refused };
+    return { refused, batch: { multicall, gas: estimate.gas } };
   }
 
-  /** Signs the batch, stores its record and every member's record naming it in one durable write, and only then sends it. */
-  async #send(network: string, multicall: Address, members: Member[], gasEstimate: bigint): Promise<void> {
-    const id = randomUUID();
-    const now = Date.now();
-    const batchOf = (txs: SignedTx[]): BatchRecord => ({ id, network, members: members.map((m) => m.record.id), txs, createdAt: now, updatedAt: now });
-    const records = (txs: SignedTx[]) => members.map((m, index): PaymentRecord => ({ ...m.record, state: 'broadcasting', batch: { id, index, tx: (txs.at(-1) as SignedTx).hash } }));
-    const call = { ...aggregateCall(multicall, members.map((m) => m.call), true), gas: (gasEstimate * 13n) / 10n + 10_000n };
-    let seated = false;
-    let sent: Awaited<ReturnType<typeof sendDurably>>;
-    try {
-      sent = await sendDurably(this.#courier(network, id), call, [], async (txs) => {
-        const written = records(txs);
-        await this.#o.persist(batchOf(txs), written);
-        if (seated) return;
-        seated = true;
-        members.forEach((m, i) => m.seat({ kind: 'batched', record: written[i] as PaymentRecord }));
-      });
-    } catch (err) {
-      // Signing or the first durable write failed: nothing was sent.
-      const failure = { ok: false as const, reason: 'broadcast_error', message: String(err) };
-      for (const m of members) {
-        if (!seated) m.seat({ kind: 'refused', ...failure });
-        m.sent(failure);
-      }
-      return;
-    }
-    if (!sent.ok) {
-      for (const m of members) m.sent({ ok: false, reason: 'broadcast_rejected', message: sent.message });
-      return;
-    }
-    const final = records(sent.txs);
-    this.#o.log.debug('batch sent', { network, batch: id, tx: sent.txs.at(-1)?.hash, payments: members.length });
-    this.#carry(batchOf(sent.txs), final);
-    members.forEach((m, i) => m.sent({ ok: true, record: final[i] as PaymentRecord }));
+  /** Signs the batch, has its trail recorded by the machine (the host writes it with every member's record), and only then sends it. */
+  async #send(batch: BatchRecord, calls: SettlementCall[], multicall: Address, gasEstimate: bigint): Promise<SendResult> {
+    const call = { ...aggregateCall(multicall, calls, true), gas: (gasEstimate * 13n) / 10n + 10_000n };
+    const sent = await sendDurably(this.#courier(batch.network, batch.id), call, batch.txs, (txs) => this.#host.record(batch.id, { type: 'trail', txs }));
+    if (!sent.ok) return { ok: false, reason: 'broadcast_rejected', message: sent.message };
+    this.#o.log.debug('batch sent', { network: batch.network, batch: batch.id, tx: sent.txs.at(-1)?.hash, payments: calls.length });
+    return { ok: true };
   }
 
-  /** One courier per batch transaction; a replacement is written into the batch record and its members' at once. */
-  #carry(batch: BatchRecord, members: PaymentRecord[]): void {
-    const persist = (trail: SignedTx[]) =>
-      this.#o.persist(
-        { ...batch, txs: trail, updatedAt: Date.now() },
-        members.map((r) => ({ ...r, state: 'inFlight', batch: { ...(r.batch as NonNullable<PaymentRecord['batch']>), tx: (trail.at(-1) as SignedTx).hash } })),
-      );
-    const mined = awaitMined(this.#courier(batch.network, batch.id), batch.txs, persist, this.#o.signal).then((m) => {
-      const calls = callsOfBatch(m.tx.data);
-      return { ...m, calls, settled: settledCalls(m.receipt, calls) };
-    });
-    mined.catch(() => {}); // each member hears of a failure through `mined()`
-    this.#inFlight.set(batch.id, { mined, waiting: members.length });
+  /** One courier per batch transaction; a replacement is recorded by the machine before it is sent. */
+  async #confirm(batch: BatchRecord): Promise<MinedBatch> {
+    const m = await awaitMined(this.#courier(batch.network, batch.id), batch.txs, (txs) => this.#host.record(batch.id, { type: 'trail', txs }), this.#o.signal);
+    const calls = callsOfBatch(m.tx.data);
+    return { ...m, calls, settled: settledCalls(m.receipt, calls) };
   }
 
   #courier(network: string, batch: string): Courier {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
-import { fromPromise } from 'xstate';
+import { fromPromise, type SnapshotFrom } from 'xstate';
+import { DurableHost, topState } from '../actors/durable-host.ts';
 import type { Address, Hex, TransactionReceipt } from 'viem';
 import type { BlockWatcher } from '../chain/block-watcher.ts';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
@@ -16,7 +16,7 @@ import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { currentTxOf, fingerprintOf, isFinished, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
-import { SettlementBatcher, type Joined, type MinedBatch } from './settlement-batcher.ts';
+import { SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
 import type { SettlementCall } from '../schemes/scheme.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from './tx-courier.ts';
 import type { PaymentPolicy } from '../verify/payment-policy.ts';
@@ -50,8 +50,8 @@ export interface EngineOptions extends VerifyDeps {
 
 export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement'>;
 
-type PaymentActor = ActorRefFrom<typeof paymentMachine>;
 type PaymentSnapshot = SnapshotFrom<typeof paymentMachine>;
+type PaymentActor = ReturnType<DurableHost<typeof paymentMachine, PaymentRecord>['spawn']>;
 
 /** States after the claim: the record exists and each of them is written as it is entered. */
 const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'reconciling', 'releasing', 'settled', 'failed', 'stalled']);
@@ -62,8 +62,7 @@ export const DEFAULT_CONSUMED_LOOKBACK_BLOCKS = 2000n;
 const CONSUMPTION_READ_ATTEMPTS = 3;
 
 function stateName(snapshot: PaymentSnapshot): string {
-  const v = snapshot.value;
-  return typeof v === 'string' ? v : Object.keys(v)[0] ?? 'unknown';
+  return topState(snapshot.value);
 }
 
 /**
@@ -75,12 +74,8 @@ export class SettlementEngine {
   readonly #o: EngineOptions;
   readonly #records: DurableCollection<PaymentRecord>;
   readonly #batches: DurableCollection<BatchRecord>;
-  readonly #active = new Map<string, { actor: PaymentActor; fingerprint: string }>();
-  readonly #verdicts = new Map<string, Verdict>();
-  /** The transaction a payment in flight is in since its last replacement (its actor's record learns it only when mined). */
-  readonly #replaced = new Map<string, Hex>();
-  /** Payments seated in a batch, by attempt, until their broadcast step takes the batch's send. */
-  readonly #seats = new Map<string, Joined>();
+  /** Every payment this process is settling: one actor each, and the one writer of their records. */
+  readonly #host: DurableHost<typeof paymentMachine, PaymentRecord>;
   readonly #batcher: SettlementBatcher;
   readonly #clock: () => number;
   readonly #abort = new AbortController();
@@ -100,10 +95,34 @@ export class SettlementEngine {
           this.#batches.putWithin(batch.id, batch);
           for (const r of members) this.#records.putWithin(r.id, { ...r, updatedAt: this.#clock() });
         });
-        for (const r of members) this.#replaced.set(r.id, currentTxOf(r) as Hex);
       },
       revertReason: (record, call) => this.#revertReason(record, call, schemeOfPayload(record.request.paymentPayload.payload).reasons.simulationFailed),
       signal: this.#abort.signal,
+    });
+    this.#host = new DurableHost({
+      machine: this.#machine,
+      log: opts.log,
+      // Every state after the claim, as it is entered, and every grown trail before its transaction is sent.
+      durable: (snapshot, state) => {
+        if (!DURABLE_STATES.has(state)) return undefined;
+        const record = snapshot.context.record;
+        return { key: `${state}|${record.txs.length}`, value: { ...record, state } };
+      },
+      write: (record) => this.#write(record),
+      started: (actor) => {
+        this.#o.metrics.watchActor('payment', actor);
+        const log = this.#o.log.child({ payment: actor.getSnapshot().context.record.id });
+        let last = '';
+        actor.subscribe((snapshot) => {
+          const state = stateName(snapshot);
+          if (state !== last) log.debug('payment state', { state });
+          last = state;
+        });
+      },
+      done: (_id, snapshot, state) => {
+        const record = snapshot.context.record;
+        this.#o.metrics.settlement(this.#o.networks.has(record.network) ? record.network : 'other', state, (this.#clock() - record.createdAt) / 1000);
+      },
     });
   }
 
@@ -119,7 +138,7 @@ export class SettlementEngine {
 
   /** Payments this process is settling now. */
   get inFlight(): number {
-    return this.#active.size;
+    return this.#host.size;
   }
 
   /**
@@ -138,18 +157,17 @@ export class SettlementEngine {
     for (const t of trails) await resend({ pool: this.#o.relayers(t.network) }, t.txs);
     await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
     for (const t of trails) this.#o.relayers(t.network).adopt(t.txs.at(-1) as SignedTx);
-    for (const batch of batches) this.#batcher.resume(batch, unfinished.filter((r) => r.batch?.id === batch.id));
+    const carried = new Map(batches.map((batch) => [batch.id, this.#batcher.resume(batch, unfinished.filter((r) => r.batch?.id === batch.id))]));
     for (const r of unfinished) {
       this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: currentTxOf(r), batch: r.batch?.id });
-      this.#spawn(r);
+      this.#spawn(r, r.batch ? carried.get(r.batch.id) : undefined);
     }
   }
 
   async stop(): Promise<void> {
     this.#batcher.stop();
     this.#abort.abort();
-    for (const { actor } of this.#active.values()) actor.stop();
-    this.#active.clear();
+    this.#host.stop();
   }
 
   async verify(request: VerifyRequest): Promise<VerifyResponse> {
@@ -183,10 +201,16 @@ export class SettlementEngine {
     const id = nonceKeyOf(request);
     const fingerprint = fingerprintOf(request);
     const network = request.paymentRequirements.network;
-    const active = this.#active.get(id);
+    const active = this.#host.get(id);
     if (active) {
-      if (active.fingerprint !== fingerprint) return failure(network, undefined, GatewayReason.nonceInFlight, 'another payment with this nonce is being settled');
-      return this.#answer(active.actor);
+      if (active.getSnapshot().context.record.fingerprint !== fingerprint) return failure(network, undefined, GatewayReason.nonceInFlight, 'another payment with this nonce is being settled');
+      return this.#answer(active);
+    }
+    // Ended, its last write not on disk yet: the store may still show it in flight; its actor has the answer.
+    const ended = this.#host.snapshot(id);
+    if (ended) {
+      const answer = outcomeOf(ended);
+      if (answer && ended.context.record.fingerprint === fingerprint) return answer;
     }
     const existing = this.#records.get(id);
     if (existing?.state === 'settled' && existing.result) {
@@ -211,41 +235,16 @@ export class SettlementEngine {
     actors: {
       verify: fromPromise(({ input }) => this.#verifyStep(input.record)),
       claim: fromPromise(({ input }) => this.#claimStep(input.record)),
-      simulate: fromPromise(({ input }) => this.#simulateStep(input.record)),
-      broadcast: fromPromise(({ input }) => this.#broadcastStep(input.record)),
-      confirm: fromPromise(({ input, signal }) => this.#confirmStep(input.record, signal)),
+      simulate: fromPromise(({ input }) => this.#simulateStep(input.record, input.verdict)),
+      broadcast: fromPromise(({ input }) => this.#broadcastStep(input.record, input.verdict, input.batch)),
+      confirm: fromPromise(({ input, signal }) => this.#confirmStep(input.record, input.batch, signal)),
       reconcile: fromPromise(({ input }) => this.#reconcileStep(input.record)),
       release: fromPromise(({ input }) => this.#releaseStep(input.record)),
     },
   });
 
-  #spawn(record: PaymentRecord): PaymentActor {
-    const actor = createActor(this.#machine, { input: { record, confirmDeadlineMs: this.#o.confirmDeadlineMs } });
-    const entry = { actor, fingerprint: record.fingerprint };
-    this.#active.set(record.id, entry);
-    const log = this.#o.log.child({ payment: record.id });
-    let last = '';
-    this.#o.metrics.watchActor('payment', actor);
-    actor.subscribe({
-      next: (snapshot) => {
-        const state = stateName(snapshot);
-        if (state === last) return;
-        last = state;
-        log.debug('payment state', { state });
-        // A failed write (disk full) leaves the record at its last durable state, which a restart resumes from;
-        // the store reports itself unhealthy meanwhile. It must not become an unhandled rejection.
-        if (DURABLE_STATES.has(state)) this.#write({ ...snapshot.context.record, state }).catch((err: unknown) => log.error('could not write the payment record', { state, error: err }));
-        if (snapshot.status === 'done') {
-          this.#o.metrics.settlement(this.#o.networks.has(record.network) ? record.network : 'other', state, (this.#clock() - record.createdAt) / 1000);
-          if (this.#active.get(record.id) === entry) this.#active.delete(record.id);
-          this.#verdicts.delete(record.attempt);
-          this.#replaced.delete(record.id);
-        }
-      },
-      error: (err) => log.error('payment actor failed', { error: err }),
-    });
-    actor.start();
-    return actor;
+  #spawn(record: PaymentRecord, batch?: BatchActor): PaymentActor {
+    return this.#host.spawn(record.id, { record, confirmDeadlineMs: this.#o.confirmDeadlineMs, ...(batch ? { batch } : {}) });
   }
 
   async #write(record: PaymentRecord): Promise<void> {
@@ -254,27 +253,13 @@ export class SettlementEngine {
 
   /** Answers when the payment ends, or at the deadline with the broadcast hash if it is still in flight. */
   #answer(actor: PaymentActor): Promise<SettleResponse> {
-    return new Promise((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const finish = (response: SettleResponse) => {
-        if (timer) clearTimeout(timer);
-        sub.unsubscribe();
-        resolve(response);
-      };
-      const check = (snapshot: PaymentSnapshot, deadlinePassed: boolean) => {
-        const outcome = outcomeOf(snapshot);
-        if (outcome) return finish(outcome);
-        const record = snapshot.context.record;
-        const tx = this.#replaced.get(record.id) ?? currentTxOf(record);
-        if (deadlinePassed && tx) finish(pendingOf(record, tx));
-      };
-      let passed = false;
-      const sub = actor.subscribe((snapshot) => check(snapshot, passed));
-      timer = setTimeout(() => {
-        passed = true;
-        check(actor.getSnapshot(), true);
-      }, this.#o.confirmDeadlineMs);
-      check(actor.getSnapshot(), false);
+    return this.#host.answer(actor, this.#o.confirmDeadlineMs, (snapshot, deadlinePassed) => {
+      const outcome = outcomeOf(snapshot);
+      if (outcome || !deadlinePassed) return outcome;
+      const { record, batch } = snapshot.context;
+      // A batch member's transaction is its batch's current one (replaced, perhaps, since the member was seated).
+      const tx = (batch && record.batch ? this.#batcher.currentTx(batch)?.hash : undefined) ?? currentTxOf(record);
+      return tx ? pendingOf(record, tx) : undefined;
     });
   }
 
@@ -287,8 +272,7 @@ export class SettlementEngine {
     this.#batcher.coming(record, 1);
     return this.#leavesUnless(record, checkPayment(this.#o, record.request).then((verdict): StepResult => {
       if (!verdict.ok) return { ok: false, reason: this.#counted(verdict).reason, message: verdict.message };
-      this.#verdicts.set(record.attempt, verdict);
-      return { ok: true, record: { ...record, payer: verdict.payer } };
+      return { ok: true, record: { ...record, payer: verdict.payer }, verdict };
     }));
   }
 
@@ -338,67 +322,53 @@ export class SettlementEngine {
    * payer contract (ERC-1271) is never batched: the gas its signature check takes is its own to decide, and it
    * could leave the calls after its own without any.
    */
-  async #simulateStep(record: PaymentRecord): Promise<StepResult> {
+  async #simulateStep(record: PaymentRecord, checked: Verdict | undefined): Promise<StepResult> {
     let verdict: Verdict;
     try {
-      verdict = this.#verdicts.get(record.attempt) ?? (await checkPayment(this.#o, record.request));
+      verdict = checked ?? (await checkPayment(this.#o, record.request));
     } catch (err) {
       this.#batcher.coming(record, -1);
       throw err;
     }
     if (!verdict.ok || verdict.signer !== 'key' || !this.#batcher.enabled) this.#batcher.coming(record, -1);
     else {
-      const joined = this.#batcher.join(record, verdict.call);
-      const seat = await joined.seat;
+      const batch = this.#batcher.join(record, verdict.call);
+      const seat = await this.#batcher.seat(batch, record.id);
       if (seat.kind === 'refused') {
         this.#o.metrics.verification(false, seat.reason);
         return { ok: false, reason: seat.reason, message: seat.message };
       }
       if (seat.kind === 'batched') {
         this.#o.metrics.verification(true, 'none');
-        this.#seats.set(record.attempt, joined);
-        return { ok: true, record: seat.record };
+        return { ok: true, record: seat.record, batch };
       }
     }
     const simulated = this.#counted(await simulatePayment(this.#o, record.request, verdict));
     if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
-    this.#verdicts.set(record.attempt, simulated);
-    return { ok: true, record: { ...record, ...(simulated.gas !== undefined ? { gas: simulated.gas.toString() } : {}) } };
+    return { ok: true, record: { ...record, ...(simulated.gas !== undefined ? { gas: simulated.gas.toString() } : {}) }, verdict: simulated };
   }
 
-  /** Signs, stores the signed transaction durably, and only then sends it; a batch member awaits its batch's send. */
-  async #broadcastStep(record: PaymentRecord): Promise<StepResult> {
-    const joined = this.#seats.get(record.attempt);
-    if (joined) {
-      this.#seats.delete(record.attempt);
-      return joined.sent;
-    }
-    const verdict = this.#verdicts.get(record.attempt);
+  /**
+   * Signs, has the machine take the signed transaction (its host writes it durably), and only then sends it; a batch
+   * member awaits its batch's send.
+   */
+  async #broadcastStep(record: PaymentRecord, verdict: Verdict | undefined, batch: BatchActor | undefined): Promise<StepResult> {
+    if (batch) return this.#batcher.sent(batch, record);
     if (!verdict?.ok) return { ok: false, reason: Eip3009Reason.simulationFailed, message: 'no verified settlement call' };
     const gas = ((BigInt(record.gas ?? '200000') * 13n) / 10n) + 10_000n;
-    const sent = await sendDurably(this.#courier(record), { to: verdict.call.to, data: verdict.call.data, gas }, record.txs, (txs) => this.#write({ ...record, state: 'broadcasting', txs }));
+    const sent = await sendDurably(this.#courier(record), { to: verdict.call.to, data: verdict.call.data, gas }, record.txs, (txs) => this.#host.record(record.id, { type: 'trail', txs }));
     if (!sent.ok) return { ok: false, reason: 'broadcast_rejected', message: sent.message };
     return { ok: true, record: { ...record, state: 'broadcasting', txs: sent.txs } };
   }
 
   /** Waits for a receipt of any signed version of the transaction (see `awaitMined`); stops only when the engine stops. */
-  async #confirmStep(record: PaymentRecord, signal: AbortSignal): Promise<StepResult> {
+  async #confirmStep(record: PaymentRecord, batch: BatchActor | undefined, signal: AbortSignal): Promise<StepResult> {
     if (record.batch) {
-      const batch = await this.#batcher.mined(record.batch.id);
-      return this.#settledInBatch(record, record.batch.index, batch);
+      if (!batch) throw new Error(`batch ${record.batch.id} is not in flight here`);
+      return this.#settledInBatch(record, record.batch.index, await this.#batcher.mined(batch));
     }
-    let current = record;
-    const mined = await awaitMined(
-      this.#courier(record),
-      record.txs,
-      async (txs) => {
-        current = { ...current, txs };
-        await this.#write({ ...current, state: 'inFlight' });
-        this.#replaced.set(record.id, currentTxOf(current) as Hex);
-      },
-      AbortSignal.any([signal, this.#abort.signal]),
-    );
-    return this.#settledBy({ ...current, txs: mined.txs }, mined.receipt, mined.tx);
+    const mined = await awaitMined(this.#courier(record), record.txs, (txs) => this.#host.record(record.id, { type: 'trail', txs }), AbortSignal.any([signal, this.#abort.signal]));
+    return this.#settledBy({ ...record, txs: mined.txs }, mined.receipt, mined.tx);
   }
 
   #courier(record: PaymentRecord): Courier {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { encodeFunctionData, erc20Abi, maxUint256, type Address } from 'viem';
-import { createActor, fromPromise, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { fromPromise, type SnapshotFrom } from 'xstate';
+import { DurableHost, topState } from '../actors/durable-host.ts';
 import type { RelayerPool } from '../engine/relayer-pool.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from '../engine/tx-courier.ts';
 import { nonceKeyOf } from '../engine/payment-record.ts';
@@ -32,13 +33,9 @@ export interface StockDeskOptions {
   metrics?: Pick<Metrics, 'watchActor' | 'stockOrders' | 'stockOrderVolumeUsd' | 'stockRefunds'>;
 }
 
-type OrderActor = ActorRefFrom<typeof orderMachine>;
-
 /** The order as its actor holds it, named by the state the actor is in. */
 function orderOf(snapshot: SnapshotFrom<typeof orderMachine>): StockOrder {
-  const v = snapshot.value;
-  const state = (typeof v === 'string' ? v : Object.keys(v)[0]) as OrderState;
-  return { ...snapshot.context.order, state };
+  return { ...snapshot.context.order, state: topState(snapshot.value) as OrderState };
 }
 
 /** Feed keys sort by time: newest first is a reverse range scan, not a sort. */
@@ -56,9 +53,8 @@ export class StockDesk {
   readonly #feed: DurableCollection<{ id: string }>;
   readonly #byPayer: DurableCollection<{ id: string }>;
   readonly #payments: NonceClaims;
-  readonly #active = new Map<string, OrderActor>();
-  /** Each order's latest state while its write to the store is under way: what a reader is shown meanwhile. */
-  readonly #unwritten = new Map<string, StockOrder>();
+  /** Every order this process is running: one actor each, and the one writer of their records. */
+  readonly #host: DurableHost<typeof orderMachine, StockOrder>;
   readonly #abort = new AbortController();
   readonly #now: () => number;
 
@@ -70,6 +66,43 @@ export class StockDesk {
     this.#byPayer = opts.store.collection<{ id: string }>('stock-order-payer');
     this.#payments = opts.store.claims('stock-order-payments');
     this.#now = opts.now ?? Date.now;
+    const step = (fn: (o: StockOrder, signal: AbortSignal) => Promise<OrderStep>) =>
+      fromPromise<OrderStep, { order: StockOrder }>(({ input, signal }) => fn(input.order, AbortSignal.any([signal, this.#abort.signal])));
+    const machine = orderMachine.provide({
+      actors: {
+        settle: step((o, signal) => this.#settleStep(o, signal)),
+        checkPool: step((o) => this.#checkPoolStep(o)),
+        quote: step((o) => this.#quoteStep(o)),
+        swap: step((o) => this.#swapStep(o)),
+        confirmSwap: step((o, signal) => this.#confirmSwapStep(o, signal)),
+        refund: step((o) => this.#refundStep(o)),
+        confirmRefund: step((o, signal) => this.#confirmRefundStep(o, signal)),
+      },
+    });
+    this.#host = new DurableHost({
+      machine,
+      log: opts.log,
+      // Every state an order enters, and every signed version of its swap or refund before it is sent.
+      durable: (snapshot, state) => {
+        if (state === 'routing') return undefined;
+        const order = orderOf(snapshot);
+        return { key: `${state}|${order.swapTxs.length}|${order.refundTxs.length}`, value: order };
+      },
+      write: (order) => this.#write(order),
+      started: (actor) => {
+        this.#o.metrics?.watchActor('order', actor);
+        const log = this.#o.log.child({ order: actor.getSnapshot().context.order.id });
+        let last: string | undefined;
+        actor.subscribe((snapshot) => {
+          const current = orderOf(snapshot);
+          if (current.state === last || current.state === ('routing' as OrderState)) return;
+          const from = last;
+          last = current.state;
+          log.info('order state', { state: current.state, symbol: current.symbol, failure: current.failure?.reason });
+          this.#count(current, from, snapshot.status === 'done');
+        });
+      },
+    });
   }
 
   /** The address buyers pay: it holds stablecoin B only between a settlement and its swap or refund. */
@@ -99,12 +132,12 @@ export class StockDesk {
 
   async stop(): Promise<void> {
     this.#abort.abort();
-    for (const actor of this.#active.values()) actor.stop();
-    this.#active.clear();
+    this.#host.stop();
   }
 
   get(id: string): StockOrder | undefined {
-    return this.#unwritten.get(id) ?? this.#orders.get(id);
+    const running = this.#host.snapshot(id);
+    return running ? orderOf(running) : this.#orders.get(id);
   }
 
   /** Newest first; one payer's orders, or everyone's. */
@@ -156,70 +189,21 @@ export class StockDesk {
       createdAt: now,
       updatedAt: now,
     };
-    await this.#write(order);
-    await Promise.all([this.#feed.put(feedKey(order), { id }), this.#byPayer.put(`${payer.toLowerCase()}|${feedKey(order)}`, { id })]);
     this.#spawn(order);
+    await this.#host.firstWrite(id);
+    await Promise.all([this.#feed.put(feedKey(order), { id }), this.#byPayer.put(`${payer.toLowerCase()}|${feedKey(order)}`, { id })]);
     return order;
   }
 
   /** The order once it is over, or as it stands after `ms`. */
   wait(id: string, ms: number): Promise<StockOrder | undefined> {
-    const actor = this.#active.get(id);
+    const actor = this.#host.get(id);
     if (!actor) return Promise.resolve(this.get(id));
-    return new Promise((resolve) => {
-      const finish = () => {
-        clearTimeout(timer);
-        sub.unsubscribe();
-        resolve(orderOf(actor.getSnapshot()));
-      };
-      const timer = setTimeout(finish, ms);
-      const sub = actor.subscribe((s) => {
-        if (s.status === 'done') finish();
-      });
-      if (actor.getSnapshot().status === 'done') finish();
-    });
+    return this.#host.answer(actor, ms, (snapshot, deadlinePassed) => (snapshot.status === 'done' || deadlinePassed ? orderOf(snapshot) : undefined));
   }
 
-  #spawn(order: StockOrder): OrderActor {
-    const step = (fn: (o: StockOrder, signal: AbortSignal) => Promise<OrderStep>) =>
-      fromPromise<OrderStep, { order: StockOrder }>(({ input, signal }) => fn(input.order, AbortSignal.any([signal, this.#abort.signal])));
-    const machine = orderMachine.provide({
-      actors: {
-        settle: step((o, signal) => this.#settleStep(o, signal)),
-        checkPool: step((o) => this.#checkPoolStep(o)),
-        quote: step((o) => this.#quoteStep(o)),
-        swap: step((o) => this.#swapStep(o)),
-        confirmSwap: step((o, signal) => this.#confirmSwapStep(o, signal)),
-        refund: step((o) => this.#refundStep(o)),
-        confirmRefund: step((o, signal) => this.#confirmRefundStep(o, signal)),
-      },
-    });
-    const actor = createActor(machine, { input: { order, refundRetryMs: this.#o.refundRetryMs } });
-    this.#active.set(order.id, actor);
-    const log = this.#o.log.child({ order: order.id });
-    let last: string | undefined;
-    actor.subscribe({
-      next: (snapshot) => {
-        const current = orderOf(snapshot);
-        const state = current.state as string;
-        if (state === last || state === 'routing') return;
-        const from = last;
-        last = state;
-        log.info('order state', { state, symbol: current.symbol, failure: current.failure?.reason });
-        this.#count(current, from, snapshot.status === 'done');
-        this.#unwritten.set(order.id, current);
-        this.#write(current)
-          .catch((err: unknown) => log.error('could not write an order', { error: err }))
-          .finally(() => {
-            if (this.#unwritten.get(order.id) === current) this.#unwritten.delete(order.id);
-          });
-        if (snapshot.status === 'done' && this.#active.get(order.id) === actor) this.#active.delete(order.id);
-      },
-      error: (err) => log.error('order actor failed', { error: err }),
-    });
-    this.#o.metrics?.watchActor('order', actor);
-    actor.start();
-    return actor;
+  #spawn(order: StockOrder): void {
+    this.#host.spawn(order.id, { order, refundRetryMs: this.#o.refundRetryMs });
   }
 
   /** Outcomes and refunds, counted on the transitions this process makes (a resumed order is not counted twice). */
@@ -319,11 +303,8 @@ export class StockDesk {
     } catch (err) {
       return { ok: false, reason: 'swap_would_revert', message: `the swap would revert: ${String((err as Error).message).split('\n')[0]}` };
     }
-    let current = order;
-    const sent = await sendDurably(this.#courier, { ...call, gas: (gas * 13n) / 10n }, order.swapTxs, async (txs) => {
-      current = { ...current, swapTxs: txs };
-      await this.#write({ ...current, state: 'swapping' });
-    });
+    const current = order;
+    const sent = await sendDurably(this.#courier, { ...call, gas: (gas * 13n) / 10n }, order.swapTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'swapTxs', txs }));
     if (sent.ok) return { ok: true, order: { ...current, swapTxs: sent.txs } };
     // Refused by the node: unless it is there after all (a timed-out send that arrived), nothing will mine.
     const last = sent.txs.at(-1);
@@ -332,12 +313,8 @@ export class StockDesk {
   }
 
   async #confirmSwapStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
-    let current = order;
-    const mined = await awaitMined(this.#courier, order.swapTxs, async (txs) => {
-      current = { ...current, swapTxs: txs };
-      await this.#write({ ...current, state: 'confirmingSwap' });
-    }, signal);
-    const next = { ...current, swapTxs: mined.txs, swapTx: mined.receipt.transactionHash };
+    const mined = await awaitMined(this.#courier, order.swapTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'swapTxs', txs }), signal);
+    const next = { ...order, swapTxs: mined.txs, swapTx: mined.receipt.transactionHash };
     if (mined.receipt.status !== 'success') return { ok: false, reason: 'swap_reverted', message: `swap ${mined.receipt.transactionHash} reverted (the price moved below the floor, or the deadline passed)`, order: next };
     return { ok: true, order: { ...next, delivered: StockMarket.delivered(mined.receipt, order.stock, order.recipient).toString() } };
   }
@@ -348,12 +325,9 @@ export class StockDesk {
     if (order.refundTxs.length) return { ok: true, order };
     const base = { ...order, refundAttempts: order.refundAttempts + 1 };
     const call = this.market.refundCall(order.payer, BigInt(order.amount));
-    let current = base;
+    const current = base;
     try {
-      const sent = await sendDurably(this.#courier, { ...call, gas: 120_000n }, [], async (txs) => {
-        current = { ...current, refundTxs: txs };
-        await this.#write({ ...current, state: 'refunding' });
-      });
+      const sent = await sendDurably(this.#courier, { ...call, gas: 120_000n }, [], (txs) => this.#host.record(order.id, { type: 'trail', of: 'refundTxs', txs }));
       if (sent.ok) return { ok: true, order: { ...current, refundTxs: sent.txs } };
       this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, why: sent.message });
       return { ok: false, reason: order.failure?.reason ?? 'refund_not_sent', message: sent.message, order: { ...current, refundTxs: [] } };
@@ -364,11 +338,8 @@ export class StockDesk {
   }
 
   async #confirmRefundStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
-    let current = order;
-    const mined = await awaitMined(this.#courier, order.refundTxs, async (txs) => {
-      current = { ...current, refundTxs: txs };
-      await this.#write({ ...current, state: 'confirmingRefund' });
-    }, signal);
+    const current = order;
+    const mined = await awaitMined(this.#courier, order.refundTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'refundTxs', txs }), signal);
     if (mined.receipt.status !== 'success') {
       this.#o.log.error('a refund reverted; it is tried again', { order: order.id, tx: mined.receipt.transactionHash });
       return { ok: false, reason: 'refund_reverted', message: `refund ${mined.receipt.transactionHash} reverted`, order: { ...current, refundTxs: [] } };

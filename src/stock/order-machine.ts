@@ -1,4 +1,6 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
+import type { SignedTx } from '../engine/relayer-pool.ts';
+import { extendsTrail } from '../engine/batch-machine.ts';
 import type { OrderStep, StockOrder } from './order-record.ts';
 
 export interface OrderInput {
@@ -12,20 +14,16 @@ export interface OrderContext {
   refundRetryMs: number;
 }
 
+/** A step signed a version of the swap or the refund: the machine takes the grown trail before it is sent. */
+export type OrderEvent = { type: 'trail'; of: 'swapTxs' | 'refundTxs'; txs: SignedTx[] };
+
 const notProvided = (step: string) =>
   fromPromise<OrderStep, { order: StockOrder }>(async () => {
     throw new Error(`order step '${step}' has no implementation`);
   });
 
 type Ok = Extract<OrderStep, { ok: true }>;
-const ok = ({ event }: { event: { output: OrderStep } }) => event.output.ok;
-const take = assign<OrderContext, { type: string; output: OrderStep }, undefined, never, never>({
-  order: ({ context, event }) => (event.output.ok ? (event.output as Ok).order : withFailure(event.output.order ?? context.order, event.output.reason, event.output.message)),
-});
-const failed = (reason: string) =>
-  assign<OrderContext, { type: string; error: unknown }, undefined, never, never>({
-    order: ({ context, event }) => withFailure(context.order, reason, String(event.error)),
-  });
+const outputOf = (event: unknown) => (event as DoneActorEvent<OrderStep>).output;
 
 /**
  * The lifecycle of one stock buy. Each step's I/O is provided by the stock desk (`machine.provide`), so this
@@ -41,6 +39,7 @@ export const orderMachine = setup({
   types: {
     input: {} as OrderInput,
     context: {} as OrderContext,
+    events: {} as OrderEvent,
   },
   actors: {
     settle: notProvided('settle'),
@@ -55,6 +54,22 @@ export const orderMachine = setup({
     was: ({ context }, params: { state: string }) => context.order.state === params.state,
     swapSigned: ({ context }) => context.order.swapTxs.length > 0 && (context.order.state === 'swapping' || context.order.state === 'confirmingSwap'),
     refundSigned: ({ context }) => context.order.refundTxs.length > 0 && ['refunding', 'refundWaiting', 'confirmingRefund'].includes(context.order.state),
+    /** The step's output says it succeeded (`ok: true`). */
+    stepOk: ({ event }) => outputOf(event).ok,
+    /** A trail handed in extends the recorded one. */
+    grows: ({ context, event }) => event.type === 'trail' && extendsTrail(context.order[event.of], event.txs),
+  },
+  actions: {
+    /** The order as the step left it; a failure keeps the first reason. */
+    take: assign({
+      order: ({ context, event }) => {
+        const out = outputOf(event);
+        return out.ok ? (out as Ok).order : withFailure(out.order ?? context.order, out.reason, out.message);
+      },
+    }),
+    /** A step threw: the order fails for `reason`. */
+    failed: assign({ order: ({ context, event }, params: { reason: string }) => withFailure(context.order, params.reason, String((event as unknown as ErrorActorEvent).error)) }),
+    growTrail: assign({ order: ({ context, event }) => (event.type === 'trail' ? { ...context.order, [event.of]: event.txs } : context.order) }),
   },
   delays: {
     refundRetry: ({ context }) => context.refundRetryMs,
@@ -84,7 +99,7 @@ export const orderMachine = setup({
       invoke: {
         src: 'settle',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: ok, target: 'checkingPool', actions: take }, { target: 'rejected', actions: take }],
+        onDone: [{ guard: 'stepOk', target: 'checkingPool', actions: 'take' }, { target: 'rejected', actions: 'take' }],
         // The step answers every outcome itself (a failure only once the chain shows nothing moved); one that
         // throws told nothing, so the payment may have moved: settle again after a pause, never reject.
         onError: { target: 'settleWaiting' },
@@ -97,42 +112,45 @@ export const orderMachine = setup({
       invoke: {
         src: 'checkPool',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: ok, target: 'quoting', actions: take }, { target: 'refunding', actions: take }],
-        onError: { target: 'refunding', actions: failed('pool_check_failed') },
+        onDone: [{ guard: 'stepOk', target: 'quoting', actions: 'take' }, { target: 'refunding', actions: 'take' }],
+        onError: { target: 'refunding', actions: { type: 'failed', params: { reason: 'pool_check_failed' } } },
       },
     },
     quoting: {
       invoke: {
         src: 'quote',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: ok, target: 'swapping', actions: take }, { target: 'refunding', actions: take }],
-        onError: { target: 'refunding', actions: failed('quote_failed') },
+        onDone: [{ guard: 'stepOk', target: 'swapping', actions: 'take' }, { target: 'refunding', actions: 'take' }],
+        onError: { target: 'refunding', actions: { type: 'failed', params: { reason: 'quote_failed' } } },
       },
     },
     swapping: {
       invoke: {
         src: 'swap',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: ok, target: 'confirmingSwap', actions: take }, { target: 'refunding', actions: take }],
-        onError: { target: 'refunding', actions: failed('swap_not_sent') },
+        onDone: [{ guard: 'stepOk', target: 'confirmingSwap', actions: 'take' }, { target: 'refunding', actions: 'take' }],
+        onError: { target: 'refunding', actions: { type: 'failed', params: { reason: 'swap_not_sent' } } },
       },
+      on: { trail: { guard: 'grows', actions: 'growTrail' } },
     },
     confirmingSwap: {
       invoke: {
         src: 'confirmSwap',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: ok, target: 'delivered', actions: take }, { target: 'refunding', actions: take }],
+        onDone: [{ guard: 'stepOk', target: 'delivered', actions: 'take' }, { target: 'refunding', actions: 'take' }],
         // The confirm step retries its own RPC failures; reaching here means the desk stopped. The record stays
         // in confirmingSwap and the next start resumes it.
       },
+      on: { trail: { guard: 'grows', actions: 'growTrail' } },
     },
     refunding: {
       invoke: {
         src: 'refund',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: ok, target: 'confirmingRefund', actions: take }, { target: 'refundWaiting', actions: take }],
+        onDone: [{ guard: 'stepOk', target: 'confirmingRefund', actions: 'take' }, { target: 'refundWaiting', actions: 'take' }],
         onError: { target: 'refundWaiting' },
       },
+      on: { trail: { guard: 'grows', actions: 'growTrail' } },
     },
     refundWaiting: {
       after: { refundRetry: 'refunding' },
@@ -141,8 +159,9 @@ export const orderMachine = setup({
       invoke: {
         src: 'confirmRefund',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: ok, target: 'refunded', actions: take }, { target: 'refundWaiting', actions: take }],
+        onDone: [{ guard: 'stepOk', target: 'refunded', actions: 'take' }, { target: 'refundWaiting', actions: 'take' }],
       },
+      on: { trail: { guard: 'grows', actions: 'growTrail' } },
     },
     delivered: { type: 'final' },
     refunded: { type: 'final' },

@@ -1,0 +1,174 @@
+import { createActor, type Actor, type AnyStateMachine, type EventFrom, type InputFrom, type SnapshotFrom, type StateValue } from 'xstate';
+import type { Logger } from '../log/logger.ts';
+import { statePath } from '../metrics/metrics.ts';
+
+/** What a snapshot stands for in the store: written whenever `key` changes; `undefined` when nothing is to be written. */
+export interface Durable<V> {
+  key: string;
+  value: V;
+}
+
+export interface DurableHostOptions<M extends AnyStateMachine, V> {
+  /** The machine with its steps provided: every actor of this host runs it. */
+  machine: M;
+  /**
+   * What the snapshot makes durable, if anything. The key says when it changed (the state, the length of a trail):
+   * one write per durable transition, never one per snapshot.
+   */
+  durable(snapshot: SnapshotFrom<M>, state: string): Durable<V> | undefined;
+  /** The one place records are written. */
+  write(value: V): Promise<void>;
+  log: Logger;
+  /** Each actor as it starts (metrics watch it). */
+  started?(actor: Actor<M>): void;
+  /** Each actor once it is done, after its last write was started. */
+  done?(id: string, snapshot: SnapshotFrom<M>, state: string): void;
+}
+
+interface Hosted<M extends AnyStateMachine> {
+  actor: Actor<M>;
+  /** The last write under way (or done): writes of one actor land in the order of its transitions. */
+  writes: Promise<void>;
+  /** The write the snapshot being handled caused, if any. */
+  caused?: Promise<void>;
+  /** The write of the state the actor started in, if it is durable: it fails as the write does. */
+  first?: Promise<void>;
+}
+
+/** The state an actor is in, named by its top-level state (`inFlight` for `inFlight.confirming`). */
+export function topState(value: StateValue): string {
+  return statePath(value).split('.')[0] ?? '';
+}
+
+/**
+ * Runs durable actors (payments, stock orders, settlement batches): spawns each from its record, fresh or resumed;
+ * is the only writer of what they make durable, through one subscriber per actor that writes once per durable
+ * transition, in order; lets a step hand the machine an event and wait until what it changed is on disk (a signed
+ * transaction is recorded before it is sent); and answers a caller when the actor ends or by a deadline.
+ */
+export class DurableHost<M extends AnyStateMachine, V> {
+  readonly #o: DurableHostOptions<M, V>;
+  readonly #hosted = new Map<string, Hosted<M>>();
+  /** Actors that ended while their last writes are under way: what a reader is shown meanwhile. */
+  readonly #finishing = new Map<string, { snapshot: SnapshotFrom<M>; writes: Promise<void> }>();
+
+  constructor(opts: DurableHostOptions<M, V>) {
+    this.#o = opts;
+  }
+
+  /** Actors running now. */
+  get size(): number {
+    return this.#hosted.size;
+  }
+
+  /** The running actor under `id`. */
+  get(id: string): Actor<M> | undefined {
+    return this.#hosted.get(id)?.actor;
+  }
+
+  /** The latest snapshot of the actor under `id`: running, or ended with its last write not yet on disk. */
+  snapshot(id: string): SnapshotFrom<M> | undefined {
+    const hosted = this.#hosted.get(id);
+    return hosted ? (hosted.actor.getSnapshot() as SnapshotFrom<M>) : this.#finishing.get(id)?.snapshot;
+  }
+
+  /** Starts an actor under `id` (a new record, or one read back from the store). */
+  spawn(id: string, input: InputFrom<M>): Actor<M> {
+    const actor = createActor(this.#o.machine, { input });
+    const hosted: Hosted<M> = { actor, writes: Promise.resolve() };
+    this.#hosted.set(id, hosted);
+    const log = this.#o.log;
+    let lastKey: string | undefined;
+    actor.subscribe({
+      next: (snapshot: SnapshotFrom<M>) => {
+        const state = topState((snapshot as { value: StateValue }).value);
+        const durable = this.#o.durable(snapshot, state);
+        hosted.caused = undefined;
+        if (durable && durable.key !== lastKey) {
+          lastKey = durable.key;
+          const write = hosted.writes.then(() => this.#o.write(durable.value));
+          hosted.caused = write;
+          hosted.first ??= write;
+          // A failed write (disk full) leaves the record at its last durable state, which a restart resumes from;
+          // the store reports itself unhealthy meanwhile. The next write still goes.
+          hosted.writes = write.catch((err: unknown) => log.error('could not write a durable record', { id, state, error: err }));
+        }
+        if ((snapshot as { status: string }).status === 'done') {
+          if (this.#hosted.get(id) === hosted) {
+            this.#hosted.delete(id);
+            const finishing = { snapshot, writes: hosted.writes };
+            this.#finishing.set(id, finishing);
+            void hosted.writes.then(() => {
+              if (this.#finishing.get(id) === finishing) this.#finishing.delete(id);
+            });
+          }
+          this.#o.done?.(id, snapshot, state);
+        }
+      },
+      error: (err: unknown) => log.error('durable actor failed', { id, error: err }),
+    });
+    this.#o.started?.(actor);
+    actor.start();
+    return actor;
+  }
+
+  /** The write of the state the actor under `id` started in: rejects when that write failed. */
+  firstWrite(id: string): Promise<void> {
+    return this.#hosted.get(id)?.first ?? this.#finishing.get(id)?.writes ?? Promise.resolve();
+  }
+
+  /**
+   * Hands the actor `event` and resolves once what it changed is on disk. Rejects when the machine did not take the
+   * event (nothing was written: a step must not act on it) or the write failed.
+   */
+  async record(id: string, event: EventFrom<M>): Promise<void> {
+    // A step that calls this as it starts runs inside the actor's own transition: let that finish first, so the
+    // event is processed now, not queued, and the write it causes is known here.
+    await Promise.resolve();
+    const hosted = this.#hosted.get(id);
+    if (!hosted) throw new Error(`no actor ${id} is running here`);
+    hosted.caused = undefined;
+    hosted.actor.send(event);
+    const caused = hosted.caused as Promise<void> | undefined;
+    if (!caused) throw new Error(`actor ${id} did not take '${(event as { type: string }).type}'`);
+    await caused;
+  }
+
+  /** Resolves once every write the actor has caused so far is on disk (or has failed). */
+  written(id: string): Promise<void> {
+    return this.#hosted.get(id)?.writes ?? this.#finishing.get(id)?.writes ?? Promise.resolve();
+  }
+
+  /**
+   * The answer for a caller: `outcome` of the actor's snapshot as soon as it gives one, else at `deadlineMs` the
+   * `outcome` with the deadline passed (which may still be none: then the caller waits on).
+   */
+  answer<T>(actor: Actor<M>, deadlineMs: number, outcome: (snapshot: SnapshotFrom<M>, deadlinePassed: boolean) => T | undefined): Promise<T> {
+    return new Promise((resolve) => {
+      let passed = false;
+      let answered = false;
+      const check = (snapshot: SnapshotFrom<M>) => {
+        if (answered) return;
+        const out = outcome(snapshot, passed);
+        if (out === undefined) return;
+        answered = true;
+        clearTimeout(timer);
+        sub?.unsubscribe();
+        resolve(out);
+      };
+      const timer = setTimeout(() => {
+        passed = true;
+        check(actor.getSnapshot() as SnapshotFrom<M>);
+      }, deadlineMs);
+      let sub: { unsubscribe(): void } | undefined;
+      sub = actor.subscribe((snapshot: SnapshotFrom<M>) => check(snapshot));
+      check(actor.getSnapshot() as SnapshotFrom<M>);
+    });
+  }
+
+  /** Stops every actor (their records stay as last written, for the next start to resume). */
+  stop(): void {
+    for (const { actor } of this.#hosted.values()) actor.stop();
+    this.#hosted.clear();
+  }
+}
