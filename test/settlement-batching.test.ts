@@ -320,12 +320,11 @@ async function recordsIn(dataDir: string, ps: Payment[]): Promise<Array<PaymentR
   }
 }
 
-/** The pid of the anvil serving `n` (a child of this file's devnet process, found by its port). */
+/** The pid of the anvil serving `n` (a child of this file's devnet process, found by its chain id). */
 function anvilOf(n: NetworkEntry): number {
-  const port = new URL(n.rpcUrl).port;
   const children = readFileSync(`/proc/${devnet.child.pid}/task/${devnet.child.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
-  const pid = children.find((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').split('\0').join(' ').includes(`--port ${port} `));
-  if (pid === undefined) throw new Error(`no anvil on port ${port} under the devnet`);
+  const pid = children.find((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').split('\0').join(' ').includes(`--chain-id ${n.chainId} `));
+  if (pid === undefined) throw new Error(`no anvil of chain ${n.chainId} under the devnet`);
   return pid;
 }
 
