@@ -106,6 +106,9 @@ export class SettlementEngine {
       durable: (snapshot, state) => {
         if (!DURABLE_STATES.has(state)) return undefined;
         const record = snapshot.context.record;
+        // Entering the send with nothing signed yet, the record is the simulated one: the first signed version is
+        // the next write, and the send waits for it. (A batch member's record was written with its batch.)
+        if (state === 'broadcasting' && record.txs.length === 0) return undefined;
         return { key: `${state}|${record.txs.length}`, value: { ...record, state } };
       },
       write: (record) => this.#write(record),
