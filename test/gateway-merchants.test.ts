@@ -290,7 +290,7 @@ t.test('payTo checksum rules', async (t) => {
   t.match(checkPayTo(checksummed), { ok: true, value: checksummed });
   t.match(checkPayTo(checksummed.toLowerCase()), { ok: true, value: checksummed }, 'all lower case: unchecksummed, accepted');
   t.match(checkPayTo(`0x${checksummed.slice(2).toUpperCase()}`), { ok: true, value: checksummed }, 'all upper case: unchecksummed, accepted');
-  t.match(checkPayTo('0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed'), { ok: false, error: /checksum/ }, 'mixed case with a wrong checksum');
+  t.match(checkPayTo('0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed'), { ok: false, error: { code: 'invalid_address', message: /checksum/, status: 400 } }, 'mixed case with a wrong checksum');
   t.match(checkContentType('Text/Plain; Charset=UTF-8'), { ok: true, value: 'text/plain; charset=utf-8' });
   t.match(checkContentType('application/vnd.api+json'), { ok: true });
   t.match(checkContentType('application/rss+xml'), { ok: false });

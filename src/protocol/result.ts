@@ -1,10 +1,68 @@
 /**
- * The result type of the pure protocol codecs (see `x402/codec.ts`), in a module of its own with no imports, so that
- * code which runs in browsers (the web front end's canonical JSON, for instance) can use it.
+ * The project's one result vocabulary: every function that can refuse returns `Ok<T> | Err<Failure<C>>` (written
+ * `Result<T, C>`) instead of a hand-made `{ ok: false, ... }` shape. A failure always has a machine-readable `code`
+ * (a closed string union per module), a `message` for people and logs, and, where the refusal is an HTTP answer,
+ * the `status` to send. The module has no imports, so code which runs in browsers (the web front end's canonical
+ * JSON, for instance) can use it.
+ *
+ * Migration of the older shapes (each converted in its own module; what stays is listed in the PR note):
+ *
+ * | older shape | where | now |
+ * |---|---|---|
+ * | `{ ok: false, error: CodecError }` | protocol codecs | unchanged: it already is `Err<Failure<CodecErrorCode>>` |
+ * | `{ ok: false, error: string }` (`Checked<T>`) | gateway/merchants/validate.ts | `Err<HttpFailure>`: the string is the `message`, the status 400 |
+ * | `{ ok: false, status, error }` (`Checked<T>`) | stock/terms.ts, stock/stock-data.ts | `Err<HttpFailure>` |
+ * | `{ ok: false, status, error }` (`PreparedCall`) | ports/upstream.ts, stock-data, internal upstreams | `Err<HttpFailure>` (`refusal()`) |
+ * | `{ ok: false, reason, message }` (`CheckResult`) | verify/checks.ts | kept: `reason` is the x402 `invalidReason` on the wire |
+ * | `{ ok: false, status, condition, error }` | stock/terms.ts | `Err<Failure>` plus the condition in a subtype |
+ * | `{ ok: false, why }`, `{ ok: false, refusal }` | upstream guard, gas sponsor | see those modules |
+ * | `{ ok: false, error, latencyMs }` (`UpstreamResult`) | ports/upstream.ts | kept: the latency is measured either way |
  */
 
+/** A success carrying its value. */
+export interface Ok<T> {
+  ok: true;
+  value: T;
+}
+
+/** A refusal carrying its reason. */
+export interface Err<E> {
+  ok: false;
+  error: E;
+}
+
+/** Why something was refused: a code from the module's own closed list, a message, and the HTTP status if it is one. */
+export interface Failure<C extends string = string> {
+  code: C;
+  message: string;
+  /** The HTTP status a refusal answered over HTTP carries (4xx for the caller's fault, 5xx for ours). */
+  status?: number;
+}
+
+/** A refusal answered over HTTP: its status is part of it. */
+export interface HttpFailure<C extends string = string> extends Failure<C> {
+  status: number;
+}
+
+/** The result of anything that can refuse: `Ok<T>` or `Err<Failure<C>>`. */
+export type Result<T, C extends string = CodecErrorCode> = Ok<T> | Err<Failure<C>>;
+
+export function ok<T>(value: T): Ok<T> {
+  return { ok: true, value };
+}
+
+/** A refusal with `code` and `message`. */
+export function err<C extends string>(code: C, message: string): Err<Failure<C>> {
+  return { ok: false, error: { code, message } };
+}
+
+/** A refusal answered over HTTP with `status`. */
+export function refusal<C extends string>(code: C, message: string, status: number): Err<HttpFailure<C>> {
+  return { ok: false, error: { code, message, status } };
+}
+
 /**
- * The codes a decoder may return.
+ * The codes a protocol decoder may return.
  *
  * | code | meaning |
  * |---|---|
@@ -43,17 +101,10 @@ export type CodecErrorCode =
   | 'invalid_signature'
   | 'signer_mismatch';
 
-export interface CodecError {
-  code: CodecErrorCode;
-  message: string;
-}
+/** A codec's refusal. */
+export type CodecError = Failure<CodecErrorCode>;
 
-export type Result<T> = { ok: true; value: T } | { ok: false; error: CodecError };
-
-export function ok<T>(value: T): Result<T> {
-  return { ok: true, value };
-}
-
+/** A codec's refusal as a `Result` (the codecs' name for {@link err}). */
 export function fail<T = never>(code: CodecErrorCode, message: string): Result<T> {
-  return { ok: false, error: { code, message } };
+  return err(code, message);
 }

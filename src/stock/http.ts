@@ -2,6 +2,7 @@ import type { Address } from 'viem';
 import { isJsonContentType } from '../http/content-type.ts';
 import { json, type HttpHandler, type HttpResponse } from '../http/server.ts';
 import { formatDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
+import type { HttpFailure } from '../protocol/result.ts';
 import { decodePaymentSignatureHeader, encodePaymentRequiredHeader, encodePaymentResponseHeader } from '../protocol/x402/headers.ts';
 import { selectRequirement } from '../protocol/x402/select.ts';
 import type { PaymentRequired, PaymentRequirements } from '../protocol/x402/types.ts';
@@ -34,6 +35,8 @@ export interface StockHandlers {
 
 const NO_STORE = { 'cache-control': 'no-store' };
 const usd = (atomic: bigint) => formatDecimalAmount(atomic, USD_DECIMALS);
+/** A refused request's answer: its status, and its message as `error`. */
+const refused = (f: HttpFailure): HttpResponse => json(f.status, { error: f.message }, NO_STORE);
 /** A clock a little ahead of ours must not make a 300-second permit look too long. */
 const DEADLINE_SKEW_SECONDS = 5;
 
@@ -100,7 +103,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
 
     async quote(req): Promise<HttpResponse> {
       const input = parseBuyInput(new URLSearchParams(req.query), stocks, { recipient: false });
-      if (!input.ok) return json(input.status, { error: input.error }, NO_STORE);
+      if (!input.ok) return refused(input.error);
       let shares: bigint;
       try {
         shares = await market.quote(input.value.stock, input.value.amount);
@@ -133,7 +136,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       const header = req.headers['payment-signature'] ?? req.headers['x-payment'];
       if (header === undefined) {
         const parsed = parseBuyInput(query, stocks, { recipient: true });
-        if (!parsed.ok) return json(parsed.status, { error: parsed.error }, NO_STORE);
+        if (!parsed.ok) return refused(parsed.error);
         return challenge(req, parsed.value);
       }
 
@@ -145,7 +148,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       if (!verdict.ok) {
         // Missing or expired: fresh terms for what the query asks, when it asks for something buyable.
         const parsed = parseBuyInput(query, stocks, { recipient: true });
-        if (!parsed.ok) return json(parsed.status, { error: parsed.error }, NO_STORE);
+        if (!parsed.ok) return refused(parsed.error);
         const why = verdict.why === 'expired' ? 'the quote has expired' : 'the payment carries no signed quote (accepted.extra.quote)';
         return challenge(req, parsed.value, `${why}: pay against these fresh terms; nothing was charged`);
       }
@@ -190,7 +193,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       let payer: Address | undefined;
       if (rawPayer !== null && rawPayer !== '') {
         const p = parseAddress(rawPayer, 'payer');
-        if (!p.ok) return json(400, { error: p.error }, NO_STORE);
+        if (!p.ok) return refused(p.error);
         payer = p.value;
       }
       return json(200, { orders: o.desk.history(payer, limit).map(publicOrder), ...(payer ? { payer } : { feed: 'global' }) }, NO_STORE);
@@ -206,7 +209,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       }
       if (typeof address !== 'string') return json(400, { error: 'address is required: {"address": "0x..."}' }, NO_STORE);
       const checked = parseAddress(address, 'address');
-      if (!checked.ok) return json(400, { error: checked.error }, NO_STORE);
+      if (!checked.ok) return refused(checked.error);
       let outcome;
       try {
         outcome = await o.sponsor.sponsor(checked.value);

@@ -201,7 +201,7 @@ export class MerchantRegistry {
       limits: this.#limits,
       upstreamAllowlist: this.#allowlist,
     });
-    if (!valid.ok) return refuse(400, valid.error);
+    if (!valid.ok) return refuse(400, valid.error.message);
     const { request, registration } = valid.value;
 
     const signer = await recoverRegistrationSigner(request.registration, request.signature as Hex);

@@ -18,7 +18,9 @@ import { Eip3009Reason, Permit2Reason } from '../../verify/reasons.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 import type { CircuitBreakers } from './circuit-breaker.ts';
 import { readCredential, type Credential, type RouteTerms } from './credentials.ts';
-import { forwardToUpstream, type InternalUpstream, type PreparedCall, type UpstreamResult } from './forward.ts';
+import type { PreparedCall, UpstreamResult } from '../../ports/upstream.ts';
+import { ok, refusal } from '../../protocol/result.ts';
+import { forwardToUpstream, type InternalUpstream } from './forward.ts';
 import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
 import { claimForServing, markServed, releaseServing, servedState } from './served-claims.ts';
@@ -348,7 +350,7 @@ async function paid(
   const upstream = await prepareUpstream(deps, merchant, req, upstreamPath);
   if (!upstream.ok) {
     deps.breakers.release(slug);
-    return json(upstream.status, { error: `${upstream.error}; nothing was charged` });
+    return json(upstream.error.status, { error: `${upstream.error.message}; nothing was charged` });
   }
 
   const settlement = await deps.settle(credential.request);
@@ -396,7 +398,7 @@ async function paid(
     );
   };
   try {
-    const result = await upstream.call();
+    const result = await upstream.value();
     const answer = result.ok ? answerable(result) : undefined;
     deps.metrics.upstreamCall(slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
     const upstreamFailed = answer === undefined || answer.status >= 500;
@@ -445,20 +447,17 @@ function answerable(result: Extract<UpstreamResult, { ok: true }>): Extract<Upst
 async function prepareUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpRequest, path: string): Promise<PreparedCall> {
   const upstream = merchant.upstream;
   if (upstream.kind === 'file') {
-    return {
-      ok: true,
-      async call(): Promise<UpstreamResult> {
-        const started = performance.now();
-        const body = await deps.readFile(upstream.sha256);
-        if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
-        return { ok: true, status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started };
-      },
-    };
+    return ok(async (): Promise<UpstreamResult> => {
+      const started = performance.now();
+      const body = await deps.readFile(upstream.sha256);
+      if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
+      return { ok: true, status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started };
+    });
   }
   let url: string | undefined;
   if (upstream.kind === 'url') {
     const confined = confinedUpstreamUrl(upstream.baseUrl, path, req.query);
-    if (!confined.ok) return { ok: false, status: 400, error: confined.error };
+    if (!confined.ok) return refusal('invalid_input', confined.error, 400);
     url = confined.url;
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
@@ -466,7 +465,7 @@ async function prepareUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpR
   if (upstream.kind === 'internal') return deps.internalUpstream(upstream.name, request);
   const limits = { timeoutMs: deps.upstreamTimeoutMs, maxBytes: deps.upstreamMaxBytes };
   const target = url as string;
-  return { ok: true, call: () => forwardToUpstream(target, upstream.secretHeaders, request, deps.dispatcher, limits) };
+  return ok(() => forwardToUpstream(target, upstream.secretHeaders, request, deps.dispatcher, limits));
 }
 
 /** x402 answers with PAYMENT-RESPONSE; MPP with a signed Payment-Receipt once settled. */
