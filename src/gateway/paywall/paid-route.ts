@@ -10,14 +10,14 @@ import { challengeTemplate, issueFromTemplate, saltedHeaderParts, templateMac, t
 import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.ts';
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
-import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '../../protocol/x402/headers.ts';
-import type { PaymentRequired, SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
+import type { SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
 import { Eip3009Reason, Permit2Reason } from '../../verify/reasons.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 import type { CircuitBreakers } from './circuit-breaker.ts';
-import { readCredential, type Credential, type RouteTerms } from './credentials.ts';
+import { readCredential, type Credential, type RouteTerms } from '../../front-door/credential.ts';
+import { paymentRequired, paymentRequiredHeader, paymentResponseHeader } from '../../front-door/x402-answer.ts';
 import type { PreparedCall, UpstreamResult } from '../../ports/upstream.ts';
 import { ok, refusal } from '../../protocol/result.ts';
 import { forwardToUpstream, type InternalUpstream } from './forward.ts';
@@ -256,12 +256,7 @@ function paymentRequiredHeaders(deps: PaywallDeps, req: HttpRequest, route: Merc
   return {
     'content-type': PROBLEM_CONTENT_TYPE,
     'cache-control': 'no-store',
-    'PAYMENT-REQUIRED': encodePaymentRequiredHeader({
-      x402Version: 2,
-      ...(error !== undefined ? { error } : {}),
-      resource: { url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' },
-      accepts: terms.offers,
-    } satisfies PaymentRequired),
+    ...paymentRequiredHeader(paymentRequired({ url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' }, terms.offers, error)),
   };
 }
 
@@ -311,7 +306,7 @@ function challenge(
     headers['WWW-Authenticate'] = typeof issued.header === 'string' ? issued.header : issued.header.value;
     deps.metrics.challengeIssued('mpp');
   }
-  if (extra.settle) headers['PAYMENT-RESPONSE'] = encodePaymentResponseHeader(extra.settle);
+  if (extra.settle) Object.assign(headers, paymentResponseHeader(extra.settle));
   const code: ProblemCode = extra.problem ?? invalid?.problem ?? 'payment-required';
   const status = invalid?.status ?? (code === 'method-unsupported' ? 400 : 402);
   const detail = extra.detail ?? invalid?.detail ?? unpaidDetail(route);
@@ -470,7 +465,7 @@ async function prepareUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpR
 
 /** x402 answers with PAYMENT-RESPONSE; MPP with a signed Payment-Receipt once settled. */
 async function paymentHeadersFor(deps: PaywallDeps, credential: Extract<Credential, { kind: 'x402' | 'mpp' }>, settlement: SettleResponse): Promise<Record<string, string>> {
-  if (credential.kind === 'x402') return { 'PAYMENT-RESPONSE': encodePaymentResponseHeader(settlement) };
+  if (credential.kind === 'x402') return paymentResponseHeader(settlement);
   if (!settlement.success) return {};
   const signed = await signReceipt(
     { status: 'success', method: 'evm', reference: settlement.transaction as Hex, timestamp: new Date(deps.now()).toISOString(), challengeId: credential.challenge.id, chainId: credential.chainId },
