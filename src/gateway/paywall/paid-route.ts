@@ -190,11 +190,12 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
     if (!merchant) return json(404, { error: `no merchant '${slug}'` });
     // The path is checked before anything else: a path that could leave the route is refused, whatever is paid.
     const confined = confinePath(req.params['*'] ?? '');
-    if (!confined.ok) return json(400, { error: `${confined.error}; nothing was charged` });
+    if (!confined.ok) return json(400, { error: `${confined.error.message}; nothing was charged` });
     const badQuery = checkQuery(req.query);
-    if (badQuery) return json(400, { error: `${badQuery.error}; nothing was charged` });
-    const route = findRoute(merchant, confined.route);
-    if (!route) return json(404, { error: `merchant '${slug}' has no route '${confined.route.slice(0, 64)}'` });
+    if (badQuery) return json(400, { error: `${badQuery.error.message}; nothing was charged` });
+    const { route: routeName, segments } = confined.value;
+    const route = findRoute(merchant, routeName);
+    if (!route) return json(404, { error: `merchant '${slug}' has no route '${routeName.slice(0, 64)}'` });
     if (!route.methods.includes(req.method === 'HEAD' ? 'GET' : (req.method as 'GET' | 'POST'))) {
       return json(405, { error: `${req.method} is not allowed here` }, { allow: route.methods.join(', ') });
     }
@@ -217,7 +218,7 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       return challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo);
     }
     // However it ends (body too large, client gone, a throw), a half-open trial this request held is given back.
-    return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, confined.segments)).finally(() => deps.breakers.release(slug));
+    return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, segments)).finally(() => deps.breakers.release(slug));
   };
 }
 
@@ -452,8 +453,8 @@ async function prepareUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpR
   let url: string | undefined;
   if (upstream.kind === 'url') {
     const confined = confinedUpstreamUrl(upstream.baseUrl, path, req.query);
-    if (!confined.ok) return refusal('invalid_input', confined.error, 400);
-    url = confined.url;
+    if (!confined.ok) return refusal('invalid_input', confined.error.message, 400);
+    url = confined.value;
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
   const request = { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) };
