@@ -83,7 +83,7 @@ function readMpp(header: string, terms: RouteTerms, method: string): Credential 
     return { kind: 'invalid', protocol: 'mpp', status: 400, problem: 'method-unsupported', detail: `method ${challenge.method}/${challenge.intent} is not served`, challengeId: challenge.id };
   }
   const verdict = verifyChallenge(terms.mppKey, challenge, terms.nowMs);
-  if (!verdict.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: verdict.code, detail: verdict.message, challengeId: challenge.id };
+  if (!verdict.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: verdict.error.code, detail: verdict.error.message, challengeId: challenge.id };
   if (!terms.mpp) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: 'this route takes no MPP payment', challengeId: challenge.id };
   const echoed = decodeRequest(challenge.request);
   if (!echoed.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: echoed.error.message, challengeId: challenge.id };
