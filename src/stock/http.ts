@@ -211,8 +211,8 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       } catch {
         return json(503, { error: 'the chain cannot be reached right now; nothing was sent, try again later' }, NO_STORE);
       }
-      if (!outcome.ok) return json(outcome.status, { error: outcome.error, condition: outcome.condition }, NO_STORE);
-      const s = outcome.sponsorship;
+      if (!outcome.ok) return json(outcome.error.status, { error: outcome.error.message, condition: outcome.error.code }, NO_STORE);
+      const s = outcome.value;
       return json(
         200,
         {
