@@ -5,18 +5,23 @@
  * the `status` to send. The module has no imports, so code which runs in browsers (the web front end's canonical
  * JSON, for instance) can use it.
  *
- * Migration of the older shapes (each converted in its own module; what stays is listed in the PR note):
+ * A refusal that is itself a protocol answer (the facilitator's 400 bodies) travels as `Err<ThatAnswer>`.
+ *
+ * Migration of the older shapes:
  *
  * | older shape | where | now |
  * |---|---|---|
  * | `{ ok: false, error: CodecError }` | protocol codecs | unchanged: it already is `Err<Failure<CodecErrorCode>>` |
- * | `{ ok: false, error: string }` (`Checked<T>`) | gateway/merchants/validate.ts | `Err<HttpFailure>`: the string is the `message`, the status 400 |
- * | `{ ok: false, status, error }` (`Checked<T>`) | stock/terms.ts, stock/stock-data.ts | `Err<HttpFailure>` |
- * | `{ ok: false, status, error }` (`PreparedCall`) | ports/upstream.ts, stock-data, internal upstreams | `Err<HttpFailure>` (`refusal()`) |
- * | `{ ok: false, reason, message }` (`CheckResult`) | verify/checks.ts | kept: `reason` is the x402 `invalidReason` on the wire |
- * | `{ ok: false, status, condition, error }` | stock/terms.ts | `Err<Failure>` plus the condition in a subtype |
- * | `{ ok: false, why }`, `{ ok: false, refusal }` | upstream guard, gas sponsor | see those modules |
- * | `{ ok: false, error, latencyMs }` (`UpstreamResult`) | ports/upstream.ts | kept: the latency is measured either way |
+ * | `{ ok: false, error: string }` (`Checked<T>`) | gateway/merchants/validate.ts | `Err<HttpFailure<'invalid_registration' \| 'invalid_address'>>`, status 400 |
+ * | `{ ok: false, status, error }` | merchants/registry.ts (`RegistryResult`) | `Err<HttpFailure>`, the code follows the status; success is `Ok<{ action, merchant }>` |
+ * | `{ ok: false, status, error }` (`Checked<T>`) | stock/terms.ts, stock/stock-data.ts | `Err<HttpFailure<TermsRefusalCode>>` (`bad()`) |
+ * | `{ ok: false, status, error }` (`PreparedCall`) | ports/upstream.ts, paywall, stock-data, the composition root | `Err<HttpFailure<UpstreamRefusalCode>>`; success is `Ok<UpstreamCall>` |
+ * | `{ ok: false, error: string }` (`PathRefusal`) | gateway/paywall/upstream-path.ts | `Err<HttpFailure<'invalid_path'>>` |
+ * | `{ ok: false, code, message }` (`ChallengeVerdict`) | protocol/mpp/challenge.ts | `Err<Failure<'invalid-challenge' \| 'payment-expired'>>` |
+ * | `{ ok: false, status, condition, error }` (`SponsorOutcome`) | stock/gas-sponsor.ts | `Err<HttpFailure<SponsorRefusalCode>>`: the condition is the code |
+ * | `{ ok: false, answer }` | facilitator/settlement-service.ts | `Err<ServiceAnswer>` |
+ * | not yet | verify/checks.ts (`CheckResult`), verify/payment-policy.ts, facilitator/admission.ts (`Admission`), engine/* (`Precheck`, courier sends), stock/order-desk.ts (`OrderStep`) | `{ ok: false, reason, message }`: the engine is being rewritten; these become `Err<Failure<InvalidReason>>` with it |
+ * | not yet | gateway/upstream-guard/guard.ts (`{ code, error, detail }`), stock/market.ts (`PoolCheck`), store/open-store.ts (`StoreHealth`), web/client | their own modules are being reworked; `detail` becomes a log field |
  */
 
 /** A success carrying its value. */
