@@ -111,7 +111,7 @@ async function refused(
 ): Promise<void> {
   const before = snapshot(registry, slug);
   const r = await call();
-  t.match(r, { ok: false, status, error }, what);
+  t.match(r, { ok: false, error: { status, message: error } }, what);
   t.equal(snapshot(registry, slug), before, `${what}: the stored record is unchanged`);
 }
 
@@ -163,7 +163,7 @@ t.test('the EIP-712 message', async (t) => {
 t.test('register: stored, and the public view has no secrets', async (t) => {
   const { registry } = setup(t);
   const r = await registry.register(await signed(owner, registration(owner.address)), NOW);
-  t.match(r, { ok: true, action: 'register' });
+  t.match(r, { ok: true, value: { action: 'register' } });
   const m = registry.get('weather-pro');
   t.ok(m, 'stored');
   if (!m) return;
@@ -280,9 +280,9 @@ t.test('validation refusals (400), nothing stored', async (t) => {
     await refused(t, registry, slug, async () => registry.register(await signed(owner, { ...registration(owner.address), ...overrides }), NOW), 400, error, what);
   }
   t.equal(registry.list().length, 0);
-  t.match(await registry.register(new TextEncoder().encode('{"registration":'), NOW), { ok: false, status: 400, error: /not JSON/ }, 'malformed JSON');
-  t.match(await registry.register([], NOW), { ok: false, status: 400 }, 'not an object');
-  t.match(await registry.register({ registration: registration(owner.address) }, NOW), { ok: false, status: 400, error: /signature: is required/ });
+  t.match(await registry.register(new TextEncoder().encode('{"registration":'), NOW), { ok: false, error: { code: 'invalid_registration', status: 400, message: /not JSON/ } }, 'malformed JSON');
+  t.match(await registry.register([], NOW), { ok: false, error: { status: 400 } }, 'not an object');
+  t.match(await registry.register({ registration: registration(owner.address) }, NOW), { ok: false, error: { status: 400, message: /signature: is required/ } });
 });
 
 t.test('payTo checksum rules', async (t) => {
@@ -290,7 +290,7 @@ t.test('payTo checksum rules', async (t) => {
   t.match(checkPayTo(checksummed), { ok: true, value: checksummed });
   t.match(checkPayTo(checksummed.toLowerCase()), { ok: true, value: checksummed }, 'all lower case: unchecksummed, accepted');
   t.match(checkPayTo(`0x${checksummed.slice(2).toUpperCase()}`), { ok: true, value: checksummed }, 'all upper case: unchecksummed, accepted');
-  t.match(checkPayTo('0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed'), { ok: false, error: /checksum/ }, 'mixed case with a wrong checksum');
+  t.match(checkPayTo('0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed'), { ok: false, error: { code: 'invalid_address', message: /checksum/, status: 400 } }, 'mixed case with a wrong checksum');
   t.match(checkContentType('Text/Plain; Charset=UTF-8'), { ok: true, value: 'text/plain; charset=utf-8' });
   t.match(checkContentType('application/vnd.api+json'), { ok: true });
   t.match(checkContentType('application/rss+xml'), { ok: false });
@@ -367,7 +367,7 @@ t.test('update, delete, ownership and replay', async (t) => {
     }),
   );
   const u = await registry.register(update, later);
-  t.match(u, { ok: true, action: 'update' });
+  t.match(u, { ok: true, value: { action: 'update' } });
   const m = registry.get(slug)!;
   t.equal(m.name, 'Weather Pro 2');
   t.equal(m.createdAt, NOW, 'createdAt kept');
@@ -381,7 +381,7 @@ t.test('update, delete, ownership and replay', async (t) => {
     signed(account, { action: 'delete', slug, payTo, nonce: freshNonce(), issuedAt: later / 1000 });
   await refused(t, registry, slug, async () => registry.register(await del(other, other.address), later), 403, /only the owner/, 'delete by another wallet');
   const d = await del(owner, owner.address);
-  t.match(await registry.register(d, later), { ok: true, action: 'delete' });
+  t.match(await registry.register(d, later), { ok: true, value: { action: 'delete' } });
   t.equal(registry.get(slug), undefined, 'gone');
   t.same(registry.list(), []);
   await refused(t, registry, slug, () => registry.register(d, later), 400, /nonce already used/, 'the delete replayed');
@@ -404,7 +404,7 @@ t.test('concurrent registrations of one slug: exactly one wins', async (t) => {
   const bodies = await Promise.all(wallets.map((w) => signed(w, registration(w.address))));
   const results = await Promise.all(bodies.map((b) => registry.register(b, NOW)));
   t.equal(results.filter((r) => r.ok).length, 1);
-  t.equal(results.filter((r) => !r.ok && r.status === 400 && /taken/.test(r.error)).length, 7);
+  t.equal(results.filter((r) => !r.ok && r.error.status === 400 && /taken/.test(r.error.message)).length, 7);
 });
 
 t.test('file upstreams are stored content-addressed', async (t) => {

@@ -5,9 +5,9 @@ import { checkQuery, confinedUpstreamUrl, confinePath, upstreamRelativePath } fr
 /** What the upstream URL of `rest` (after `/m/{slug}/`) would be under `base`, or the refusal. */
 function urlOf(base: string, rest: string, query = ''): string {
   const confined = confinePath(rest);
-  if (!confined.ok) return `refused: ${confined.error}`;
-  const built = confinedUpstreamUrl(base, upstreamRelativePath(confined.route, confined.segments), query);
-  return built.ok ? built.url : `refused: ${built.error}`;
+  if (!confined.ok) return `refused: ${confined.error.message}`;
+  const built = confinedUpstreamUrl(base, upstreamRelativePath(confined.value.route, confined.value.segments), query);
+  return built.ok ? built.value : `refused: ${built.error.message}`;
 }
 
 t.test('every spelling of a way out of the route is refused', async (t) => {
@@ -51,10 +51,10 @@ t.test('allowed segments land inside the route, canonically encoded', async (t) 
 });
 
 t.test('the built URL is checked once parsed', async (t) => {
-  t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/..', ''), { ok: false, error: 'the path leaves the route' }, 'a dot segment that got through would be caught');
-  t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/%2e%2e', ''), { ok: false, error: 'the path leaves the route' });
-  t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/a\\b', ''), { ok: false, error: 'the path leaves the route' });
-  t.same(confinedUpstreamUrl('not a url', 'latest', ''), { ok: false, error: 'the merchant upstream is misconfigured' });
+  t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/..', ''), { ok: false, error: { code: 'invalid_path', message: 'the path leaves the route', status: 400 } }, 'a dot segment that got through would be caught');
+  t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/%2e%2e', ''), { ok: false, error: { code: 'invalid_path', message: 'the path leaves the route', status: 400 } });
+  t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/a\\b', ''), { ok: false, error: { code: 'invalid_path', message: 'the path leaves the route', status: 400 } });
+  t.same(confinedUpstreamUrl('not a url', 'latest', ''), { ok: false, error: { code: 'invalid_path', message: 'the merchant upstream is misconfigured', status: 400 } });
 });
 
 t.test('queries: malformed escapes, invalid UTF-8, controls and # are refused', async (t) => {

@@ -258,16 +258,16 @@ t.test('verifyChallenge', async (t) => {
   const c = fresh({ expires: new Date(now + 60_000) });
   t.same(verifyChallenge(KEY, c, now), { ok: true });
   t.same(verifyChallenge(KEY, c, new Date(now)), { ok: true }, 'Date accepted');
-  t.match(verifyChallenge(KEY, c, now + 61_000), { ok: false, code: 'payment-expired' });
-  t.match(verifyChallenge(KEY, { ...c, request: fresh({ realm: 'x' }).request.replace(/.$/, 'A') }, now), { ok: false, code: 'invalid-challenge' });
-  t.match(verifyChallenge(KEY, { ...c, id: c.id.slice(1) }, now), { ok: false, code: 'invalid-challenge' });
-  t.match(verifyChallenge(KEY, { ...c, id: `${c.id.slice(0, -1)}${c.id.endsWith('A') ? 'B' : 'A'}` }, now), { ok: false, code: 'invalid-challenge' });
-  t.match(verifyChallenge(utf8('wrong'), c, now), { ok: false, code: 'invalid-challenge' });
-  t.match(verifyChallenge(KEY, { ...c, expires: '2999-01-01T00:00:00Z' }, now), { ok: false, code: 'invalid-challenge' }, 'extending expires breaks the HMAC');
+  t.match(verifyChallenge(KEY, c, now + 61_000), { ok: false, error: { code: 'payment-expired' } });
+  t.match(verifyChallenge(KEY, { ...c, request: fresh({ realm: 'x' }).request.replace(/.$/, 'A') }, now), { ok: false, error: { code: 'invalid-challenge' } });
+  t.match(verifyChallenge(KEY, { ...c, id: c.id.slice(1) }, now), { ok: false, error: { code: 'invalid-challenge' } });
+  t.match(verifyChallenge(KEY, { ...c, id: `${c.id.slice(0, -1)}${c.id.endsWith('A') ? 'B' : 'A'}` }, now), { ok: false, error: { code: 'invalid-challenge' } });
+  t.match(verifyChallenge(utf8('wrong'), c, now), { ok: false, error: { code: 'invalid-challenge' } });
+  t.match(verifyChallenge(KEY, { ...c, expires: '2999-01-01T00:00:00Z' }, now), { ok: false, error: { code: 'invalid-challenge' } }, 'extending expires breaks the HMAC');
   const old = fresh({ expires: new Date(now - 1000) });
-  t.match(verifyChallenge(KEY, old, now), { ok: false, code: 'payment-expired' });
-  t.match(verifyChallenge(KEY, { ...old, realm: 'forged' }, now), { ok: false, code: 'invalid-challenge' }, 'forged beats expired');
-  t.match(verifyChallenge(KEY, { ...c, opaque: 'added' }, now), { ok: false, code: 'invalid-challenge' });
+  t.match(verifyChallenge(KEY, old, now), { ok: false, error: { code: 'payment-expired' } });
+  t.match(verifyChallenge(KEY, { ...old, realm: 'forged' }, now), { ok: false, error: { code: 'invalid-challenge' } }, 'forged beats expired');
+  t.match(verifyChallenge(KEY, { ...c, opaque: 'added' }, now), { ok: false, error: { code: 'invalid-challenge' } });
 });
 
 t.test('credential created by the mppx evm client parses with ours', async (t) => {
@@ -448,7 +448,7 @@ t.test('a salted challenge from a template: every slot but the salt under the HM
     t.equal(parsed.digest, digest);
     const fields = { ...unsalted.value, id: issued.id, opaque: opaqueFor(tag, s1) };
     t.same(verifyChallenge(KEY, fields, Date.now()), { ok: true }, 'our verifier accepts it');
-    const mismatch = { ok: false, code: 'invalid-challenge', message: 'challenge id does not match its fields' };
+    const mismatch = { ok: false, error: { code: 'invalid-challenge', message: 'challenge id does not match its fields' } };
     t.same(verifyChallenge(KEY, { ...fields, opaque: opaqueFor(routeTag('weather', 'geocode', 'GET'), s1) }, Date.now()), mismatch, 'the route in opaque is covered by the HMAC');
     t.same(verifyChallenge(KEY, { ...fields, id: `${unsalted.value.id}${salt()}` }, Date.now()), mismatch, 'the id carries the salt opaque carries');
     t.same(verifyChallenge(KEY, { ...fields, request: template.value.fields.request.replace(/.$/, 'A') }, Date.now()), mismatch, 'the request is covered');

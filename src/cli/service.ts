@@ -24,6 +24,7 @@ import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { createLogger } from '../log/logger.ts';
 import { metricsEndpointConfigFromEnv, metricsRoute } from '../metrics/endpoint.ts';
 import { createMetrics } from '../metrics/metrics.ts';
+import { refusal } from '../protocol/result.ts';
 import { createStockDesk, stockConfigFromEnv } from '../stock/create-stock-desk.ts';
 import { webConfigFromEnv } from '../web/config.ts';
 import { webRoutes } from '../web/routes.ts';
@@ -146,7 +147,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           store: engine.store,
           merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
           readFile: (sha256) => registry.readMerchantFile(sha256),
-          internalUpstream: (name, request) => (stock ? stock.data(request) : { ok: false, status: 503, error: `the ${name} upstream is off on this gateway` }),
+          internalUpstream: (name, request) => (stock ? stock.data(request) : refusal('upstream_off', `the ${name} upstream is off on this gateway`, 503)),
           extraRoutes: [
             metricsEndpoint,
             { method: 'POST', path: '/api/merchants', handler: ipRateLimited(handlers.register, new TokenBucketLimiter({ capacity: 20, refillPerSecond: 0.5 }), 'registrations') },

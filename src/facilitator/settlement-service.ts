@@ -1,4 +1,5 @@
 import { decodeFacilitatorRequest } from '../protocol/x402/facilitator-body.ts';
+import { ok, type Err, type Ok } from '../protocol/result.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
@@ -20,29 +21,30 @@ export function settlementService(
   admission?: PaymentAdmission,
   onUnexpected: (route: 'verify' | 'settle', err: unknown) => void = () => {},
 ): FacilitatorService {
-  const decode = (body: Uint8Array): { ok: true; request: VerifyRequest } | { ok: false; answer: ServiceAnswer } => {
+  /** The request of a body, or the answer that refuses it (its body is the protocol's, so it is the error itself). */
+  const decode = (body: Uint8Array): Ok<VerifyRequest> | Err<ServiceAnswer> => {
     const decoded = decodeFacilitatorRequest(body, maxBodyBytes);
-    if (!decoded.ok) return { ok: false, answer: { status: 400, body: { error: decoded.error.message, code: decoded.error.code } } };
+    if (!decoded.ok) return { ok: false, error: { status: 400, body: { error: decoded.error.message, code: decoded.error.code } } };
     const req = decoded.value.paymentRequirements;
     if (!networks.has(req.network)) {
-      return { ok: false, answer: { status: 400, body: { error: `network ${req.network} is not supported here`, invalidReason: GatewayReason.unsupportedNetwork, isValid: false } } };
+      return { ok: false, error: { status: 400, body: { error: `network ${req.network} is not supported here`, invalidReason: GatewayReason.unsupportedNetwork, isValid: false } } };
     }
     if (!networks.stablecoinOn(req.network, req.asset)) {
-      return { ok: false, answer: { status: 400, body: { error: `asset ${req.asset} is not settled on ${req.network}`, invalidReason: GatewayReason.unsupportedAsset, isValid: false } } };
+      return { ok: false, error: { status: 400, body: { error: `asset ${req.asset} is not settled on ${req.network}`, invalidReason: GatewayReason.unsupportedAsset, isValid: false } } };
     }
-    return { ok: true, request: decoded.value };
+    return ok(decoded.value);
   };
   return {
     supported: () => engine.supported(),
     async verify(body) {
       const d = decode(body);
-      if (!d.ok) return d.answer;
+      if (!d.ok) return d.error;
       try {
-        const admitted = admission ? await admission.admit(d.request) : undefined;
+        const admitted = admission ? await admission.admit(d.value) : undefined;
         if (admitted && !admitted.ok) {
           return { status: 200, body: { isValid: false, invalidReason: admitted.reason, invalidMessage: admitted.message, ...(admitted.payer ? { payer: admitted.payer } : {}) } };
         }
-        return { status: 200, body: await engine.verify(d.request) };
+        return { status: 200, body: await engine.verify(d.value) };
       } catch (err) {
         // A payment nothing foresaw is still answered in the protocol's terms: refused, with the shared reason code.
         onUnexpected('verify', err);
@@ -51,7 +53,7 @@ export function settlementService(
     },
     async settle(body) {
       const d = decode(body);
-      if (!d.ok) return d.answer;
+      if (!d.ok) return d.error;
       const admit = admission
         ? async (request: VerifyRequest): Promise<SettleResponse | undefined> => {
             const admitted = await admission.admit(request);
@@ -61,11 +63,11 @@ export function settlementService(
           }
         : undefined;
       try {
-        return { status: 200, body: await engine.settle(d.request, admit) };
+        return { status: 200, body: await engine.settle(d.value, admit) };
       } catch (err) {
         // Whatever the engine did is in its records: the same request asked again is answered from them.
         onUnexpected('settle', err);
-        const network = d.request.paymentRequirements.network as SettleResponse['network'];
+        const network = d.value.paymentRequirements.network as SettleResponse['network'];
         return { status: 200, body: { success: false, errorReason: GatewayReason.unexpectedSettle, errorMessage: 'the settlement could not be completed; ask again with the same payment', transaction: '', network } };
       }
     },

@@ -1,10 +1,73 @@
 /**
- * The result type of the pure protocol codecs (see `x402/codec.ts`), in a module of its own with no imports, so that
- * code which runs in browsers (the web front end's canonical JSON, for instance) can use it.
+ * The project's one result vocabulary: every function that can refuse returns `Ok<T> | Err<Failure<C>>` (written
+ * `Result<T, C>`) instead of a hand-made `{ ok: false, ... }` shape. A failure always has a machine-readable `code`
+ * (a closed string union per module), a `message` for people and logs, and, where the refusal is an HTTP answer,
+ * the `status` to send. The module has no imports, so code which runs in browsers (the web front end's canonical
+ * JSON, for instance) can use it.
+ *
+ * A refusal that is itself a protocol answer (the facilitator's 400 bodies) travels as `Err<ThatAnswer>`.
+ *
+ * Migration of the older shapes:
+ *
+ * | older shape | where | now |
+ * |---|---|---|
+ * | `{ ok: false, error: CodecError }` | protocol codecs | unchanged: it already is `Err<Failure<CodecErrorCode>>` |
+ * | `{ ok: false, error: string }` (`Checked<T>`) | gateway/merchants/validate.ts | `Err<HttpFailure<'invalid_registration' \| 'invalid_address'>>`, status 400 |
+ * | `{ ok: false, status, error }` | merchants/registry.ts (`RegistryResult`) | `Err<HttpFailure>`, the code follows the status; success is `Ok<{ action, merchant }>` |
+ * | `{ ok: false, status, error }` (`Checked<T>`) | stock/terms.ts, stock/stock-data.ts | `Err<HttpFailure<TermsRefusalCode>>` (`bad()`) |
+ * | `{ ok: false, status, error }` (`PreparedCall`) | ports/upstream.ts, paywall, stock-data, the composition root | `Err<HttpFailure<UpstreamRefusalCode>>`; success is `Ok<UpstreamCall>` |
+ * | `{ ok: false, error: string }` (`PathRefusal`) | gateway/paywall/upstream-path.ts | `Err<HttpFailure<'invalid_path'>>` |
+ * | `{ ok: false, code, message }` (`ChallengeVerdict`) | protocol/mpp/challenge.ts | `Err<Failure<'invalid-challenge' \| 'payment-expired'>>` |
+ * | `{ ok: false, status, condition, error }` (`SponsorOutcome`) | stock/gas-sponsor.ts | `Err<HttpFailure<SponsorRefusalCode>>`: the condition is the code |
+ * | `{ ok: false, answer }` | facilitator/settlement-service.ts | `Err<ServiceAnswer>` |
+ * | not yet | verify/checks.ts (`CheckResult`), verify/payment-policy.ts, facilitator/admission.ts (`Admission`), engine/* (`Precheck`, courier sends), stock/order-desk.ts (`OrderStep`) | `{ ok: false, reason, message }`: the engine is being rewritten; these become `Err<Failure<InvalidReason>>` with it |
+ * | not yet | gateway/upstream-guard/guard.ts (`{ code, error, detail }`), stock/market.ts (`PoolCheck`), store/open-store.ts (`StoreHealth`), web/client | their own modules are being reworked; `detail` becomes a log field |
  */
 
+/** A success carrying its value. */
+export interface Ok<T> {
+  ok: true;
+  value: T;
+}
+
+/** A refusal carrying its reason. */
+export interface Err<E> {
+  ok: false;
+  error: E;
+}
+
+/** Why something was refused: a code from the module's own closed list, a message, and the HTTP status if it is one. */
+export interface Failure<C extends string = string> {
+  code: C;
+  message: string;
+  /** The HTTP status a refusal answered over HTTP carries (4xx for the caller's fault, 5xx for ours). */
+  status?: number;
+}
+
+/** A refusal answered over HTTP: its status is part of it. */
+export interface HttpFailure<C extends string = string> extends Failure<C> {
+  status: number;
+}
+
+/** The result of anything that can refuse: `Ok<T>` or `Err<Failure<C>>`. */
+export type Result<T, C extends string = CodecErrorCode> = Ok<T> | Err<Failure<C>>;
+
+export function ok<T>(value: T): Ok<T> {
+  return { ok: true, value };
+}
+
+/** A refusal with `code` and `message`. */
+export function err<C extends string>(code: C, message: string): Err<Failure<C>> {
+  return { ok: false, error: { code, message } };
+}
+
+/** A refusal answered over HTTP with `status`. */
+export function refusal<C extends string>(code: C, message: string, status: number): Err<HttpFailure<C>> {
+  return { ok: false, error: { code, message, status } };
+}
+
 /**
- * The codes a decoder may return.
+ * The codes a protocol decoder may return.
  *
  * | code | meaning |
  * |---|---|
@@ -43,17 +106,10 @@ export type CodecErrorCode =
   | 'invalid_signature'
   | 'signer_mismatch';
 
-export interface CodecError {
-  code: CodecErrorCode;
-  message: string;
-}
+/** A codec's refusal. */
+export type CodecError = Failure<CodecErrorCode>;
 
-export type Result<T> = { ok: true; value: T } | { ok: false; error: CodecError };
-
-export function ok<T>(value: T): Result<T> {
-  return { ok: true, value };
-}
-
+/** A codec's refusal as a `Result` (the codecs' name for {@link err}). */
 export function fail<T = never>(code: CodecErrorCode, message: string): Result<T> {
-  return { ok: false, error: { code, message } };
+  return err(code, message);
 }

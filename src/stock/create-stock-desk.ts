@@ -8,10 +8,10 @@ import { RelayerPool } from '../engine/relayer-pool.ts';
 import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';
-import type { PreparedCall, UpstreamRequest } from '../gateway/paywall/forward.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
+import type { SettlePort } from '../ports/settle.ts';
+import type { UpstreamPort } from '../ports/upstream.ts';
 import type { Store } from '../store/open-store.ts';
 import { GasSponsor, type Sponsorship } from './gas-sponsor.ts';
 import { stockHandlers } from './http.ts';
@@ -53,14 +53,15 @@ export interface RunningStockDesk {
   desk: StockDesk;
   routes: Array<{ method: string; path: string; handler: HttpHandler }>;
   /** The `stock-data` upstream: the built-in `chain-stocks` merchant, served from this desk's market. */
-  data(request: UpstreamRequest): PreparedCall;
+  data: UpstreamPort;
   close(): Promise<void>;
 }
 
 export interface StockParts {
   networks: NetworkRegistry;
   store: Store;
-  settle(request: VerifyRequest): Promise<SettleResponse>;
+  /** The settlement engine's `settle`, passed in by the composition root. */
+  settle: SettlePort;
   /** The gateway's challenge key: the quote key is derived from it. */
   mppKey: Uint8Array;
   baseUrl: string;

@@ -3,6 +3,7 @@ import { encodeFunctionData, erc20Abi, maxUint256, type Address, type Hex } from
 import { awaitMined, sendDurably, type Courier } from '../engine/tx-courier.ts';
 import type { SignedTx } from '../engine/relayer-pool.ts';
 import type { Logger } from '../log/logger.ts';
+import { ok, refusal, type Err, type HttpFailure, type Ok } from '../protocol/result.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
@@ -21,9 +22,10 @@ export interface Sponsorship {
   createdAt: number;
 }
 
-export type SponsorOutcome =
-  | { ok: true; sponsorship: Sponsorship }
-  | { ok: false; status: 409 | 422 | 502 | 503; condition: string; error: string };
+/** Why a sponsorship is refused; the code is the `condition` the API answers with. */
+export type SponsorRefusalCode = 'already_sponsored' | 'no_stablecoin_b' | 'already_approved' | 'sponsor_unavailable';
+
+export type SponsorOutcome = Ok<Sponsorship> | Err<HttpFailure<SponsorRefusalCode>>;
 
 export interface GasSponsorOptions {
   market: StockMarket;
@@ -52,17 +54,17 @@ export class GasSponsor {
 
   async sponsor(address: Address): Promise<SponsorOutcome> {
     const outcome = await this.#sponsor(address);
-    this.#o.metrics?.stockSponsorships.labels(outcome.ok ? 'sent' : outcome.condition).inc();
+    this.#o.metrics?.stockSponsorships.labels(outcome.ok ? 'sent' : outcome.error.code).inc();
     return outcome;
   }
 
   async #sponsor(address: Address): Promise<SponsorOutcome> {
     const key = address.toLowerCase();
     const { market, permit2 } = this.#o;
-    if (this.#o.claims.holder(key) !== undefined) return { ok: false, status: 409, condition: 'already_sponsored', error: `${address} was sponsored before; sponsorship is once per address` };
+    if (this.#o.claims.holder(key) !== undefined) return refusal('already_sponsored', `${address} was sponsored before; sponsorship is once per address`, 409);
     const [balance, allowance] = await Promise.all([market.balanceOf(market.stable, address), market.allowance(market.stable, address, permit2)]);
-    if (balance === 0n) return { ok: false, status: 422, condition: 'no_stablecoin_b', error: `${address} holds no stablecoin B (${market.stable}); sponsorship is for wallets that hold it` };
-    if (allowance > 0n) return { ok: false, status: 409, condition: 'already_approved', error: `${address} already has a Permit2 allowance for stablecoin B; no approval is needed` };
+    if (balance === 0n) return refusal('no_stablecoin_b', `${address} holds no stablecoin B (${market.stable}); sponsorship is for wallets that hold it`, 422);
+    if (allowance > 0n) return refusal('already_approved', `${address} already has a Permit2 allowance for stablecoin B; no approval is needed`, 409);
 
     const approval = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [permit2, maxUint256] });
     const client = market.client;
@@ -78,7 +80,7 @@ export class GasSponsor {
 
     const id = randomUUID();
     const claim = await this.#o.claims.claim(key, id);
-    if (!claim.claimed) return { ok: false, status: 409, condition: 'already_sponsored', error: `${address} was sponsored before; sponsorship is once per address` };
+    if (!claim.claimed) return refusal('already_sponsored', `${address} was sponsored before; sponsorship is once per address`, 409);
     let record: Sponsorship = { id, address, amountWei: amountWei.toString(), gasEstimate: gasEstimate.toString(), maxFeePerGas: maxFeePerGas.toString(), txs: [], state: 'sending', createdAt: (this.#o.now ?? Date.now)() };
     const save = async (next: Sponsorship) => {
       record = next;
@@ -95,12 +97,12 @@ export class GasSponsor {
       await save({ ...record, state: 'failed' });
       await this.#o.claims.release(key, id);
       this.#o.log.warn('gas sponsorship not sent', { address, why: sent.message });
-      return { ok: false, status: 503, condition: 'sponsor_unavailable', error: 'the sponsorship could not be sent right now; nothing was sent, try again later' };
+      return refusal('sponsor_unavailable', 'the sponsorship could not be sent right now; nothing was sent, try again later', 503);
     }
     await save({ ...record, txs: sent.txs, state: 'sent' });
     const mined = await awaitMined(this.#o.courier, sent.txs, async (txs) => save({ ...record, txs }), this.#o.signal);
     await save({ ...record, txs: mined.txs, transaction: mined.receipt.transactionHash, state: mined.receipt.status === 'success' ? 'confirmed' : 'failed' });
     this.#o.log.info('gas sponsored', { address, amountWei: record.amountWei, tx: record.transaction });
-    return { ok: true, sponsorship: record };
+    return ok(record);
   }
 }

@@ -1,10 +1,11 @@
 import type { Address } from 'viem';
+import { acceptedRequest, decodeX402Credential, x402CredentialHeader } from '../front-door/credential.ts';
+import { paymentRequired, paymentRequiredHeader, paymentResponseHeader } from '../front-door/x402-answer.ts';
 import { isJsonContentType } from '../http/content-type.ts';
 import { json, type HttpHandler, type HttpResponse } from '../http/server.ts';
 import { formatDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
-import { decodePaymentSignatureHeader, encodePaymentRequiredHeader, encodePaymentResponseHeader } from '../protocol/x402/headers.ts';
-import { selectRequirement } from '../protocol/x402/select.ts';
-import type { PaymentRequired, PaymentRequirements } from '../protocol/x402/types.ts';
+import type { HttpFailure } from '../protocol/result.ts';
+import type { PaymentRequirements } from '../protocol/x402/types.ts';
 import type { GasSponsor } from './gas-sponsor.ts';
 import type { StockDesk } from './order-desk.ts';
 import type { StockOrder } from './order-record.ts';
@@ -34,6 +35,8 @@ export interface StockHandlers {
 
 const NO_STORE = { 'cache-control': 'no-store' };
 const usd = (atomic: bigint) => formatDecimalAmount(atomic, USD_DECIMALS);
+/** A refused request's answer: its status, and its message as `error`. */
+const refused = (f: HttpFailure): HttpResponse => json(f.status, { error: f.message }, NO_STORE);
 /** A clock a little ahead of ours must not make a 300-second permit look too long. */
 const DEADLINE_SKEW_SECONDS = 5;
 
@@ -67,12 +70,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
     } catch {
       return json(503, { error: 'the pool cannot be quoted right now; nothing was charged, try again shortly' }, NO_STORE);
     }
-    const required: PaymentRequired = {
-      x402Version: 2,
-      ...(error ? { error } : {}),
-      resource: { url: `${o.baseUrl}/api/stock/buy?${req.query}`, description: `Buy ${input.stock.symbol} for ${usd(input.amount)} stablecoin B`, mimeType: 'application/json' },
-      accepts: [t.offer],
-    };
+    const required = paymentRequired({ url: `${o.baseUrl}/api/stock/buy?${req.query}`, description: `Buy ${input.stock.symbol} for ${usd(input.amount)} stablecoin B`, mimeType: 'application/json' }, [t.offer], error || undefined);
     const body = {
       ...required,
       terms: {
@@ -89,7 +87,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
         recipient: input.recipient ?? 'the payer',
       },
     };
-    return json(402, body, { ...NO_STORE, 'PAYMENT-REQUIRED': encodePaymentRequiredHeader(required) });
+    return json(402, body, { ...NO_STORE, ...paymentRequiredHeader(required) });
   }
 
   return {
@@ -100,7 +98,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
 
     async quote(req): Promise<HttpResponse> {
       const input = parseBuyInput(new URLSearchParams(req.query), stocks, { recipient: false });
-      if (!input.ok) return json(input.status, { error: input.error }, NO_STORE);
+      if (!input.ok) return refused(input.error);
       let shares: bigint;
       try {
         shares = await market.quote(input.value.stock, input.value.amount);
@@ -130,22 +128,22 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
 
     async buy(req): Promise<HttpResponse> {
       const query = new URLSearchParams(req.query);
-      const header = req.headers['payment-signature'] ?? req.headers['x-payment'];
+      const header = x402CredentialHeader(req.headers);
       if (header === undefined) {
         const parsed = parseBuyInput(query, stocks, { recipient: true });
-        if (!parsed.ok) return json(parsed.status, { error: parsed.error }, NO_STORE);
+        if (!parsed.ok) return refused(parsed.error);
         return challenge(req, parsed.value);
       }
 
       // The paid retry: every term comes from the signed quote the payment echoes, none from this request's query.
-      const decoded = decodePaymentSignatureHeader(header);
-      if (!decoded.ok) return json(400, { error: `PAYMENT-SIGNATURE: ${decoded.error.message}` }, NO_STORE);
+      const decoded = decodeX402Credential(header);
+      if (!decoded.ok) return refused(decoded.error);
       const verdict = readQuote(o.quoteKey, decoded.value.accepted?.extra?.['quote'], scope, nowSeconds());
       if (!verdict.ok && verdict.why === 'altered') return json(400, { error: 'the signed quote in accepted.extra.quote was altered or is not ours; nothing was charged' }, NO_STORE);
       if (!verdict.ok) {
         // Missing or expired: fresh terms for what the query asks, when it asks for something buyable.
         const parsed = parseBuyInput(query, stocks, { recipient: true });
-        if (!parsed.ok) return json(parsed.status, { error: parsed.error }, NO_STORE);
+        if (!parsed.ok) return refused(parsed.error);
         const why = verdict.why === 'expired' ? 'the quote has expired' : 'the payment carries no signed quote (accepted.extra.quote)';
         return challenge(req, parsed.value, `${why}: pay against these fresh terms; nothing was charged`);
       }
@@ -154,8 +152,8 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       const disagreement = queryDisagreement(query, input);
       if (disagreement) return json(400, { error: `the query disagrees with the signed quote: ${disagreement}; nothing was charged` }, NO_STORE);
 
-      const offer = selectRequirement([buyOffer(network, o.desk.address, input.amount)], decoded.value.accepted);
-      if (!offer) return challenge(req, input, 'the payment does not accept these terms (amount, asset, network, recipient or spender differ); nothing was charged');
+      const accepted = acceptedRequest([buyOffer(network, o.desk.address, input.amount)], decoded.value);
+      if (!accepted) return challenge(req, input, 'the payment does not accept these terms (amount, asset, network, recipient or spender differ); nothing was charged');
       const payload = decoded.value.payload;
       if (!('permit2Authorization' in payload)) return challenge(req, input, 'a stock buy is paid with a Permit2 witness transfer on the stock chain');
       const deadline = BigInt(payload.permit2Authorization.deadline);
@@ -166,7 +164,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       const q = verdict.quote;
       let order: StockOrder | undefined;
       try {
-        order = await o.desk.place({ x402Version: 2, paymentPayload: decoded.value, paymentRequirements: offer }, input, { quotedShares: BigInt(q.shares), minShares: BigInt(q.minShares), quoteBlock: BigInt(q.block) });
+        order = await o.desk.place(accepted, input, { quotedShares: BigInt(q.shares), minShares: BigInt(q.minShares), quoteBlock: BigInt(q.block) });
       } catch {
         return json(409, { error: 'this payment is being placed by another request; fetch the order in a moment' }, NO_STORE);
       }
@@ -190,7 +188,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       let payer: Address | undefined;
       if (rawPayer !== null && rawPayer !== '') {
         const p = parseAddress(rawPayer, 'payer');
-        if (!p.ok) return json(400, { error: p.error }, NO_STORE);
+        if (!p.ok) return refused(p.error);
         payer = p.value;
       }
       return json(200, { orders: o.desk.history(payer, limit).map(publicOrder), ...(payer ? { payer } : { feed: 'global' }) }, NO_STORE);
@@ -206,15 +204,15 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       }
       if (typeof address !== 'string') return json(400, { error: 'address is required: {"address": "0x..."}' }, NO_STORE);
       const checked = parseAddress(address, 'address');
-      if (!checked.ok) return json(400, { error: checked.error }, NO_STORE);
+      if (!checked.ok) return refused(checked.error);
       let outcome;
       try {
         outcome = await o.sponsor.sponsor(checked.value);
       } catch {
         return json(503, { error: 'the chain cannot be reached right now; nothing was sent, try again later' }, NO_STORE);
       }
-      if (!outcome.ok) return json(outcome.status, { error: outcome.error, condition: outcome.condition }, NO_STORE);
-      const s = outcome.sponsorship;
+      if (!outcome.ok) return json(outcome.error.status, { error: outcome.error.message, condition: outcome.error.code }, NO_STORE);
+      const s = outcome.value;
       return json(
         200,
         {
@@ -234,7 +232,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
 /** How a buy answers once its order is over (or still running at the wait's end). */
 function orderAnswer(order: StockOrder): HttpResponse {
   const view = publicOrder(order);
-  const paid: Record<string, string> = order.settlement?.success ? { 'PAYMENT-RESPONSE': encodePaymentResponseHeader(order.settlement) } : {};
+  const paid: Record<string, string> = order.settlement?.success ? paymentResponseHeader(order.settlement) : {};
   switch (order.state) {
     case 'delivered':
       return json(200, view, { ...NO_STORE, ...paid });
@@ -245,7 +243,7 @@ function orderAnswer(order: StockOrder): HttpResponse {
     case 'confirmingRefund':
       return json(502, { error: `delivery failed (${order.failure?.reason ?? 'unknown'}); the refund is queued and will be sent`, ...view }, { ...NO_STORE, ...paid });
     case 'rejected':
-      return json(402, { error: `the payment did not settle (${order.failure?.reason ?? 'unknown'}); nothing was charged`, ...view }, order.settlement ? { ...NO_STORE, 'PAYMENT-RESPONSE': encodePaymentResponseHeader(order.settlement) } : NO_STORE);
+      return json(402, { error: `the payment did not settle (${order.failure?.reason ?? 'unknown'}); nothing was charged`, ...view }, order.settlement ? { ...NO_STORE, ...paymentResponseHeader(order.settlement) } : NO_STORE);
     default:
       return json(202, { ...view, detail: `the order is still running; GET /api/stock/order/${order.id} for its outcome (do not pay again)` }, { ...NO_STORE, ...paid });
   }

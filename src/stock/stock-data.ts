@@ -8,9 +8,10 @@
  * is read at one block, which the answer names (`blockNumber`), so that it can be checked against the chain.
  */
 import type { StockInfo } from '../chain/network-types.ts';
-import type { PreparedCall, UpstreamRequest, UpstreamResult } from '../gateway/paywall/forward.ts';
 import { JSON_CONTENT_TYPE } from '../http/server.ts';
+import type { UpstreamPort, UpstreamRequest, UpstreamResult } from '../ports/upstream.ts';
 import { formatDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
+import { ok } from '../protocol/result.ts';
 import { parseJsonBytes } from '../protocol/x402/codec.ts';
 import type { StockMarket } from './market.ts';
 import { bad, findStock, ORDER_LIMITS, parseAddress, stockListing, type Checked } from './terms.ts';
@@ -28,10 +29,10 @@ type Answer = (block: bigint) => Promise<Record<string, unknown>>;
 /** What the quote's reference buy spends: the smallest order, 1 stablecoin B. */
 const REFERENCE_BUY = ORDER_LIMITS.min;
 const usd = (atomic: bigint) => formatDecimalAmount(atomic, USD_DECIMALS);
-const good = <T>(value: T): Checked<T> => ({ ok: true, value });
+const good = ok;
 
 /** The `stock-data` upstream: checks a request's input now, and answers it from the chain once it is paid. */
-export function stockData(o: StockDataOptions): (request: UpstreamRequest) => PreparedCall {
+export function stockData(o: StockDataOptions): UpstreamPort {
   const market = o.market;
   const network = market.network;
   const stocks = market.stocks;
@@ -139,7 +140,7 @@ export function stockData(o: StockDataOptions): (request: UpstreamRequest) => Pr
     if (!route) return bad(`chain-stocks has no route ${JSON.stringify(name.slice(0, 40))}`, 404);
     if (cut >= 0) return bad(`${name} takes no appended path`, 404);
     const checked = route(request);
-    return checked.ok ? { ok: true, call: () => serve(checked.value) } : checked;
+    return checked.ok ? ok(() => serve(checked.value)) : checked;
   };
 }
 

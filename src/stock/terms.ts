@@ -6,10 +6,11 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Address } from 'viem';
 import type { StockInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
+import { checkAddress } from '../protocol/address.ts';
 import { formatDecimalAmount, parseDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
+import { ok, refusal, type Err, type HttpFailure, type Ok } from '../protocol/result.ts';
 import type { PaymentRequirements } from '../protocol/x402/types.ts';
 import { permit2Scheme } from '../schemes/permit2/scheme.ts';
-import { checkPayTo } from '../gateway/merchants/validate.ts';
 
 /** Order size, stablecoin B atomic units: 1 to 1000 (spec section 8). */
 export const ORDER_LIMITS = { min: 1_000_000n, max: 1_000_000_000n } as const;
@@ -23,8 +24,11 @@ const usd = (atomic: bigint) => formatDecimalAmount(atomic, USD_DECIMALS);
 export const FEES = { amount: usd(FEE_ATOMIC), percent: '0' };
 export const LIMITS = { minStableAmount: usd(ORDER_LIMITS.min), maxStableAmount: usd(ORDER_LIMITS.max) };
 
-export type Checked<T> = { ok: true; value: T } | { ok: false; status: 400 | 404; error: string };
-export const bad = (error: string, status: 400 | 404 = 400): { ok: false; status: 400 | 404; error: string } => ({ ok: false, status, error });
+/** Why a stock request's input is refused: bad input or address (400), or nothing of that name (404). */
+export type TermsRefusalCode = 'invalid_input' | 'invalid_address' | 'not_found';
+export type Checked<T> = Ok<T> | Err<HttpFailure<TermsRefusalCode>>;
+/** A refusal of bad input (400), or of a name that matches nothing (404). */
+export const bad = (message: string, status: 400 | 404 = 400): Err<HttpFailure<TermsRefusalCode>> => refusal(status === 404 ? 'not_found' : 'invalid_input', message, status);
 
 export interface BuyInput {
   stock: StockInfo;
@@ -42,21 +46,19 @@ export function parseStableAmount(raw: string | undefined): Checked<bigint> {
   if (amount < ORDER_LIMITS.min || amount > ORDER_LIMITS.max) {
     return bad(`stable_amount ${formatDecimalAmount(amount, USD_DECIMALS)} is outside the order limits: 1 to 1000`);
   }
-  return { ok: true, value: amount };
+  return ok(amount);
 }
 
 export function findStock(stocks: readonly StockInfo[], symbol: string | undefined): Checked<StockInfo> {
   if (!symbol) return bad('symbol is required, e.g. symbol=TSLA');
   const stock = stocks.find((s) => s.symbol === symbol.toUpperCase());
   if (!stock) return bad(`unknown symbol ${JSON.stringify(symbol.slice(0, 16))}; GET /api/stock/list names the ${stocks.length} listed stocks`, 404);
-  return { ok: true, value: stock };
+  return ok(stock);
 }
 
 /** A wallet address: mixed case must carry a valid EIP-55 checksum. */
 export function parseAddress(raw: string, field: string): Checked<Address> {
-  const checked = checkPayTo(raw);
-  if (!checked.ok) return bad(checked.error.replace(/^payTo/, field));
-  return { ok: true, value: checked.value };
+  return checkAddress(raw, field);
 }
 
 /** The query of quote and buy: symbol, stable_amount and (buy only) recipient. */
@@ -66,10 +68,10 @@ export function parseBuyInput(query: URLSearchParams, stocks: readonly StockInfo
   const amount = parseStableAmount(query.get('stable_amount') ?? undefined);
   if (!amount.ok) return amount;
   const raw = opts.recipient ? query.get('recipient') : null;
-  if (raw === null || raw === '') return { ok: true, value: { stock: stock.value, amount: amount.value } };
+  if (raw === null || raw === '') return ok({ stock: stock.value, amount: amount.value });
   const recipient = parseAddress(raw, 'recipient');
   if (!recipient.ok) return recipient;
-  return { ok: true, value: { stock: stock.value, amount: amount.value, recipient: recipient.value } };
+  return ok({ stock: stock.value, amount: amount.value, recipient: recipient.value });
 }
 
 /**

@@ -39,9 +39,10 @@ export function merchantHandlers(options: MerchantHttpOptions): MerchantHandlers
     async register(req): Promise<HttpResponse> {
       const bytes = await req.body(); // over maxBodyBytes: a 413 is already on its way (the rejection is an HttpError)
       const result = await registry.register(bytes, now());
-      if (!result.ok) return json(result.status, { error: result.error }, NO_STORE);
-      if (result.action === 'delete') return json(200, { deleted: result.merchant.slug }, NO_STORE);
-      return json(result.action === 'register' ? 201 : 200, { merchant: publicMerchant(result.merchant) }, NO_STORE);
+      if (!result.ok) return json(result.error.status, { error: result.error.message }, NO_STORE);
+      const { action, merchant } = result.value;
+      if (action === 'delete') return json(200, { deleted: merchant.slug }, NO_STORE);
+      return json(action === 'register' ? 201 : 200, { merchant: publicMerchant(merchant) }, NO_STORE);
     },
     list(): HttpResponse {
       return json(200, { merchants: registry.list().map(publicMerchant) }, REVALIDATE);

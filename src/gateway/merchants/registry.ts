@@ -15,7 +15,8 @@
  * A refusal changes nothing (no record written, no file stored). Changes to one slug are serialised in-process;
  * the registry assumes it is the only writer of its collection (one gateway process per data directory).
  *
- * Results: `{ok: true, action, merchant}` or `{ok: false, status, error}` with 400 (malformed, invalid,
+ * Results (the shared vocabulary of `protocol/result.ts`): `ok({action, merchant})`, or a refusal with its code,
+ * message and status: 400 (malformed, invalid,
  * stale, replayed, slug taken, upstream address forbidden), 403 (signature not by payTo, not the owner, built-in),
  * 404 (update/delete of an unknown slug). 409 is part of the type for callers' exhaustiveness but not produced:
  * a taken slug is a 400 (`slug … is taken`), as the acceptance criteria ask.
@@ -24,6 +25,7 @@ import { LRUCache } from 'lru-cache';
 import type { Hex } from 'viem';
 import type { Merchant, Upstream } from '../catalog/merchant.ts';
 import { canonicalJson } from '../../protocol/mpp/canonical-json.ts';
+import { ok, type Err, type HttpFailure, type Ok } from '../../protocol/result.ts';
 import { parseJsonBytes } from '../../protocol/x402/codec.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
@@ -51,9 +53,12 @@ export interface MerchantRecord {
 
 export type RegistryFailureStatus = 400 | 403 | 404 | 409;
 
-export type RegistryResult =
-  | { ok: true; action: RegistrationAction; merchant: Merchant }
-  | { ok: false; status: RegistryFailureStatus; error: string };
+/** A refusal's code follows its status: 400 `invalid_registration`, 403 `forbidden`, 404 `not_found`, 409 `conflict`. */
+export type RegistryRefusalCode = 'invalid_registration' | 'forbidden' | 'not_found' | 'conflict';
+
+export type RegistryResult = Ok<{ action: RegistrationAction; merchant: Merchant }> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }>;
+
+const REFUSAL_CODES: Readonly<Record<RegistryFailureStatus, RegistryRefusalCode>> = { 400: 'invalid_registration', 403: 'forbidden', 404: 'not_found', 409: 'conflict' };
 
 export interface BuiltinSeedReport {
   /** Slugs inserted or changed. */
@@ -79,8 +84,8 @@ export interface MerchantRegistryOptions {
   log?: Logger;
 }
 
-function refuse(status: RegistryFailureStatus, error: string): RegistryResult {
-  return { ok: false, status, error };
+function refuse(status: RegistryFailureStatus, message: string): Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }> {
+  return { ok: false, error: { code: REFUSAL_CODES[status], message, status } };
 }
 
 function sameAddress(a: string, b: string): boolean {
@@ -201,7 +206,7 @@ export class MerchantRegistry {
       limits: this.#limits,
       upstreamAllowlist: this.#allowlist,
     });
-    if (!valid.ok) return refuse(400, valid.error);
+    if (!valid.ok) return refuse(400, valid.error.message);
     const { request, registration } = valid.value;
 
     const signer = await recoverRegistrationSigner(request.registration, request.signature as Hex);
@@ -226,10 +231,10 @@ export class MerchantRegistry {
 
       if (registration.action === 'delete') {
         await this.#write(slug, { merchant: null, builtin: false, nonces });
-        return { ok: true, action: 'delete', merchant: current! };
+        return ok({ action: 'delete' as const, merchant: current! });
       }
       const upstream = await this.#storeUpstream(registration);
-      if (!upstream.ok) return upstream.refusal;
+      if (!upstream.ok) return upstream;
       const merchant: Merchant = {
         slug,
         name: registration.name,
@@ -243,15 +248,15 @@ export class MerchantRegistry {
         updatedAt: now,
       };
       await this.#write(slug, { merchant, builtin: false, nonces });
-      return { ok: true, action: registration.action, merchant };
+      return ok({ action: registration.action, merchant });
     });
-    if (result.ok) this.#log?.info('merchant ' + (result.action === 'delete' ? 'deleted' : result.action === 'update' ? 'updated' : 'registered'), { slug: registration.slug, owner: signer, upstreamKind: result.merchant.upstream.kind });
-    else this.#log?.info('merchant registration refused', { slug: registration.slug, action: registration.action, status: result.status });
+    if (result.ok) this.#log?.info('merchant ' + (result.value.action === 'delete' ? 'deleted' : result.value.action === 'update' ? 'updated' : 'registered'), { slug: registration.slug, owner: signer, upstreamKind: result.value.merchant.upstream.kind });
+    else this.#log?.info('merchant registration refused', { slug: registration.slug, action: registration.action, status: result.error.status });
     return result;
   }
 
   /** Checks (DNS) or stores (file) the upstream. Runs after every other check, so a refusal stores nothing. */
-  async #storeUpstream(r: ValidatedUpsert): Promise<{ ok: true; value: Upstream } | { ok: false; refusal: RegistryResult }> {
+  async #storeUpstream(r: ValidatedUpsert): Promise<Ok<Upstream> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }>> {
     const u = r.upstream;
     if (u.kind === 'url') {
       const check = await checkUpstreamUrl(u.baseUrl, {
@@ -261,12 +266,12 @@ export class MerchantRegistry {
       });
       if (!check.ok) {
         this.#log?.warn('merchant upstream refused', { slug: r.slug, code: check.code, detail: check.detail });
-        return { ok: false, refusal: refuse(400, check.error) };
+        return refuse(400, check.error);
       }
-      return { ok: true, value: { kind: 'url', baseUrl: u.baseUrl, secretHeaders: { ...u.secretHeaders } } };
+      return ok({ kind: 'url', baseUrl: u.baseUrl, secretHeaders: { ...u.secretHeaders } });
     }
     const { sha256, size } = await this.#files.put(u.content);
-    return { ok: true, value: { kind: 'file', sha256, contentType: u.contentType, size, fileName: u.fileName } };
+    return ok({ kind: 'file', sha256, contentType: u.contentType, size, fileName: u.fileName });
   }
 
   /** The record's nonces that could still be replayed at `now` (older ones are refused as stale anyway). */

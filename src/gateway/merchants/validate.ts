@@ -7,8 +7,9 @@
  * signature, ownership and nonce checks are the registry's.
  */
 import type { ErrorObject, SchemaObject, ValidateFunction } from 'ajv';
-import { getAddress } from 'viem';
 import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
+import { checkAddress } from '../../protocol/address.ts';
+import { ok, refusal, type Err, type HttpFailure, type Ok } from '../../protocol/result.ts';
 import { createAjv } from '../../protocol/x402/codec.ts';
 import type { MerchantRoute } from '../catalog/merchant.ts';
 import { UpstreamAllowlist, urlPort } from '../upstream-guard/guard.ts';
@@ -23,10 +24,11 @@ import type {
   ValidatedUpstream,
 } from './types.ts';
 
-export type Checked<T> = { ok: true; value: T } | { ok: false; error: string };
+/** A registration check's result: every refusal is answered 400 with its message. */
+export type Checked<T> = Ok<T> | Err<HttpFailure<'invalid_registration' | 'invalid_address'>>;
 
-const good = <T>(value: T): Checked<T> => ({ ok: true, value });
-const bad = <T = never>(error: string): Checked<T> => ({ ok: false, error });
+const good = ok;
+const bad = (message: string): Err<HttpFailure<'invalid_registration'>> => refusal('invalid_registration', message, 400);
 
 // ---------------------------------------------------------------------------------------------
 // Limits
@@ -273,13 +275,7 @@ export interface ValidationContext {
 
 /** A payTo: mixed case must carry a correct EIP-55 checksum; all-lower or all-upper hex is taken as unchecksummed. */
 export function checkPayTo(text: string): Checked<`0x${string}`> {
-  if (!ADDRESS.test(text)) return bad('payTo must be a 0x-prefixed 20-byte hex address');
-  const hex = text.slice(2);
-  const checksummed = getAddress(`0x${hex.toLowerCase()}`);
-  const mixed = hex !== hex.toLowerCase() && hex !== hex.toUpperCase();
-  if (mixed && checksummed !== text) return bad(`payTo ${text} has a wrong EIP-55 checksum (mixed-case addresses must be checksummed; did you mean ${checksummed}?)`);
-  if (/^0+$/.test(hex)) return bad('payTo must not be the zero address');
-  return good(checksummed);
+  return checkAddress(text, 'payTo');
 }
 
 /** `0.000001` ≤ price ≤ `1000.000000` (configurable), exactly 6 fraction digits. */
@@ -381,7 +377,7 @@ function checkRoutes(slug: string, routes: RouteInput[], limits: RegistrationLim
     if (seen.has(r.route)) return bad(`route ${r.route} is listed twice`);
     seen.add(r.route);
     const price = checkPrice(r.priceUsd, limits);
-    if (!price.ok) return bad(`route ${r.route}: ${price.error}`);
+    if (!price.ok) return bad(`route ${r.route}: ${price.error.message}`);
     if (r.summary.trim() === '') return bad(`route ${r.route}: summary must not be blank`);
     out.push({
       route: r.route,

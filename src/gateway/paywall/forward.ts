@@ -1,5 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { request, type Dispatcher } from 'undici';
+import type { PreparedCall, UpstreamRequest, UpstreamResult } from '../../ports/upstream.ts';
 import type { InternalUpstreamName } from '../catalog/merchant.ts';
 
 /** Request headers a buyer may pass to the upstream; everything else (payment credentials included) stays here. */
@@ -9,26 +10,6 @@ const FORWARDED_REQUEST_HEADERS = ['accept', 'accept-language', 'content-type', 
  * and so is `cache-control`: a paid answer is always `private, no-store` (see `paid-headers.ts`).
  */
 const RETURNED_RESPONSE_HEADERS = ['content-type', 'content-language', 'etag', 'last-modified'];
-
-export interface UpstreamRequest {
-  method: string;
-  /** The route and any appended segments, each canonically encoded (see `upstream-path.ts`), e.g. `historical/2024-01-01..2024-02-01`. */
-  path: string;
-  /** The raw query string, without `?` (checked by `checkQuery`), forwarded as it came. */
-  query: string;
-  headers: Record<string, string>;
-  body?: Uint8Array;
-}
-
-export type UpstreamResult =
-  | { ok: true; status: number; headers: Record<string, string>; body: Uint8Array; latencyMs: number }
-  | { ok: false; error: string; latencyMs: number };
-
-/**
- * A paid request's upstream call, made ready before the payment settles; or the refusal of a request that can only
- * fail (its input is bad), answered then, so that nothing is charged for it.
- */
-export type PreparedCall = { ok: true; call(): Promise<UpstreamResult> } | { ok: false; status: number; error: string };
 
 /** The upstreams served inside the gateway (`Upstream` kind `internal`): what `name` makes of a request. */
 export type InternalUpstream = (name: InternalUpstreamName, request: UpstreamRequest) => PreparedCall;

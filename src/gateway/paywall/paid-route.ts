@@ -10,15 +10,17 @@ import { challengeTemplate, issueFromTemplate, saltedHeaderParts, templateMac, t
 import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.ts';
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
-import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from '../../protocol/x402/headers.ts';
-import type { PaymentRequired, SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
+import type { SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
 import { SCHEMES } from '../../schemes/registry.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 import type { CircuitBreakers } from './circuit-breaker.ts';
-import { readCredential, type Credential, type RouteTerms } from './credentials.ts';
-import { forwardToUpstream, type InternalUpstream, type PreparedCall, type UpstreamResult } from './forward.ts';
+import { readCredential, type Credential, type RouteTerms } from '../../front-door/credential.ts';
+import { paymentRequired, paymentRequiredHeader, paymentResponseHeader } from '../../front-door/x402-answer.ts';
+import type { PreparedCall, UpstreamResult } from '../../ports/upstream.ts';
+import { ok, refusal } from '../../protocol/result.ts';
+import { forwardToUpstream, type InternalUpstream } from './forward.ts';
 import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
 import { claimForServing, markServed, releaseServing, servedState } from './served-claims.ts';
@@ -188,11 +190,12 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
     if (!merchant) return json(404, { error: `no merchant '${slug}'` });
     // The path is checked before anything else: a path that could leave the route is refused, whatever is paid.
     const confined = confinePath(req.params['*'] ?? '');
-    if (!confined.ok) return json(400, { error: `${confined.error}; nothing was charged` });
+    if (!confined.ok) return json(400, { error: `${confined.error.message}; nothing was charged` });
     const badQuery = checkQuery(req.query);
-    if (badQuery) return json(400, { error: `${badQuery.error}; nothing was charged` });
-    const route = findRoute(merchant, confined.route);
-    if (!route) return json(404, { error: `merchant '${slug}' has no route '${confined.route.slice(0, 64)}'` });
+    if (badQuery) return json(400, { error: `${badQuery.error.message}; nothing was charged` });
+    const { route: routeName, segments } = confined.value;
+    const route = findRoute(merchant, routeName);
+    if (!route) return json(404, { error: `merchant '${slug}' has no route '${routeName.slice(0, 64)}'` });
     if (!route.methods.includes(req.method === 'HEAD' ? 'GET' : (req.method as 'GET' | 'POST'))) {
       return json(405, { error: `${req.method} is not allowed here` }, { allow: route.methods.join(', ') });
     }
@@ -215,7 +218,7 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       return challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo);
     }
     // However it ends (body too large, client gone, a throw), a half-open trial this request held is given back.
-    return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, confined.segments)).finally(() => deps.breakers.release(slug));
+    return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, segments)).finally(() => deps.breakers.release(slug));
   };
 }
 
@@ -254,12 +257,7 @@ function paymentRequiredHeaders(deps: PaywallDeps, req: HttpRequest, route: Merc
   return {
     'content-type': PROBLEM_CONTENT_TYPE,
     'cache-control': 'no-store',
-    'PAYMENT-REQUIRED': encodePaymentRequiredHeader({
-      x402Version: 2,
-      ...(error !== undefined ? { error } : {}),
-      resource: { url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' },
-      accepts: terms.offers,
-    } satisfies PaymentRequired),
+    ...paymentRequiredHeader(paymentRequired({ url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' }, terms.offers, error)),
   };
 }
 
@@ -309,7 +307,7 @@ function challenge(
     headers['WWW-Authenticate'] = typeof issued.header === 'string' ? issued.header : issued.header.value;
     deps.metrics.challengeIssued('mpp');
   }
-  if (extra.settle) headers['PAYMENT-RESPONSE'] = encodePaymentResponseHeader(extra.settle);
+  if (extra.settle) Object.assign(headers, paymentResponseHeader(extra.settle));
   const code: ProblemCode = extra.problem ?? invalid?.problem ?? 'payment-required';
   const status = invalid?.status ?? (code === 'method-unsupported' ? 400 : 402);
   const detail = extra.detail ?? invalid?.detail ?? unpaidDetail(route);
@@ -348,7 +346,7 @@ async function paid(
   const upstream = await prepareUpstream(deps, merchant, req, upstreamPath);
   if (!upstream.ok) {
     deps.breakers.release(slug);
-    return json(upstream.status, { error: `${upstream.error}; nothing was charged` });
+    return json(upstream.error.status, { error: `${upstream.error.message}; nothing was charged` });
   }
 
   const settlement = await deps.settle(credential.request);
@@ -396,7 +394,7 @@ async function paid(
     );
   };
   try {
-    const result = await upstream.call();
+    const result = await upstream.value();
     const answer = result.ok ? answerable(result) : undefined;
     deps.metrics.upstreamCall(slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
     const upstreamFailed = answer === undefined || answer.status >= 500;
@@ -445,33 +443,30 @@ function answerable(result: Extract<UpstreamResult, { ok: true }>): Extract<Upst
 async function prepareUpstream(deps: PaywallDeps, merchant: Merchant, req: HttpRequest, path: string): Promise<PreparedCall> {
   const upstream = merchant.upstream;
   if (upstream.kind === 'file') {
-    return {
-      ok: true,
-      async call(): Promise<UpstreamResult> {
-        const started = performance.now();
-        const body = await deps.readFile(upstream.sha256);
-        if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
-        return { ok: true, status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started };
-      },
-    };
+    return ok(async (): Promise<UpstreamResult> => {
+      const started = performance.now();
+      const body = await deps.readFile(upstream.sha256);
+      if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
+      return { ok: true, status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started };
+    });
   }
   let url: string | undefined;
   if (upstream.kind === 'url') {
     const confined = confinedUpstreamUrl(upstream.baseUrl, path, req.query);
-    if (!confined.ok) return { ok: false, status: 400, error: confined.error };
-    url = confined.url;
+    if (!confined.ok) return refusal('invalid_input', confined.error.message, 400);
+    url = confined.value;
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
   const request = { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) };
   if (upstream.kind === 'internal') return deps.internalUpstream(upstream.name, request);
   const limits = { timeoutMs: deps.upstreamTimeoutMs, maxBytes: deps.upstreamMaxBytes };
   const target = url as string;
-  return { ok: true, call: () => forwardToUpstream(target, upstream.secretHeaders, request, deps.dispatcher, limits) };
+  return ok(() => forwardToUpstream(target, upstream.secretHeaders, request, deps.dispatcher, limits));
 }
 
 /** x402 answers with PAYMENT-RESPONSE; MPP with a signed Payment-Receipt once settled. */
 async function paymentHeadersFor(deps: PaywallDeps, credential: Extract<Credential, { kind: 'x402' | 'mpp' }>, settlement: SettleResponse): Promise<Record<string, string>> {
-  if (credential.kind === 'x402') return { 'PAYMENT-RESPONSE': encodePaymentResponseHeader(settlement) };
+  if (credential.kind === 'x402') return paymentResponseHeader(settlement);
   if (!settlement.success) return {};
   const signed = await signReceipt(
     { status: 'success', method: 'evm', reference: settlement.transaction as Hex, timestamp: new Date(deps.now()).toISOString(), challengeId: credential.challenge.id, chainId: credential.chainId },

@@ -9,10 +9,14 @@
  * and the URL built from them is parsed once more and checked to be inside the route. Pure functions.
  */
 
-export type PathRefusal = { ok: false; error: string };
+import { ok, refusal, type Err, type HttpFailure, type Ok } from '../../protocol/result.ts';
+
+/** A path or query that cannot be forwarded: refused 400, before anything is charged. */
+export type PathRefusal = Err<HttpFailure<'invalid_path'>>;
+const refuse = (message: string): PathRefusal => refusal('invalid_path', message, 400);
 
 /** The route named by the first segment, and the appended segments, each canonically encoded. */
-export type ConfinedPath = { ok: true; route: string; segments: string[] } | PathRefusal;
+export type ConfinedPath = Ok<{ route: string; segments: string[] }> | PathRefusal;
 
 /** C0 controls, DEL and the C1 controls: never part of a resource name, and read as separators by some servers. */
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
@@ -51,11 +55,11 @@ export function confinePath(rest: string): ConfinedPath {
   const out: string[] = [];
   for (let i = 0; i < raw.length; i++) {
     const segment = raw[i]!;
-    if (segment.includes('\\')) return { ok: false, error: 'the path contains a backslash' };
+    if (segment.includes('\\')) return refuse('the path contains a backslash');
     const decoded = decodeStrict(segment);
-    if (decoded === undefined) return { ok: false, error: 'the path has a malformed percent-escape or invalid UTF-8' };
+    if (decoded === undefined) return refuse('the path has a malformed percent-escape or invalid UTF-8');
     const unsafe = unsafeSegment(decoded);
-    if (unsafe !== undefined) return { ok: false, error: `the path contains ${unsafe}` };
+    if (unsafe !== undefined) return refuse(`the path contains ${unsafe}`);
     if (i === 0) {
       out.push(decoded); // the route name, matched against the merchant's routes as it is
       continue;
@@ -63,19 +67,19 @@ export function confinePath(rest: string): ConfinedPath {
     try {
       out.push(encodeSegment(decoded));
     } catch {
-      return { ok: false, error: 'the path has an invalid character' }; // a lone surrogate
+      return refuse('the path has an invalid character'); // a lone surrogate
     }
   }
   const [route, ...segments] = out;
-  return { ok: true, route: route ?? '', segments };
+  return ok({ route: route ?? '', segments });
 }
 
 /** A query string refused when it has a malformed escape, invalid UTF-8, a control character or a raw `#`. */
 export function checkQuery(query: string): PathRefusal | undefined {
   if (query === '') return undefined;
-  if (CONTROL.test(query)) return { ok: false, error: 'the query contains a control character' };
-  if (query.includes('#')) return { ok: false, error: 'the query contains a raw #' };
-  if (query.includes('%') && decodeStrict(query) === undefined) return { ok: false, error: 'the query has a malformed percent-escape or invalid UTF-8' };
+  if (CONTROL.test(query)) return refuse('the query contains a control character');
+  if (query.includes('#')) return refuse('the query contains a raw #');
+  if (query.includes('%') && decodeStrict(query) === undefined) return refuse('the query has a malformed percent-escape or invalid UTF-8');
   return undefined;
 }
 
@@ -85,7 +89,7 @@ export function upstreamRelativePath(route: string, segments: string[]): string 
   return segments.length === 0 ? first : `${first}/${segments.join('/')}`;
 }
 
-export type ConfinedUrl = { ok: true; url: string } | PathRefusal;
+export type ConfinedUrl = Ok<string> | PathRefusal;
 
 /**
  * `{base}/{route}[/segments][?query]`, checked once parsed: same origin as the base, and a path that the URL parser
@@ -97,7 +101,7 @@ export function confinedUpstreamUrl(baseUrl: string, relative: string, query: st
   try {
     base = new URL(baseUrl);
   } catch {
-    return { ok: false, error: 'the merchant upstream is misconfigured' };
+    return refuse('the merchant upstream is misconfigured');
   }
   const basePath = base.pathname.endsWith('/') ? base.pathname.slice(0, -1) : base.pathname;
   const cut = relative.indexOf('/');
@@ -107,9 +111,9 @@ export function confinedUpstreamUrl(baseUrl: string, relative: string, query: st
   try {
     url = new URL(`${base.origin}${path}${query ? `?${query}` : ''}`);
   } catch {
-    return { ok: false, error: 'the path cannot be forwarded' };
+    return refuse('the path cannot be forwarded');
   }
   const inside = url.pathname === routePrefix || url.pathname.startsWith(`${routePrefix}/`);
-  if (url.origin !== base.origin || url.pathname !== path || !inside || url.hash !== '') return { ok: false, error: 'the path leaves the route' };
-  return { ok: true, url: url.href };
+  if (url.origin !== base.origin || url.pathname !== path || !inside || url.hash !== '') return refuse('the path leaves the route');
+  return ok(url.href);
 }

@@ -28,6 +28,7 @@ import {
   utf8,
   type Result,
 } from '../x402/codec.ts';
+import { err, type Err, type Failure, type Ok } from '../result.ts';
 import { ADDRESS_PATTERN, UINT256_PATTERN } from '../x402/schemas.ts';
 import { canonicalJson } from './canonical-json.ts';
 import { CHARGE_INTENT, EVM_METHOD, PAYMENT_SCHEME, type ChallengeIdFields, type ChargeRequest, type PaymentChallenge } from './types.ts';
@@ -177,7 +178,8 @@ export function createChallenge(key: Uint8Array, params: CreateChallengeParams):
 // ---------------------------------------------------------------------------------------------
 // verification
 
-export type ChallengeVerdict = { ok: true } | { ok: false; code: 'invalid-challenge' | 'payment-expired'; message: string };
+/** A challenge's verdict: its `code` is the MPP problem type a refusal answers with. */
+export type ChallengeVerdict = Ok<void> | Err<Failure<'invalid-challenge' | 'payment-expired'>>;
 
 /**
  * Recomputes the id of an echoed challenge (constant-time comparison), then checks that `expires` is
@@ -189,13 +191,13 @@ export function verifyChallenge(key: Uint8Array, echoed: ChallengeIdFields & { i
   const expected = Buffer.from(expectedChallengeId(key, echoed), 'utf8');
   const given = Buffer.from(typeof echoed.id === 'string' ? echoed.id : '', 'utf8');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-    return { ok: false, code: 'invalid-challenge', message: 'challenge id does not match its fields' };
+    return err('invalid-challenge', 'challenge id does not match its fields');
   }
   const expires = parseRfc3339(echoed.expires);
-  if (expires === undefined) return { ok: false, code: 'invalid-challenge', message: 'malformed expires' };
+  if (expires === undefined) return err('invalid-challenge', 'malformed expires');
   const nowMs = typeof now === 'number' ? now : now.getTime();
-  if (!(expires > nowMs)) return { ok: false, code: 'payment-expired', message: `challenge expired at ${echoed.expires}` };
-  return { ok: true };
+  if (!(expires > nowMs)) return err('payment-expired', `challenge expired at ${echoed.expires}`);
+  return ok(undefined);
 }
 
 // ---------------------------------------------------------------------------------------------

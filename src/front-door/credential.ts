@@ -1,11 +1,16 @@
-import type { Network } from '../../chain/networks.ts';
-import { decodeRequest, verifyChallenge } from '../../protocol/mpp/challenge.ts';
-import { boundMethod, opaqueIsFor } from '../../protocol/mpp/binding.ts';
-import { expectedAuthorizationNonce, parseAuthorizationPayment, sourceMatches } from '../../protocol/mpp/credential.ts';
-import type { ChargeRequest, PaymentChallenge, ProblemCode } from '../../protocol/mpp/types.ts';
-import { decodePaymentSignatureHeader } from '../../protocol/x402/headers.ts';
-import { selectRequirement } from '../../protocol/x402/select.ts';
-import type { PaymentRequirements, VerifyRequest } from '../../protocol/x402/types.ts';
+/**
+ * The front door of everything sold for a 402 (the marketplace's paid routes and the stock buy): what a request's
+ * payment headers amount to. Pure: keys, clock and the route's terms come in as arguments.
+ */
+import type { Network } from '../chain/networks.ts';
+import { decodeRequest, verifyChallenge } from '../protocol/mpp/challenge.ts';
+import { boundMethod, opaqueIsFor } from '../protocol/mpp/binding.ts';
+import { expectedAuthorizationNonce, parseAuthorizationPayment, sourceMatches } from '../protocol/mpp/credential.ts';
+import type { ChargeRequest, PaymentChallenge, ProblemCode } from '../protocol/mpp/types.ts';
+import { decodePaymentSignatureHeader } from '../protocol/x402/headers.ts';
+import { selectRequirement } from '../protocol/x402/select.ts';
+import type { PaymentPayload, PaymentRequirements, VerifyRequest } from '../protocol/x402/types.ts';
+import { refusal, type Err, type HttpFailure, type Ok } from '../protocol/result.ts';
 
 /** What a request's payment headers amount to. Pure: keys, clock and the route's terms come in as arguments. */
 export type Credential =
@@ -33,19 +38,36 @@ const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase(
  * credential's `digest` is checked against it later (`bodyMismatch` in `binding.ts`), still before settlement.
  */
 export function readCredential(headers: Record<string, string>, terms: RouteTerms, method: string): Credential {
-  const x402 = headers['payment-signature'] ?? headers['x-payment'];
+  const x402 = x402CredentialHeader(headers);
   if (x402 !== undefined) return readX402(x402, terms);
   const auth = headers['authorization'];
   if (auth !== undefined && /^payment\s/i.test(auth)) return readMpp(auth, terms, method);
   return { kind: 'none' };
 }
 
-function readX402(header: string, terms: RouteTerms): Credential {
+/** The x402 credential a request carries: `PAYMENT-SIGNATURE`, or the v1 name `X-PAYMENT`. */
+export function x402CredentialHeader(headers: Record<string, string>): string | undefined {
+  return headers['payment-signature'] ?? headers['x-payment'];
+}
+
+/** An x402 credential header decoded; a malformed one is refused 400 with the decoder's reason. */
+export function decodeX402Credential(header: string): Ok<PaymentPayload> | Err<HttpFailure<'malformed-credential'>> {
   const decoded = decodePaymentSignatureHeader(header);
-  if (!decoded.ok) return { kind: 'invalid', protocol: 'x402', status: 400, problem: 'malformed-credential', detail: `PAYMENT-SIGNATURE: ${decoded.error.message}` };
-  const offer = selectRequirement(terms.offers, decoded.value.accepted);
-  if (!offer) return { kind: 'invalid', protocol: 'x402', status: 402, problem: 'payment-insufficient', detail: 'the payment does not accept any offer of this route (amount, asset, network or recipient differ)' };
-  return { kind: 'x402', request: { x402Version: 2, paymentPayload: decoded.value, paymentRequirements: offer } };
+  return decoded.ok ? decoded : refusal('malformed-credential', `PAYMENT-SIGNATURE: ${decoded.error.message}`, 400);
+}
+
+/** The verify request of a payment against the offers it may accept: the offer it accepts, or undefined when none. */
+export function acceptedRequest(offers: readonly PaymentRequirements[], payment: PaymentPayload): VerifyRequest | undefined {
+  const offer = selectRequirement(offers, payment.accepted);
+  return offer ? { x402Version: 2, paymentPayload: payment, paymentRequirements: offer } : undefined;
+}
+
+function readX402(header: string, terms: RouteTerms): Credential {
+  const decoded = decodeX402Credential(header);
+  if (!decoded.ok) return { kind: 'invalid', protocol: 'x402', status: 400, problem: 'malformed-credential', detail: decoded.error.message };
+  const request = acceptedRequest(terms.offers, decoded.value);
+  if (!request) return { kind: 'invalid', protocol: 'x402', status: 402, problem: 'payment-insufficient', detail: 'the payment does not accept any offer of this route (amount, asset, network or recipient differ)' };
+  return { kind: 'x402', request };
 }
 
 function readMpp(header: string, terms: RouteTerms, method: string): Credential {
@@ -61,7 +83,7 @@ function readMpp(header: string, terms: RouteTerms, method: string): Credential 
     return { kind: 'invalid', protocol: 'mpp', status: 400, problem: 'method-unsupported', detail: `method ${challenge.method}/${challenge.intent} is not served`, challengeId: challenge.id };
   }
   const verdict = verifyChallenge(terms.mppKey, challenge, terms.nowMs);
-  if (!verdict.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: verdict.code, detail: verdict.message, challengeId: challenge.id };
+  if (!verdict.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: verdict.error.code, detail: verdict.error.message, challengeId: challenge.id };
   if (!terms.mpp) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: 'this route takes no MPP payment', challengeId: challenge.id };
   const echoed = decodeRequest(challenge.request);
   if (!echoed.ok) return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'invalid-challenge', detail: echoed.error.message, challengeId: challenge.id };
