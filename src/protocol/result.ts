@@ -20,6 +20,7 @@
  * | `{ ok: false, code, message }` (`ChallengeVerdict`) | protocol/mpp/challenge.ts | `Err<Failure<'invalid-challenge' \| 'payment-expired'>>` |
  * | `{ ok: false, status, condition, error }` (`SponsorOutcome`) | stock/gas-sponsor.ts | `Err<HttpFailure<SponsorRefusalCode>>`: the condition is the code |
  * | `{ ok: false, answer }` | facilitator/settlement-service.ts | `Err<ServiceAnswer>` |
+ * | `{ ok: false, why }` (`QuoteVerdict`) | stock/terms.ts | `Err<Failure<'missing' \| 'altered' \| 'expired'>>`, the message says why |
  * | not yet | verify/checks.ts (`CheckResult`), verify/payment-policy.ts, facilitator/admission.ts (`Admission`), engine/* (`Precheck`, courier sends), stock/order-desk.ts (`OrderStep`) | `{ ok: false, reason, message }`: the engine is being rewritten; these become `Err<Failure<InvalidReason>>` with it |
  * | not yet | gateway/upstream-guard/guard.ts (`{ code, error, detail }`), stock/market.ts (`PoolCheck`), store/open-store.ts (`StoreHealth`), web/client | their own modules are being reworked; `detail` becomes a log field |
  */

@@ -139,16 +139,15 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       const decoded = decodeX402Credential(header);
       if (!decoded.ok) return refused(decoded.error);
       const verdict = readQuote(o.quoteKey, decoded.value.accepted?.extra?.['quote'], scope, nowSeconds());
-      if (!verdict.ok && verdict.why === 'altered') return json(400, { error: 'the signed quote in accepted.extra.quote was altered or is not ours; nothing was charged' }, NO_STORE);
+      if (!verdict.ok && verdict.error.code === 'altered') return json(400, { error: `${verdict.error.message}; nothing was charged` }, NO_STORE);
       if (!verdict.ok) {
         // Missing or expired: fresh terms for what the query asks, when it asks for something buyable.
         const parsed = parseBuyInput(query, stocks, { recipient: true });
         if (!parsed.ok) return refused(parsed.error);
-        const why = verdict.why === 'expired' ? 'the quote has expired' : 'the payment carries no signed quote (accepted.extra.quote)';
-        return challenge(req, parsed.value, `${why}: pay against these fresh terms; nothing was charged`);
+        return challenge(req, parsed.value, `${verdict.error.message}: pay against these fresh terms; nothing was charged`);
       }
-      const input = buyOfQuote(verdict.quote, stocks);
-      if (!input) return json(400, { error: `the quoted stock ${JSON.stringify(verdict.quote.symbol)} is no longer sold; nothing was charged` }, NO_STORE);
+      const input = buyOfQuote(verdict.value, stocks);
+      if (!input) return json(400, { error: `the quoted stock ${JSON.stringify(verdict.value.symbol)} is no longer sold; nothing was charged` }, NO_STORE);
       const disagreement = queryDisagreement(query, input);
       if (disagreement) return json(400, { error: `the query disagrees with the signed quote: ${disagreement}; nothing was charged` }, NO_STORE);
 
@@ -161,7 +160,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
         return challenge(req, input, `the permit deadline must be within ${MAX_DEADLINE_SECONDS} seconds; nothing was charged`);
       }
 
-      const q = verdict.quote;
+      const q = verdict.value;
       let order: StockOrder | undefined;
       try {
         order = await o.desk.place(accepted, input, { quotedShares: BigInt(q.shares), minShares: BigInt(q.minShares), quoteBlock: BigInt(q.block) });

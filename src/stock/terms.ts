@@ -8,7 +8,7 @@ import type { StockInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
 import { checkAddress } from '../protocol/address.ts';
 import { formatDecimalAmount, parseDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
-import { ok, refusal, type Err, type HttpFailure, type Ok } from '../protocol/result.ts';
+import { err, ok, refusal, type Err, type Failure, type HttpFailure, type Ok } from '../protocol/result.ts';
 import type { PaymentRequirements } from '../protocol/x402/types.ts';
 import { permit2Scheme } from '../schemes/permit2/scheme.ts';
 
@@ -145,7 +145,12 @@ export interface QuoteScope {
   desk: Address;
 }
 
-export type QuoteVerdict = { ok: true; quote: SignedQuote } | { ok: false; why: 'missing' | 'altered' | 'expired' };
+/** The echoed quote, or why it cannot be held to: none echoed, not ours or altered, or expired. */
+export type QuoteVerdict = Ok<SignedQuote> | Err<Failure<'missing' | 'altered' | 'expired'>>;
+
+const MISSING = err('missing', 'the payment carries no signed quote (accepted.extra.quote)');
+const ALTERED = err('altered', 'the signed quote in accepted.extra.quote was altered or is not ours');
+const EXPIRED = err('expired', 'the quote has expired');
 
 function quoteMac(key: Uint8Array, q: QuoteTerms, scope: QuoteScope): string {
   const fields = ['gate402 stock quote v2', scope.network, scope.desk.toLowerCase(), q.symbol, q.amount, q.recipient, q.shares, q.minShares, q.block, String(q.expires)];
@@ -161,8 +166,8 @@ const RECIPIENT = /^(0x[0-9a-fA-F]{40})?$/;
 
 /** The echoed quote: ours and unaltered, and unexpired at `nowSeconds`; or why not. */
 export function readQuote(key: Uint8Array, echoed: unknown, scope: QuoteScope, nowSeconds: number): QuoteVerdict {
-  if (echoed === undefined || echoed === null) return { ok: false, why: 'missing' };
-  if (typeof echoed !== 'object' || Array.isArray(echoed)) return { ok: false, why: 'altered' };
+  if (echoed === undefined || echoed === null) return MISSING;
+  if (typeof echoed !== 'object' || Array.isArray(echoed)) return ALTERED;
   const q = echoed as Record<string, unknown>;
   const digits = (v: unknown): v is string => typeof v === 'string' && DIGITS.test(v);
   if (
@@ -171,14 +176,14 @@ export function readQuote(key: Uint8Array, echoed: unknown, scope: QuoteScope, n
     typeof q.recipient !== 'string' || !RECIPIENT.test(q.recipient) ||
     typeof q.expires !== 'number' || !Number.isSafeInteger(q.expires) || typeof q.mac !== 'string'
   ) {
-    return { ok: false, why: 'altered' };
+    return ALTERED;
   }
   const quote: SignedQuote = { symbol: q.symbol, amount: q.amount, recipient: q.recipient, shares: q.shares, minShares: q.minShares, block: q.block, expires: q.expires, mac: q.mac };
   const expected = Buffer.from(quoteMac(key, quote, scope));
   const given = Buffer.from(quote.mac);
-  if (expected.length !== given.length || !timingSafeEqual(expected, given)) return { ok: false, why: 'altered' };
-  if (quote.expires < nowSeconds) return { ok: false, why: 'expired' };
-  return { ok: true, quote };
+  if (expected.length !== given.length || !timingSafeEqual(expected, given)) return ALTERED;
+  if (quote.expires < nowSeconds) return EXPIRED;
+  return ok(quote);
 }
 
 /** The buy a verified quote names; undefined when its stock is no longer listed or its amount is out of bounds. */
