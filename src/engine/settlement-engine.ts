@@ -254,11 +254,14 @@ export class SettlementEngine {
     await this.#records.put(record.id, { ...record, updatedAt: this.#clock() });
   }
 
-  /** Answers when the payment ends, or at the deadline with the broadcast hash if it is still in flight. */
+  /** Answers when the payment ends, or once the deadline passed with the hash of its sent transaction. */
   #answer(actor: PaymentActor): Promise<SettleResponse> {
     return this.#host.answer(actor, this.#o.confirmDeadlineMs, (snapshot, deadlinePassed) => {
       const outcome = outcomeOf(snapshot);
       if (outcome || !deadlinePassed) return outcome;
+      // Pending names a transaction the node has: one still being sent (its trail written ahead of the send) is
+      // waited for, so a buyer who looks the hash up finds it.
+      if (!snapshot.matches('inFlight')) return undefined;
       const { record, batch } = snapshot.context;
       // A batch member's transaction is its batch's current one (replaced, perhaps, since the member was seated).
       const tx = (batch && record.batch ? this.#batcher.currentTx(batch)?.hash : undefined) ?? currentTxOf(record);
