@@ -6,12 +6,21 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 
 const PLATFORMS = {
-  'darwin-amd64': ['darwin', 'x64'], 'darwin-arm64': ['darwin', 'arm64'], 'darwin-x64': ['darwin', 'x64'],
-  'linux-amd64': ['linux', 'x64'], 'linux-x64': ['linux', 'x64'], 'linux-arm64': ['linux', 'arm64'], 'linux-arm': ['linux', 'arm'],
-  'win32-amd64': ['win32', 'x64'], 'win32-x64': ['win32', 'x64'], 'win32-arm64': ['win32', 'arm64'],
-  'android-arm64': ['android', 'arm64'], 'android-x64': ['android', 'x64'],
+  'darwin-amd64': ['darwin', 'x64'],
+  'darwin-arm64': ['darwin', 'arm64'],
+  'darwin-x64': ['darwin', 'x64'],
+  'linux-amd64': ['linux', 'x64'],
+  'linux-x64': ['linux', 'x64'],
+  'linux-arm64': ['linux', 'arm64'],
+  'linux-arm': ['linux', 'arm'],
+  'win32-amd64': ['win32', 'x64'],
+  'win32-x64': ['win32', 'x64'],
+  'win32-arm64': ['win32', 'arm64'],
+  'android-arm64': ['android', 'arm64'],
+  'android-x64': ['android', 'x64'],
   // musl builds (Alpine): the same os and cpu, told apart by libc.
-  'linux-x64-musl': ['linux', 'x64', 'musl'], 'linux-arm64-musl': ['linux', 'arm64', 'musl'],
+  'linux-x64-musl': ['linux', 'x64', 'musl'],
+  'linux-arm64-musl': ['linux', 'arm64', 'musl'],
 };
 const lock = JSON.parse(readFileSync('package-lock.json', 'utf8'));
 const added = [];
@@ -27,5 +36,5 @@ for (const entry of Object.values(lock.packages)) {
   }
 }
 lock.packages = Object.fromEntries(Object.entries(lock.packages).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a.localeCompare(b))));
-writeFileSync('package-lock.json', JSON.stringify(lock, null, 2) + '\n');
+writeFileSync('package-lock.json', `${JSON.stringify(lock, null, 2)}\n`);
 console.log(added.length ? `added ${added.join(', ')}` : 'nothing to add');

@@ -45,8 +45,13 @@ export interface LoadResult {
  * `seconds`, or until `make` returns undefined. `make` is one request repeated, or a function of the request's
  * index. `classify` names each answer from its status and body (default: the status code).
  */
-export async function load(make: LoadRequest | ((i: number) => LoadRequest | undefined), seconds: number, connections: number, classify?: (status: number, body: string) => string): Promise<LoadResult> {
-  if (typeof make === 'object' && classify === undefined && process.env['GATE402_BENCH_GENERATOR'] !== 'node' && wrkAvailable()) return loadWithWrk(make, seconds, connections);
+export async function load(
+  make: LoadRequest | ((i: number) => LoadRequest | undefined),
+  seconds: number,
+  connections: number,
+  classify?: (status: number, body: string) => string,
+): Promise<LoadResult> {
+  if (typeof make === 'object' && classify === undefined && process.env.GATE402_BENCH_GENERATOR !== 'node' && wrkAvailable()) return loadWithWrk(make, seconds, connections);
   return loadWithNode(typeof make === 'object' ? () => make : make, seconds, connections, classify);
 }
 
@@ -55,12 +60,22 @@ const ms = (value: number) => Number(value.toFixed(2));
 function summarize(latenciesMs: number[], elapsedS: number, outcomes: Record<string, number>, loadGenerator: LoadResult['loadGenerator'], cpuS: number): LoadResult {
   latenciesMs.sort((a, b) => a - b);
   const pct = (p: number) => ms(latenciesMs[Math.min(latenciesMs.length - 1, Math.floor(latenciesMs.length * p))] ?? 0);
-  return { requestsPerSecond: Math.round(latenciesMs.length / elapsedS), requests: latenciesMs.length, seconds: ms(elapsedS), p50ms: pct(0.5), p90ms: pct(0.9), p99ms: pct(0.99), outcomes, loadGenerator, loadGeneratorCpuPercent: Math.round((cpuS / elapsedS) * 100) };
+  return {
+    requestsPerSecond: Math.round(latenciesMs.length / elapsedS),
+    requests: latenciesMs.length,
+    seconds: ms(elapsedS),
+    p50ms: pct(0.5),
+    p90ms: pct(0.9),
+    p99ms: pct(0.99),
+    outcomes,
+    loadGenerator,
+    loadGeneratorCpuPercent: Math.round((cpuS / elapsedS) * 100),
+  };
 }
 
 // ---- node:net ----
 
-const enum Parse {
+enum Parse {
   Head,
   Body,
   ChunkSize,
@@ -297,7 +312,7 @@ async function loadWithWrk(r: LoadRequest, seconds: number, connections: number)
   for (const [name, value] of Object.entries(r.headers ?? {})) args.push('-H', `${name}: ${value}`);
   args.push(r.url);
   const env: Record<string, string | undefined> = { ...process.env, LOAD_METHOD: r.method ?? 'GET' };
-  if (r.body !== undefined) env['LOAD_BODY'] = r.body;
+  if (r.body !== undefined) env.LOAD_BODY = r.body;
   try {
     const out = await new Promise<string>((res, rej) => {
       const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'], env });
@@ -312,7 +327,17 @@ async function loadWithWrk(r: LoadRequest, seconds: number, connections: number)
     const w = JSON.parse(line[1] as string) as { requests: number; durationUs: number; p50us: number; p90us: number; p99us: number; cpuTicks: number; outcomes: Record<string, number> };
     const elapsed = w.durationUs / 1e6;
     const cpuPercent = Math.round((w.cpuTicks / clockTicksPerSecond() / elapsed) * 100);
-    return { requestsPerSecond: Math.round(w.requests / elapsed), requests: w.requests, seconds: ms(elapsed), p50ms: ms(w.p50us / 1000), p90ms: ms(w.p90us / 1000), p99ms: ms(w.p99us / 1000), outcomes: w.outcomes, loadGenerator: 'wrk', loadGeneratorCpuPercent: cpuPercent };
+    return {
+      requestsPerSecond: Math.round(w.requests / elapsed),
+      requests: w.requests,
+      seconds: ms(elapsed),
+      p50ms: ms(w.p50us / 1000),
+      p90ms: ms(w.p90us / 1000),
+      p99ms: ms(w.p99us / 1000),
+      outcomes: w.outcomes,
+      loadGenerator: 'wrk',
+      loadGeneratorCpuPercent: cpuPercent,
+    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

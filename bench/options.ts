@@ -40,8 +40,8 @@ export function benchOptions<K extends string>(defaults: Record<Profile, Record<
     strict: false,
     allowPositionals: true,
   });
-  const named = values['profile'];
-  const profile: Profile = values['tiny'] === true ? 'tiny' : values['quick'] === true ? 'quick' : named === undefined ? 'full' : (named as Profile);
+  const named = values.profile;
+  const profile: Profile = values.tiny === true ? 'tiny' : values.quick === true ? 'quick' : named === undefined ? 'full' : (named as Profile);
   if (!PROFILES.includes(profile)) throw new Error(`--profile takes ${PROFILES.join(', ')}, not ${String(named)}`);
   const text = (name: K): string => {
     const given = values[name];
@@ -63,7 +63,10 @@ export function benchOptions<K extends string>(defaults: Record<Profile, Record<
     manifest: str('manifest'),
     out: str('out'),
     number: (name, opts) => parse(name, text(name), opts),
-    numbers: (name, opts) => text(name).split(',').map((part) => parse(name, part, opts)),
+    numbers: (name, opts) =>
+      text(name)
+        .split(',')
+        .map((part) => parse(name, part, opts)),
     text,
   };
 }

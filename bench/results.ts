@@ -98,8 +98,16 @@ function figureRows(figures: Record<string, unknown>): Row[] {
     rows.push({ measurement: `402 challenges, gate402 (${c.concurrency} connections)`, figure: `${int(c.gate402.requestsPerSecond)}/s (${latency(c.gate402)}; ${generator(c.gate402)})` });
     rows.push({ measurement: '402s, bare uWebSockets.js hello-world', figure: `${int(c.bareUws.requestsPerSecond)}/s (${generator(c.bareUws)})` });
     rows.push({ measurement: '402s, official @x402/express paywall', figure: `${int(c.x402Express.requestsPerSecond)}/s (${generator(c.x402Express)})` });
-    rows.push({ measurement: 'gate402 / bare uWebSockets.js', figure: times(c.gate402VsBareUws), goal: atLeast('at least half the bare uWebSockets.js rate', c.gate402VsBareUws, 0.5, times(c.gate402VsBareUws)) });
-    rows.push({ measurement: 'gate402 / @x402/express paywall', figure: times(c.gate402VsX402Express), goal: atLeast('at least 5× the official paywall', c.gate402VsX402Express, 5, times(c.gate402VsX402Express)) });
+    rows.push({
+      measurement: 'gate402 / bare uWebSockets.js',
+      figure: times(c.gate402VsBareUws),
+      goal: atLeast('at least half the bare uWebSockets.js rate', c.gate402VsBareUws, 0.5, times(c.gate402VsBareUws)),
+    });
+    rows.push({
+      measurement: 'gate402 / @x402/express paywall',
+      figure: times(c.gate402VsX402Express),
+      goal: atLeast('at least 5× the official paywall', c.gate402VsX402Express, 5, times(c.gate402VsX402Express)),
+    });
   }
   if (f.signatures) {
     const s = f.signatures;
@@ -118,7 +126,10 @@ function figureRows(figures: Record<string, unknown>): Row[] {
     rows.push({ measurement: 'worker pool / reference scheme', figure: times(ratio), goal: atLeast('at least 15× the reference scheme', ratio, 15, times(ratio)) });
   }
   if (f.http) {
-    for (const [key, label] of [['simulationOff', 'simulation off'], ['simulationOn', 'simulation on']] as const) {
+    for (const [key, label] of [
+      ['simulationOff', 'simulation off'],
+      ['simulationOn', 'simulation on'],
+    ] as const) {
       const l = f.http[key];
       if (l) rows.push({ measurement: `/verify over HTTP, ${label}`, figure: `${int(l.requestsPerSecond)}/s (${latency(l)}; ${outcomes(l.outcomes)})` });
     }
@@ -154,19 +165,30 @@ function figureRows(figures: Record<string, unknown>): Row[] {
         rows.push({
           measurement: `gate402 payments per settlement transaction, ${bt}`,
           figure: String(chain.paymentsPerTransaction),
-          goal: { goal: 'several settlements batched into one transaction where the chain allows it', measured: `${chain.paymentsPerTransaction} per transaction`, met: chain.paymentsPerTransaction > 1 },
+          goal: {
+            goal: 'several settlements batched into one transaction where the chain allows it',
+            measured: `${chain.paymentsPerTransaction} per transaction`,
+            met: chain.paymentsPerTransaction > 1,
+          },
         });
       }
       rows.push({
         measurement: `gate402 answers against the chain, ${bt}`,
         figure: `${ok} answered 200, ${chain.payments} settlements mined during the run`,
-        goal: { goal: 'the per-payment result exact: every 200 has its own settlement on chain', measured: `${ok} × 200, ${chain.payments} mined`, met: chain.payments >= ok && chain.payments <= run.gate402.requests },
+        goal: {
+          goal: 'the per-payment result exact: every 200 has its own settlement on chain',
+          measured: `${ok} × 200, ${chain.payments} mined`,
+          met: chain.payments >= ok && chain.payments <= run.gate402.requests,
+        },
       });
     }
   }
   if (f.stock) {
     const s = f.stock;
-    rows.push({ measurement: `stock orders end to end (${s.orders} orders)`, figure: `${int(s.ordersPerSecond)}/s (${latency(s)}; ${s.delivered} of ${s.orders} delivered, ${s.belowSlippageFloor} below the slippage floor)` });
+    rows.push({
+      measurement: `stock orders end to end (${s.orders} orders)`,
+      figure: `${int(s.ordersPerSecond)}/s (${latency(s)}; ${s.delivered} of ${s.orders} delivered, ${s.belowSlippageFloor} below the slippage floor)`,
+    });
   }
   if (f.scaling) {
     for (const level of f.scaling.levels) rows.push(paidRow(`paid, gate402, automine, ${level.concurrency} concurrent buyers`, level));
@@ -194,7 +216,8 @@ export function renderSummary(results: ScenarioResult[]): string {
   ];
   for (const r of results) {
     if (r.error) lines.push(`| ${r.scenario} | **failed** | ${cell(r.error.split('\n')[0] ?? '')} | | |`);
-    for (const row of rowsOf(r.figures, r.profile)) lines.push(`| ${r.scenario} | ${cell(row.measurement)} | ${cell(row.figure)} | ${row.goal ? cell(row.goal.goal) : ''} | ${row.goal ? verdict(row.goal) : ''} |`);
+    for (const row of rowsOf(r.figures, r.profile))
+      lines.push(`| ${r.scenario} | ${cell(row.measurement)} | ${cell(row.figure)} | ${row.goal ? cell(row.goal.goal) : ''} | ${row.goal ? verdict(row.goal) : ''} |`);
   }
   lines.push('', '| scenario | date | profile | command | machine | load average before → after | took |', '|---|---|---|---|---|---|---|');
   for (const r of results) {

@@ -39,7 +39,9 @@ const SCENARIOS: Record<string, { files: string[]; about: string }> = {
 };
 
 function usage(): string {
-  return `usage: npm run bench [-- <scenario>] [--quick | --tiny] [--results-dir dir] [--manifest devnet.json] [options]\nscenarios (all, in this order, when none is named):\n${Object.entries(SCENARIOS)
+  return `usage: npm run bench [-- <scenario>] [--quick | --tiny] [--results-dir dir] [--manifest devnet.json] [options]\nscenarios (all, in this order, when none is named):\n${Object.entries(
+    SCENARIOS,
+  )
     .map(([k, v]) => `  ${k.padEnd(10)} ${v.about}`)
     .join('\n')}\n`;
 }
@@ -65,7 +67,7 @@ const resultsDir = resolve(take('--results-dir') ?? 'bench/results');
 const profileAt = args.indexOf('--profile');
 const profile = args.includes('--tiny') ? 'tiny' : args.includes('--quick') ? 'quick' : profileAt >= 0 ? (args[profileAt + 1] ?? 'full') : 'full';
 const given = [...(named ? [named] : []), ...args].join(' ');
-const command = process.env['npm_lifecycle_event'] === 'bench' ? `npm run bench${given ? ` -- ${given}` : ''}` : `node --import tsx bench/run.ts${given ? ` ${given}` : ''}`;
+const command = process.env.npm_lifecycle_event === 'bench' ? `npm run bench${given ? ` -- ${given}` : ''}` : `node --import tsx bench/run.ts${given ? ` ${given}` : ''}`;
 
 function machine(before: number[]): ScenarioResult['machine'] {
   const round = (xs: number[]) => xs.map((x) => Number(x.toFixed(2)));

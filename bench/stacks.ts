@@ -94,7 +94,18 @@ export async function startReference(n: NetworkEntry, caip2: string, opts: { pay
   try {
     const sellerPort = await freePort();
     const seller = await startChild(
-      tsx('bench/peers/express-seller.ts', String(sellerPort), `http://127.0.0.1:${facilitatorPort}`, caip2, n.stablecoin.address, opts.payTo, n.stablecoin.name, n.stablecoin.version, `${opts.upstream}/catjoke/joke`, DEVNET_UPSTREAM_SECRET),
+      tsx(
+        'bench/peers/express-seller.ts',
+        String(sellerPort),
+        `http://127.0.0.1:${facilitatorPort}`,
+        caip2,
+        n.stablecoin.address,
+        opts.payTo,
+        n.stablecoin.name,
+        n.stablecoin.version,
+        `${opts.upstream}/catjoke/joke`,
+        DEVNET_UPSTREAM_SECRET,
+      ),
     );
     return { ...server(`http://127.0.0.1:${sellerPort}${ROUTE}`, { facilitator, seller }), relayer: privateKeyToAccount(relayerKey).address };
   } catch (err) {

@@ -25,10 +25,13 @@ const opts = benchOptions({
 });
 const SECONDS = opts.number('seconds', { fraction: true, min: 0.1 });
 const CONCURRENCY = opts.number('concurrency');
-const SIMULATION = opts.text('simulation').split(',').map((v) => {
-  if (v !== 'off' && v !== 'on') throw new Error(`--simulation takes off, on or both, not '${v}'`);
-  return v === 'on';
-});
+const SIMULATION = opts
+  .text('simulation')
+  .split(',')
+  .map((v) => {
+    if (v !== 'off' && v !== 'on') throw new Error(`--simulation takes off, on or both, not '${v}'`);
+    return v === 'on';
+  });
 
 const devnet = await benchDevnet(opts.manifest);
 try {
@@ -37,7 +40,9 @@ try {
   const payers = (await fundBuyers(n, 32, parseUnits('100', 6))).map((b) => privateKeyToAccount(b.key));
   const req = requirementsFor(CAIP2.base, n, freshAccount().address, '10000');
   const bodies = await Promise.all(
-    Array.from({ length: 256 }, async (_, i) => JSON.stringify({ x402Version: 2, paymentPayload: await officialPayment(payers[i % payers.length] as (typeof payers)[number], req), paymentRequirements: req })),
+    Array.from({ length: 256 }, async (_, i) =>
+      JSON.stringify({ x402Version: 2, paymentPayload: await officialPayment(payers[i % payers.length] as (typeof payers)[number], req), paymentRequirements: req }),
+    ),
   );
   progress('payloads signed');
 

@@ -138,7 +138,15 @@ async function signPayloads(count: number): Promise<Payload[]> {
     if (d.kind === 'eip3009') {
       const { message } = d;
       const authorization = { ...message, value: String(message.value), validAfter: String(message.validAfter), validBefore: String(message.validBefore) };
-      const requirements: X402Requirements = { scheme: 'exact', network: 'eip155:8453', amount: String(amount), asset: USDC_BASE, payTo, maxTimeoutSeconds: 3600, extra: { name: EIP3009_DOMAIN.name, version: EIP3009_DOMAIN.version } };
+      const requirements: X402Requirements = {
+        scheme: 'exact',
+        network: 'eip155:8453',
+        amount: String(amount),
+        asset: USDC_BASE,
+        payTo,
+        maxTimeoutSeconds: 3600,
+        extra: { name: EIP3009_DOMAIN.name, version: EIP3009_DOMAIN.version },
+      };
       return {
         signer: account.address,
         job: { kind: 'eip3009', domain: EIP3009_DOMAIN, authorization, signature },
@@ -155,7 +163,15 @@ async function signPayloads(count: number): Promise<Payload[]> {
       deadline: String(message.deadline),
       witness: { to: payTo, validAfter: String(message.witness.validAfter) },
     };
-    const requirements: X402Requirements = { scheme: 'exact', network: `eip155:${PERMIT2_CHAIN}`, amount: String(amount), asset: TOKEN_B, payTo, maxTimeoutSeconds: 3600, extra: { assetTransferMethod: 'permit2' } };
+    const requirements: X402Requirements = {
+      scheme: 'exact',
+      network: `eip155:${PERMIT2_CHAIN}`,
+      amount: String(amount),
+      asset: TOKEN_B,
+      payTo,
+      maxTimeoutSeconds: 3600,
+      extra: { assetTransferMethod: 'permit2' },
+    };
     return {
       signer: account.address,
       job: { kind: 'permit2', domain: { chainId: PERMIT2_CHAIN }, permit: permit2Authorization, signature },
@@ -369,7 +385,15 @@ async function main(): Promise<void> {
       loadAverageAfter: loadavg().map((x) => Math.round(x * 100) / 100),
     },
     payloads: { count: COUNT, eip3009: eip3009.length, permit2: permit2.length, signSeconds: Math.round(signSeconds * 10) / 10 },
-    pool: { threads: THREADS, maxBatch: 64, maxDelayMicros: 200, warmupMs: Math.round(warmupMs), batches: stats.batches, jobs: stats.jobs, meanBatch: Math.round((stats.jobs / stats.batches) * 10) / 10 },
+    pool: {
+      threads: THREADS,
+      maxBatch: 64,
+      maxDelayMicros: 200,
+      warmupMs: Math.round(warmupMs),
+      batches: stats.batches,
+      jobs: stats.jobs,
+      meanBatch: Math.round((stats.jobs / stats.batches) * 10) / 10,
+    },
     rows: rows.map((r) => ({ ...r, perSecond: Math.round(r.perSecond), seconds: Math.round(r.seconds * 100) / 100 })),
     ratios: Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, Math.round(v * 10) / 10])),
     goalMet: c >= 10_000,

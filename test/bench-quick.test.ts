@@ -43,7 +43,7 @@ for (const scenario of ['challenge', 'verify', 'paid', 'stock', 'scaling']) {
 }
 
 t.test('challenge: every server answered, gate402 and the paywall with 402s, the bare server with 200s', async (t) => {
-  const c = result('challenge').figures['challenge'] as { gate402: Load; bareUws: Load; x402Express: Load; gate402VsBareUws: number; gate402VsX402Express: number };
+  const c = result('challenge').figures.challenge as { gate402: Load; bareUws: Load; x402Express: Load; gate402VsBareUws: number; gate402VsX402Express: number };
   t.ok(onlyStatus(c.gate402.outcomes, '402'), JSON.stringify(c.gate402.outcomes));
   t.ok(onlyStatus(c.x402Express.outcomes, '402'), JSON.stringify(c.x402Express.outcomes));
   t.ok(onlyStatus(c.bareUws.outcomes, '200'), JSON.stringify(c.bareUws.outcomes));
@@ -58,19 +58,28 @@ t.test('challenge: every server answered, gate402 and the paywall with 402s, the
 t.test('verify: the pool and the reference scheme verified every payload right; /verify over HTTP said valid', async (t) => {
   const f = result('verify').figures as { signatures: { rows: { name: string; perSecond: number; wrong: number }[] }; http: { simulationOn: Load } };
   t.ok(f.signatures.rows.length > 0 && f.signatures.rows.every((r) => r.wrong === 0 && r.perSecond > 0), 'no wrong signer, positive rates');
-  t.ok(f.signatures.rows.some((r) => r.name.startsWith('(c) SignatureVerifier pool')), 'the worker pool');
-  t.ok(f.signatures.rows.some((r) => r.name.startsWith('(d) @x402/evm')), 'the reference scheme');
+  t.ok(
+    f.signatures.rows.some((r) => r.name.startsWith('(c) SignatureVerifier pool')),
+    'the worker pool',
+  );
+  t.ok(
+    f.signatures.rows.some((r) => r.name.startsWith('(d) @x402/evm')),
+    'the reference scheme',
+  );
   t.ok(onlyStatus(f.http.simulationOn.outcomes, 'valid'), JSON.stringify(f.http.simulationOn.outcomes));
 });
 
 t.test('paid: at each block time both stacks answered every paid request 200, each one settlement on chain', async (t) => {
-  const p = result('paid').figures['paid'] as { runs: { blockTime: number; gate402: Paid; reference: Paid; gate402VsReference: number }[] };
+  const p = result('paid').figures.paid as { runs: { blockTime: number; gate402: Paid; reference: Paid; gate402VsReference: number }[] };
   t.same(
     p.runs.map((r) => r.blockTime),
     [0, 1],
   );
   for (const run of p.runs) {
-    for (const [name, s] of [['gate402', run.gate402], ['reference', run.reference]] as const) {
+    for (const [name, s] of [
+      ['gate402', run.gate402],
+      ['reference', run.reference],
+    ] as const) {
       t.ok(onlyStatus(s.outcomes, '200'), `${name}, ${run.blockTime} s: ${JSON.stringify(s.outcomes)}`);
       t.equal(s.onChain.payments, s.requests, `${name}, ${run.blockTime} s: one settlement mined per answer`);
       t.ok(s.onChain.transactions > 0 && s.onChain.senders > 0);
@@ -82,13 +91,13 @@ t.test('paid: at each block time both stacks answered every paid request 200, ea
 });
 
 t.test('stock: every order delivered', async (t) => {
-  const s = result('stock').figures['stock'] as { orders: number; delivered: number; ordersPerSecond: number };
+  const s = result('stock').figures.stock as { orders: number; delivered: number; ordersPerSecond: number };
   t.equal(s.delivered, s.orders);
   t.ok(s.ordersPerSecond > 0);
 });
 
 t.test('scaling: each level of concurrent buyers answered 200, each one settlement on chain', async (t) => {
-  const s = result('scaling').figures['scaling'] as { levels: (Paid & { concurrency: number })[] };
+  const s = result('scaling').figures.scaling as { levels: (Paid & { concurrency: number })[] };
   t.same(
     s.levels.map((l) => l.concurrency),
     [1, 4],

@@ -25,7 +25,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Signs and sends a transfer without waiting for anything, through a connection the watcher does not count. */
 async function send(): Promise<Hex> {
-  const raw = await sender.signTransaction({ type: 'eip1559', chainId: 31_337, nonce: nonce++, to: freshAccount().address, value: parseEther('0.001'), gas: 21_000n, maxFeePerGas: 10n ** 10n, maxPriorityFeePerGas: 1n });
+  const raw = await sender.signTransaction({
+    type: 'eip1559',
+    chainId: 31_337,
+    nonce: nonce++,
+    to: freshAccount().address,
+    value: parseEther('0.001'),
+    gas: 21_000n,
+    maxFeePerGas: 10n ** 10n,
+    maxPriorityFeePerGas: 1n,
+  });
   return rpcCall<Hex>(anvil.rpcUrl, 'eth_sendRawTransaction', [raw]);
 }
 
@@ -38,8 +47,15 @@ t.test('twenty transactions in one block: each waiter gets its own receipt, for 
   const before = { receipts: count('eth_getTransactionReceipt'), blocks: count('eth_getBlockReceipts') };
   await rpcCall(anvil.rpcUrl, 'evm_mine', []);
   const receipts = await Promise.all(waiting);
-  t.same(receipts.map((r) => r?.transactionHash), hashes, 'every waiter got the receipt of its own transaction');
-  t.ok(receipts.every((r) => r?.status === 'success' && r.blockNumber === receipts[0]?.blockNumber), 'all from the one block');
+  t.same(
+    receipts.map((r) => r?.transactionHash),
+    hashes,
+    'every waiter got the receipt of its own transaction',
+  );
+  t.ok(
+    receipts.every((r) => r?.status === 'success' && r.blockNumber === receipts[0]?.blockNumber),
+    'all from the one block',
+  );
   t.equal(count('eth_getTransactionReceipt'), 40, 'each hash was looked up on its own when it was registered (alongside the head read, then after it), and never polled again');
   t.equal(count('eth_getBlockReceipts') - before.blocks, 1, "the block's receipts were fetched once for all twenty");
   t.equal(count('eth_getTransactionReceipt') - before.receipts, 0);
@@ -78,7 +94,11 @@ t.test('idle, it makes no calls; an aborted waiter and a stopped watcher resolve
   await quiet();
   const idle = [...calls.values()].reduce((a, b) => a + b, 0);
   await sleep(300);
-  t.equal([...calls.values()].reduce((a, b) => a + b, 0), idle, 'no RPC while nothing is awaited');
+  t.equal(
+    [...calls.values()].reduce((a, b) => a + b, 0),
+    idle,
+    'no RPC while nothing is awaited',
+  );
   const abort = new AbortController();
   const aborted = watcher.receipt([`0x${'cd'.repeat(32)}`], { signal: abort.signal });
   const pending = watcher.receipt([`0x${'ef'.repeat(32)}`]);
@@ -90,6 +110,10 @@ t.test('idle, it makes no calls; an aborted waiter and a stopped watcher resolve
   await quiet(); // a call already on the wire may still land
   const after = [...calls.values()].reduce((a, b) => a + b, 0);
   await sleep(200);
-  t.equal([...calls.values()].reduce((a, b) => a + b, 0), after, 'and the loop has ended');
+  t.equal(
+    [...calls.values()].reduce((a, b) => a + b, 0),
+    after,
+    'and the loop has ended',
+  );
   t.equal(await watcher.receipt([`0x${'12'.repeat(32)}`]), undefined, 'a stopped watcher answers at once');
 });

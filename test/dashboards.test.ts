@@ -55,10 +55,18 @@ function problemsOf(expr: string, legend: string | undefined): string[] {
     for (const [, label] of (matchers as string).matchAll(/([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)\s*"/g)) if (!own.has(label as string)) problems.push(`${name} has no label ${label}`);
   }
   for (const [, list] of expr.matchAll(/\b(?:by|without)\s*\(([^)]*)\)/g)) {
-    for (const label of (list as string).split(',').map((s) => s.trim()).filter(Boolean)) if (!known.has(label)) problems.push(`no metric here has a label ${label} to group by`);
+    for (const label of (list as string)
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean))
+      if (!known.has(label)) problems.push(`no metric here has a label ${label} to group by`);
   }
   for (const [, label] of (legend ?? '').matchAll(/\{\{\s*(\w+)\s*\}\}/g)) if (!known.has(label as string)) problems.push(`the legend names a label ${label} no metric here has`);
-  for (const [open, close] of [['(', ')'], ['{', '}'], ['[', ']']] as const) {
+  for (const [open, close] of [
+    ['(', ')'],
+    ['{', '}'],
+    ['[', ']'],
+  ] as const) {
     if (expr.split(open).length !== expr.split(close).length) problems.push(`unbalanced ${open}${close}`);
   }
   return problems;

@@ -42,7 +42,13 @@ for (const caip2 of SUPPORTED_NETWORKS) {
     const chainNow = (await pub.getBlock({ blockTag: 'latest' })).timestamp;
     const expired = await signTransferAuthorization(payer, domain, { to: payee, value: 1n, validAfter: 0n, validBefore: chainNow });
     await t.rejects(
-      pub.simulateContract({ account: wallet.account, address: token, abi, functionName: 'transferWithAuthorization', args: [payer.address, payee, 1n, 0n, expired.authorization.validBefore, expired.authorization.nonce, expired.signature] }),
+      pub.simulateContract({
+        account: wallet.account,
+        address: token,
+        abi,
+        functionName: 'transferWithAuthorization',
+        args: [payer.address, payee, 1n, 0n, expired.authorization.validBefore, expired.authorization.nonce, expired.signature],
+      }),
       /expired/,
       'an expired validBefore reverts',
     );
@@ -50,21 +56,39 @@ for (const caip2 of SUPPORTED_NETWORKS) {
     const impostor = freshAccount();
     const forged = await signTransferAuthorization(impostor, domain, { from: payer.address, to: payee, value: 1n, validAfter: 0n, validBefore: now() + 300n });
     await t.rejects(
-      pub.simulateContract({ account: wallet.account, address: token, abi, functionName: 'transferWithAuthorization', args: [payer.address, payee, 1n, 0n, forged.authorization.validBefore, forged.authorization.nonce, forged.signature] }),
+      pub.simulateContract({
+        account: wallet.account,
+        address: token,
+        abi,
+        functionName: 'transferWithAuthorization',
+        args: [payer.address, payee, 1n, 0n, forged.authorization.validBefore, forged.authorization.nonce, forged.signature],
+      }),
       /invalid signature/,
       'a signature by another key reverts',
     );
 
     const wrongDomain = await signTransferAuthorization(payer, { ...domain, name: `${domain.name} X` }, { to: payee, value: 1n, validAfter: 0n, validBefore: now() + 300n });
     await t.rejects(
-      pub.simulateContract({ account: wallet.account, address: token, abi, functionName: 'transferWithAuthorization', args: [payer.address, payee, 1n, 0n, wrongDomain.authorization.validBefore, wrongDomain.authorization.nonce, wrongDomain.signature] }),
+      pub.simulateContract({
+        account: wallet.account,
+        address: token,
+        abi,
+        functionName: 'transferWithAuthorization',
+        args: [payer.address, payee, 1n, 0n, wrongDomain.authorization.validBefore, wrongDomain.authorization.nonce, wrongDomain.signature],
+      }),
       /invalid signature/,
       'a wrong EIP-712 domain name reverts',
     );
 
     const notYet = await signTransferAuthorization(payer, domain, { to: payee, value: 1n, validAfter: now() + 3600n, validBefore: now() + 7200n });
     await t.rejects(
-      pub.simulateContract({ account: wallet.account, address: token, abi, functionName: 'transferWithAuthorization', args: [payer.address, payee, 1n, notYet.authorization.validAfter, notYet.authorization.validBefore, notYet.authorization.nonce, notYet.signature] }),
+      pub.simulateContract({
+        account: wallet.account,
+        address: token,
+        abi,
+        functionName: 'transferWithAuthorization',
+        args: [payer.address, payee, 1n, notYet.authorization.validAfter, notYet.authorization.validBefore, notYet.authorization.nonce, notYet.signature],
+      }),
       /not yet valid/,
       'a validAfter in the future reverts',
     );
@@ -75,7 +99,9 @@ for (const caip2 of SUPPORTED_NETWORKS) {
     const s = `0x${vrs.signature.slice(66, 130)}` as const;
     const v = Number.parseInt(vrs.signature.slice(130, 132), 16);
     const va = vrs.authorization;
-    await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: token, abi, functionName: 'transferWithAuthorization', args: [va.from, va.to, va.value, va.validAfter, va.validBefore, va.nonce, v, r, s] }) });
+    await pub.waitForTransactionReceipt({
+      hash: await wallet.writeContract({ address: token, abi, functionName: 'transferWithAuthorization', args: [va.from, va.to, va.value, va.validAfter, va.validBefore, va.nonce, v, r, s] }),
+    });
     t.equal(await pub.readContract({ address: token, abi, functionName: 'balanceOf', args: [payee] }), value + 5n, 'the v,r,s overload moves exactly its value');
   });
 }

@@ -44,7 +44,14 @@ async function until(cond: () => boolean, ms: number): Promise<boolean> {
 }
 
 async function chainsAnswer(d: SpawnedDevnet): Promise<boolean[]> {
-  return Promise.all(Object.values(d.manifest.networks).map((n) => rpcCall(n.rpcUrl, 'eth_chainId', [], 500).then(() => true, () => false)));
+  return Promise.all(
+    Object.values(d.manifest.networks).map((n) =>
+      rpcCall(n.rpcUrl, 'eth_chainId', [], 500).then(
+        () => true,
+        () => false,
+      ),
+    ),
+  );
 }
 
 // A directory of this file's own run: two runs of the suite side by side do not share manifests.

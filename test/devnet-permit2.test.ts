@@ -42,13 +42,12 @@ t.test('the canonical addresses hold the contracts', async (t) => {
   t.equal(n.permit2, PERMIT2_ADDRESS);
   t.equal(n.exactPermit2Proxy, EXACT_PERMIT2_PROXY_ADDRESS);
   t.equal(await pub.readContract({ address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'PERMIT2' }), PERMIT2_ADDRESS);
-  t.equal(
-    await pub.readContract({ address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'WITNESS_TYPEHASH' }),
-    '0xd97b3239a7f32295517bd14cb074edfdd188dfe5eb42f802bb26d4fd1eb12c37',
-  );
+  t.equal(await pub.readContract({ address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'WITNESS_TYPEHASH' }), '0xd97b3239a7f32295517bd14cb074edfdd188dfe5eb42f802bb26d4fd1eb12c37');
   const expectedDomain = await pub.readContract({ address: PERMIT2_ADDRESS, abi: permit2Artifact.abi, functionName: 'DOMAIN_SEPARATOR' });
   const domainTypeHash = keccak256(toBytes('EIP712Domain(string name,uint256 chainId,address verifyingContract)'));
-  const expected = keccak256(encodeAbiParameters([{ type: 'bytes32' }, { type: 'bytes32' }, { type: 'uint256' }, { type: 'address' }], [domainTypeHash, keccak256(toBytes('Permit2')), BigInt(n.chainId), PERMIT2_ADDRESS]));
+  const expected = keccak256(
+    encodeAbiParameters([{ type: 'bytes32' }, { type: 'bytes32' }, { type: 'uint256' }, { type: 'address' }], [domainTypeHash, keccak256(toBytes('Permit2')), BigInt(n.chainId), PERMIT2_ADDRESS]),
+  );
   t.equal(expectedDomain, expected, 'DOMAIN_SEPARATOR is computed for the running chain at the canonical address');
 });
 
@@ -58,7 +57,9 @@ t.test('a witness transfer through the proxy moves exactly permitted.amount to w
   const p = await permitFor(merchant);
   const signature = await signWitnessPermit(payer, n.chainId, p);
   const before = await balance(payer.address);
-  const receipt = await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'settle', args: settleArgs(payer.address, p, signature) }) });
+  const receipt = await pub.waitForTransactionReceipt({
+    hash: await wallet.writeContract({ address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'settle', args: settleArgs(payer.address, p, signature) }),
+  });
   t.equal(receipt.status, 'success');
   t.equal(await balance(payer.address), before - p.permitted.amount, 'payer paid exactly the amount');
   t.equal(await balance(merchant), p.permitted.amount, 'merchant received exactly the amount');
@@ -84,19 +85,38 @@ t.test('bad permits revert and move nothing', async (t) => {
   for (const [what, overrides, error] of cases) {
     const p = await permitFor(merchant, overrides);
     const signature = await signWitnessPermit(payer, n.chainId, p);
-    await t.rejects(pub.simulateContract({ account: wallet.account, address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'settle', args: settleArgs(payer.address, p, signature) }), error, `${what} reverts`);
+    await t.rejects(
+      pub.simulateContract({ account: wallet.account, address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'settle', args: settleArgs(payer.address, p, signature) }),
+      error,
+      `${what} reverts`,
+    );
   }
 
   const unapproved = await fundedPayer(false);
   const p = await permitFor(merchant);
   const signature = await signWitnessPermit(unapproved, n.chainId, p);
-  await t.rejects(pub.simulateContract({ account: wallet.account, address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'settle', args: settleArgs(unapproved.address, p, signature) }), /revert/i, 'a payer without Permit2 approval reverts');
+  await t.rejects(
+    pub.simulateContract({ account: wallet.account, address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'settle', args: settleArgs(unapproved.address, p, signature) }),
+    /revert/i,
+    'a payer without Permit2 approval reverts',
+  );
 
   const invalidated = await permitFor(merchant);
   const own = clientsFor(n, payer);
-  await pub.waitForTransactionReceipt({ hash: await own.wallet.writeContract({ address: PERMIT2_ADDRESS, abi: permit2Artifact.abi, functionName: 'invalidateUnorderedNonces', args: [invalidated.nonce >> 8n, 1n << (invalidated.nonce & 0xffn)] }) });
+  await pub.waitForTransactionReceipt({
+    hash: await own.wallet.writeContract({
+      address: PERMIT2_ADDRESS,
+      abi: permit2Artifact.abi,
+      functionName: 'invalidateUnorderedNonces',
+      args: [invalidated.nonce >> 8n, 1n << (invalidated.nonce & 0xffn)],
+    }),
+  });
   const sig = await signWitnessPermit(payer, n.chainId, invalidated);
-  await t.rejects(pub.simulateContract({ account: wallet.account, address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'settle', args: settleArgs(payer.address, invalidated, sig) }), /InvalidNonce/, 'an invalidated nonce reverts');
+  await t.rejects(
+    pub.simulateContract({ account: wallet.account, address: EXACT_PERMIT2_PROXY_ADDRESS, abi: proxyAbi, functionName: 'settle', args: settleArgs(payer.address, invalidated, sig) }),
+    /InvalidNonce/,
+    'an invalidated nonce reverts',
+  );
 
   t.equal(await balance(merchant), 0n, 'nothing reached the merchant');
 });

@@ -1,6 +1,5 @@
 import t, { type Test } from 'tap';
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseEther, parseUnits, toHex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
@@ -108,7 +107,7 @@ t.test('a transaction priced out by the base fee is replaced with a higher fee, 
   const first = (await postJson(`${fac.url}/settle`, body)).json as { transaction: string; status: string };
   t.equal(first.status, 'pending');
   // Blocks now demand far more than the transaction offers: it can never be included as it is.
-  await rpcCall(n.rpcUrl, 'anvil_setNextBlockBaseFeePerGas', ['0x' + (1000n * 10n ** 9n).toString(16)]);
+  await rpcCall(n.rpcUrl, 'anvil_setNextBlockBaseFeePerGas', [`0x${(1000n * 10n ** 9n).toString(16)}`]);
   await rpcCall(n.rpcUrl, 'evm_mine', []);
   const { pub } = clientsFor(n, funder);
   // Asked until the pool shows a replacement (the facilitator checks a stuck transaction every few seconds).

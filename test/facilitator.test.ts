@@ -65,7 +65,10 @@ for (const caip2 of SUPPORTED_NETWORKS) {
     const { pub } = clientsFor(n, funder);
     const receipt = await pub.getTransactionReceipt({ hash: settled.transaction as `0x${string}` });
     t.equal(receipt.status, 'success');
-    t.ok(relayerIndices.some((i) => devnetAccount(i).address.toLowerCase() === receipt.from.toLowerCase()), 'a relayer paid the gas');
+    t.ok(
+      relayerIndices.some((i) => devnetAccount(i).address.toLowerCase() === receipt.from.toLowerCase()),
+      'a relayer paid the gas',
+    );
 
     const again = await client.settle(payment, req);
     t.same(again, settled, 'settling the same payload again answers the recorded result');
@@ -88,7 +91,10 @@ t.test('each invalid case names the reference reason', async (t) => {
     return {
       x402Version: 2,
       accepted: req,
-      payload: { signature: s.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce } },
+      payload: {
+        signature: s.signature,
+        authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce },
+      },
     } as PaymentPayload;
   };
   const reason = async (payment: PaymentPayload, requirements: PaymentRequirements) => (await client.verify(payment, requirements)).invalidReason;
@@ -145,7 +151,7 @@ t.test('each invalid case names the reference reason', async (t) => {
   t.not(wrongSpender, EXACT_PERMIT2_PROXY_ADDRESS);
 });
 
-t.test('a contract wallet pays: ERC-1271 vouches for its owner\'s signature', async (t) => {
+t.test("a contract wallet pays: ERC-1271 vouches for its owner's signature", async (t) => {
   const n = network(manifest, CAIP2.base);
   const { pub, wallet } = clientsFor(n, funder);
   const owner = freshAccount();
@@ -171,7 +177,10 @@ t.test('a contract wallet pays: ERC-1271 vouches for its owner\'s signature', as
 
   const stranger = freshAccount();
   const forged = await signTransferAuthorization(stranger, domain, { from: contractWallet, to: payTo, value: 20_000n, validAfter: 0n, validBefore: now() + 120n });
-  const forgedPayment = { ...payment, payload: { signature: forged.signature, authorization: { ...(payment.payload as { authorization: object }).authorization, nonce: forged.authorization.nonce } } } as PaymentPayload;
+  const forgedPayment = {
+    ...payment,
+    payload: { signature: forged.signature, authorization: { ...(payment.payload as { authorization: object }).authorization, nonce: forged.authorization.nonce } },
+  } as PaymentPayload;
   t.equal((await client.verify(forgedPayment, req)).invalidReason, 'invalid_exact_evm_signature', 'the wallet does not vouch for a stranger');
 });
 
@@ -185,12 +194,19 @@ t.test('50 concurrent settles of one payload: one transfer, 50 consistent answer
   const answers = await Promise.all(Array.from({ length: 50 }, () => client.settle(payment, req)));
   const hashes = new Set(answers.map((a) => a.transaction));
   t.equal(hashes.size, 1, 'every answer names the same transaction');
-  t.ok(answers.every((a) => a.success), 'every answer says success');
+  t.ok(
+    answers.every((a) => a.success),
+    'every answer says success',
+  );
   t.equal(await stableBalance(n, payTo), 25_000n, 'the price moved once');
   t.equal(await stableBalance(n, payer.address), 975_000n);
   // Nonces make a second transfer impossible anyway: count what the relayers sent, so a duplicate broadcast shows.
   const after = await relayerNonces();
-  t.equal(after.reduce((sum, nonce, i) => sum + nonce - (before[i] as number), 0), 1, 'the relayers sent exactly one transaction');
+  t.equal(
+    after.reduce((sum, nonce, i) => sum + nonce - (before[i] as number), 0),
+    1,
+    'the relayers sent exactly one transaction',
+  );
 });
 
 t.test('1,000 malformed or hostile requests: 4xx JSON, no crash, no relayer transaction', async (t) => {

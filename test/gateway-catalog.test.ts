@@ -54,7 +54,10 @@ t.test('builtinCatalog: one merchant per slug with exactly the listed routes', a
     [...new Set(reference.map((r) => r.slug))],
     'one merchant per slug, in table order',
   );
-  t.same(CATALOG_SLUGS, merchants.map((m) => m.slug));
+  t.same(
+    CATALOG_SLUGS,
+    merchants.map((m) => m.slug),
+  );
   const flat = merchants.flatMap((m) => m.routes.map((r) => ({ m, r })));
   t.equal(flat.length, 40);
   for (const ref of reference) {
@@ -128,7 +131,9 @@ t.test('route shapes are consistent', async (t) => {
       if (/query `params`/.test(r.input)) t.ok(shape.freeFormQuery, `${r.operationId}: free-form params`);
     }
   }
-  const tvl = catalog().find((m) => m.slug === 'defi')!.routes.find((r) => r.route === 'tvl')!;
+  const tvl = catalog()
+    .find((m) => m.slug === 'defi')!
+    .routes.find((r) => r.route === 'tvl')!;
   t.equal(tvl.shape?.response, 'number', 'defi/tvl returns a bare number');
 });
 
@@ -208,7 +213,11 @@ t.test('LLM model aliases', async (t) => {
     [{ model: 'vendor/mo del' }, 'model_unknown'],
   ];
   for (const [input, code] of bad) {
-    t.equal(errorCode(() => resolveModelAlias(input, aliases)), code, `${JSON.stringify(input)} -> ${code}`);
+    t.equal(
+      errorCode(() => resolveModelAlias(input, aliases)),
+      code,
+      `${JSON.stringify(input)} -> ${code}`,
+    );
   }
 
   const raw = new TextEncoder().encode('{"model":"anthropic/claude-3.5-sonnet","messages":[ ]}');
@@ -217,6 +226,12 @@ t.test('LLM model aliases', async (t) => {
   t.same([same.model, same.rewritten], ['anthropic/claude-3.5-sonnet', false]);
   const rewritten = resolveModelAliasInBody(new TextEncoder().encode('{"model":"llm-open","messages":[]}'), aliases);
   t.same([new TextDecoder().decode(rewritten.body), rewritten.model, rewritten.rewritten], ['{"model":"o/open","messages":[]}', 'o/open', true]);
-  t.equal(errorCode(() => resolveModelAliasInBody(new TextEncoder().encode('{nope'), aliases)), 'body_not_json');
-  t.equal(errorCode(() => resolveModelAliasInBody(new Uint8Array([0xff, 0xfe]), aliases)), 'body_not_json');
+  t.equal(
+    errorCode(() => resolveModelAliasInBody(new TextEncoder().encode('{nope'), aliases)),
+    'body_not_json',
+  );
+  t.equal(
+    errorCode(() => resolveModelAliasInBody(new Uint8Array([0xff, 0xfe]), aliases)),
+    'body_not_json',
+  );
 });

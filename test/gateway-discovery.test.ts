@@ -89,12 +89,18 @@ function semanticProblems(doc: OpenApiDocument): string[] {
     shapes.set(shape, path);
     const templated = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!).sort();
     for (const [method, raw] of Object.entries(item)) {
-      const op = raw as { operationId: string; parameters?: { name: string; in: string; required?: boolean; schema: unknown }[]; requestBody?: { content: Record<string, { schema: unknown }> }; responses: Record<string, { content?: Record<string, { schema: unknown }> }> };
+      const op = raw as {
+        operationId: string;
+        parameters?: { name: string; in: string; required?: boolean; schema: unknown }[];
+        requestBody?: { content: Record<string, { schema: unknown }> };
+        responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
+      };
       if (ids.has(op.operationId)) problems.push(`duplicate operationId ${op.operationId}`);
       ids.add(op.operationId);
       const params = op.parameters ?? [];
       const pathParams = params.filter((p) => p.in === 'path');
-      if (JSON.stringify(pathParams.map((p) => p.name).sort()) !== JSON.stringify(templated)) problems.push(`${method} ${path}: path parameters ${pathParams.map((p) => p.name)} vs template ${templated}`);
+      if (JSON.stringify(pathParams.map((p) => p.name).sort()) !== JSON.stringify(templated))
+        problems.push(`${method} ${path}: path parameters ${pathParams.map((p) => p.name)} vs template ${templated}`);
       if (pathParams.some((p) => p.required !== true)) problems.push(`${method} ${path}: a path parameter is not required`);
       const seen = new Set<string>();
       for (const p of params) {
@@ -127,11 +133,7 @@ const PAYMENT_INFO_KEYS = ['price', 'protocols', 'amount', 'currency', 'network'
 function checkAgainstReference(t: Test, doc: OpenApiDocument, routes: CatalogRouteRecord[]): void {
   const ops = operations(doc);
   const plain = ops.filter((o) => !o.path.includes('{'));
-  t.same(
-    plain.map((o) => `${o.method} ${o.path}`).sort(),
-    routes.flatMap((r) => r.methods.map((m) => `${m} ${r.path}`)).sort(),
-    'exactly the listed paths and methods',
-  );
+  t.same(plain.map((o) => `${o.method} ${o.path}`).sort(), routes.flatMap((r) => r.methods.map((m) => `${m} ${r.path}`)).sort(), 'exactly the listed paths and methods');
   for (const r of routes) {
     for (const method of r.methods) {
       const o = plain.find((x) => x.path === r.path && x.method === method)!;
@@ -142,13 +144,17 @@ function checkAgainstReference(t: Test, doc: OpenApiDocument, routes: CatalogRou
       t.same(info.price, { mode: 'fixed', currency: 'USD', amount: r.priceUsd }, `${method} ${r.path} price`);
       t.equal(info.amount, r.amountAtomic, `${method} ${r.path} atomic amount`);
       t.same(info.protocols, [{ mpp: { method: 'evm', intent: 'charge', currency: COIN_B } }, { x402: {} }]);
-      t.same(
-        [info.currency, info.network, info.recipient, info.scheme, info.intent, info.method],
-        [COIN_B, 'eip155:4663', payTo(r.slug), 'exact', 'charge', 'evm'],
-      );
+      t.same([info.currency, info.network, info.recipient, info.scheme, info.intent, info.method], [COIN_B, 'eip155:4663', payTo(r.slug), 'exact', 'charge', 'evm']);
       t.same(info.extra, { assetTransferMethod: 'permit2', spender: EXACT_PERMIT2_PROXY_ADDRESS });
       t.same(info.offers, [
-        { amount: r.amountAtomic, currency: COIN_B, network: 'eip155:4663', recipient: payTo(r.slug), scheme: 'exact', extra: { assetTransferMethod: 'permit2', spender: EXACT_PERMIT2_PROXY_ADDRESS } },
+        {
+          amount: r.amountAtomic,
+          currency: COIN_B,
+          network: 'eip155:4663',
+          recipient: payTo(r.slug),
+          scheme: 'exact',
+          extra: { assetTransferMethod: 'permit2', spender: EXACT_PERMIT2_PROXY_ADDRESS },
+        },
         { amount: r.amountAtomic, currency: COIN_A, network: 'eip155:8453', recipient: payTo(r.slug), scheme: 'exact', extra: { name: 'USD Coin', version: '2' } },
         { amount: r.amountAtomic, currency: COIN_A_TEST, network: 'eip155:84532', recipient: payTo(r.slug), scheme: 'exact', extra: { name: 'USDC', version: '2' } },
       ]);
@@ -257,8 +263,15 @@ t.test('per-merchant documents: valid, and together the same operations as the i
     t.same((doc.info as Record<string, unknown>).contact, { email: 'ops@example.test' });
     t.ok(typeof (doc.info as Record<string, unknown>)['x-guidance'] === 'string');
     t.same(doc.servers, [{ url: BASE_URL }]);
-    t.same((doc.tags as { name: string }[]).map((x) => x.name), [m.slug]);
-    checkAgainstReference(t, doc, reference.filter((r) => r.slug === m.slug));
+    t.same(
+      (doc.tags as { name: string }[]).map((x) => x.name),
+      [m.slug],
+    );
+    checkAgainstReference(
+      t,
+      doc,
+      reference.filter((r) => r.slug === m.slug),
+    );
     union.push(...operations(doc));
   }
   t.same(union, operations(root));
@@ -285,18 +298,19 @@ t.test('merchants without shapes, on other networks, with files', async (t) => {
     name: 'Acme',
     description: 'A registered merchant.',
     networks: ['eip155:8453'],
-    routes: [
-      { route: 'data', methods: ['GET', 'POST'], priceUsd: '0.250000', summary: 'Data', description: 'Some data.', input: 'anything', operationId: 'acme-data' },
-    ],
+    routes: [{ route: 'data', methods: ['GET', 'POST'], priceUsd: '0.250000', summary: 'Data', description: 'Some data.', input: 'anything', operationId: 'acme-data' }],
   };
   const doc = merchantOpenApi(plain, ctx);
   await validate(doc);
   t.same(semanticProblems(doc), []);
   const ops = operations(doc);
-  t.same(ops.map((o) => [o.method, o.path, o.op.operationId]), [
-    ['GET', '/m/acme/data', 'acme-data'],
-    ['POST', '/m/acme/data', 'acme-data-post'],
-  ]);
+  t.same(
+    ops.map((o) => [o.method, o.path, o.op.operationId]),
+    [
+      ['GET', '/m/acme/data', 'acme-data'],
+      ['POST', '/m/acme/data', 'acme-data-post'],
+    ],
+  );
   const info = ops[0]!.op['x-payment-info'];
   t.same([info.network, info.currency, info.amount, info.extra], ['eip155:8453', COIN_A, '250000', { name: 'USD Coin', version: '2' }], 'EIP-3009 offer first when the stock chain is not accepted');
   t.same(info.protocols[0], { mpp: { method: 'evm', intent: 'charge', currency: COIN_A } });
@@ -321,6 +335,9 @@ t.test('merchants without shapes, on other networks, with files', async (t) => {
 t.test('/.well-known/x402 lists every paid route', async (t) => {
   const wk = wellKnownX402(merchants, 'https://pay.example.test/');
   t.equal(wk.version, 1);
-  t.same(wk.resources, reference.map((r) => `${BASE_URL}${r.path}`));
+  t.same(
+    wk.resources,
+    reference.map((r) => `${BASE_URL}${r.path}`),
+  );
   t.same(wellKnownX402([], BASE_URL), { version: 1, resources: [] });
 });

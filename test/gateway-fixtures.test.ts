@@ -128,11 +128,7 @@ t.test('every catalog route answers 200 with JSON, deterministic, with the reque
       } else {
         t.ok(typeof value === 'object' && value !== null && !Array.isArray(value), `${label}: a JSON object`);
         const echo = (value as { _request: unknown })._request;
-        t.same(
-          echo,
-          { method, path: pathOf(r, typical.rest), query: typical.query ?? '', ...(method === 'POST' ? { body: typical.body ?? '' } : {}) },
-          `${label}: request echoed`,
-        );
+        t.same(echo, { method, path: pathOf(r, typical.rest), query: typical.query ?? '', ...(method === 'POST' ? { body: typical.body ?? '' } : {}) }, `${label}: request echoed`);
         t.ok(Object.keys(value as object).length > 1, `${label}: a body besides the echo`);
       }
       const again = await call(r, method, typical, { 'x-api-key': 'other', 'user-agent': 'another-client' });
@@ -160,9 +156,15 @@ t.test('bodies honour their input', async (t) => {
   };
   t.same([f.latitude, f.longitude], [-33.87, 151.21]);
   t.same(Object.keys(f.daily), ['time', 'temperature_2m_max', 'temperature_2m_min', 'sunrise']);
-  t.ok(Object.values(f.daily).every((v) => v.length === 3), '3 forecast days');
+  t.ok(
+    Object.values(f.daily).every((v) => v.length === 3),
+    '3 forecast days',
+  );
   t.same(Object.keys(f.hourly), ['time', 'temperature_2m', 'precipitation']);
-  t.ok(Object.values(f.hourly).every((v) => v.length === 72), '72 hours');
+  t.ok(
+    Object.values(f.hourly).every((v) => v.length === 72),
+    '72 hours',
+  );
   t.ok(typeof f.current.temperature_2m === 'number');
   const other = await body('weather-forecast', 'GET', { query: 'latitude=10&longitude=20&daily=temperature_2m_max' });
   t.same([other.latitude, other.longitude, Object.keys(other.daily as object)], [10, 20, ['time', 'temperature_2m_max']]);
@@ -212,7 +214,10 @@ t.test('bodies honour their input', async (t) => {
   t.equal(byAddress.symbol, 'NVDA', 'by token address');
 
   const country = (await body('world-data-country', 'GET', TYPICAL['world-data-country GET']!)) as { countries: { id: string }[] };
-  t.same(country.countries.map((c) => c.id), ['DEU']);
+  t.same(
+    country.countries.map((c) => c.id),
+    ['DEU'],
+  );
   const indicator = (await body('world-data-indicator', 'GET', TYPICAL['world-data-indicator GET']!)) as { data: { date: string }[]; indicator: { id: string } };
   t.same([indicator.indicator.id, indicator.data.map((d) => d.date)], ['SP.POP.TOTL', ['2020', '2019', '2018', '2017', '2016', '2015']]);
   const news = (await body('news-search-search', 'GET', TYPICAL['news-search-search GET']!)) as { hits: { points: number }[] };

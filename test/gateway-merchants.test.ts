@@ -100,15 +100,7 @@ const snapshot = (registry: MerchantRegistry, slug: string): string => {
 };
 
 /** Runs a call that must be refused, and checks that the stored record of `slug` did not change at all. */
-async function refused(
-  t: Test,
-  registry: MerchantRegistry,
-  slug: string,
-  call: () => Promise<RegistryResult>,
-  status: number,
-  error: RegExp,
-  what: string,
-): Promise<void> {
+async function refused(t: Test, registry: MerchantRegistry, slug: string, call: () => Promise<RegistryResult>, status: number, error: RegExp, what: string): Promise<void> {
   const before = snapshot(registry, slug);
   const r = await call();
   t.match(r, { ok: false, error: { status, message: error } }, what);
@@ -130,14 +122,10 @@ t.test('the EIP-712 message', async (t) => {
   const td = registrationTypedData(reg);
   t.same(td.domain, { name: 'gate402 merchants', version: '1' }, 'no chainId: registration is off-chain');
   t.equal(td.domain, REGISTRATION_DOMAIN);
-  t.same(REGISTRATION_TYPES.MerchantRegistration.map((f) => `${f.type} ${f.name}`), [
-    'string action',
-    'string slug',
-    'address payTo',
-    'bytes32 digest',
-    'string nonce',
-    'uint256 issuedAt',
-  ]);
+  t.same(
+    REGISTRATION_TYPES.MerchantRegistration.map((f) => `${f.type} ${f.name}`),
+    ['string action', 'string slug', 'address payTo', 'bytes32 digest', 'string nonce', 'uint256 issuedAt'],
+  );
   t.equal(td.primaryType, 'MerchantRegistration');
   const canonical = canonicalJson(reg);
   t.ok(canonical.ok);
@@ -179,7 +167,10 @@ t.test('register: stored, and the public view has no secrets', async (t) => {
       ['now', 'weather-pro-now', ['GET'], '0.000001'],
     ],
   );
-  t.same(registry.list().map((x) => x.slug), ['weather-pro']);
+  t.same(
+    registry.list().map((x) => x.slug),
+    ['weather-pro'],
+  );
   t.equal(registry.record('weather-pro')?.nonces.length, 1, 'the nonce is remembered');
 
   // A lower-case payTo is accepted and stored checksummed.
@@ -200,7 +191,15 @@ t.test('signatures', async (t) => {
   const flipped = (good.signature.slice(0, 10) + (good.signature[10] === 'a' ? 'b' : 'a') + good.signature.slice(11)) as Hex;
   await refused(t, registry, slug, () => registry.register({ ...good, signature: flipped }, NOW), 403, /signature/, 'a corrupted signature');
   await refused(t, registry, slug, () => registry.register({ ...good, signature: `0x${'00'.repeat(65)}` }, NOW), 403, /signature/, 'a zero signature');
-  await refused(t, registry, slug, async () => registry.register(await signed(other, registration(owner.address)), NOW), 403, /not a valid EIP-712 signature by payTo/, 'signed by another wallet than payTo');
+  await refused(
+    t,
+    registry,
+    slug,
+    async () => registry.register(await signed(other, registration(owner.address)), NOW),
+    403,
+    /not a valid EIP-712 signature by payTo/,
+    'signed by another wallet than payTo',
+  );
   await refused(
     t,
     registry,
@@ -229,14 +228,27 @@ t.test('validation refusals (400), nothing stored', async (t) => {
     ['price as a number', { routes: [{ route: 'a', methods: ['GET'], priceUsd: 0.01, summary: 's', description: '', input: '' }] }, /priceUsd: must be string/],
     ['price 01.000000', { routes: [{ route: 'a', methods: ['GET'], priceUsd: '01.000000', summary: 's', description: '', input: '' }] }, /priceUsd/],
     ['no routes', { routes: [] }, /routes/],
-    ['duplicate route', { routes: [{ route: 'a', methods: ['GET'], priceUsd: '0.010000', summary: 's', description: '', input: '' }, { route: 'a', methods: ['POST'], priceUsd: '0.010000', summary: 's', description: '', input: '' }] }, /route a is listed twice/],
+    [
+      'duplicate route',
+      {
+        routes: [
+          { route: 'a', methods: ['GET'], priceUsd: '0.010000', summary: 's', description: '', input: '' },
+          { route: 'a', methods: ['POST'], priceUsd: '0.010000', summary: 's', description: '', input: '' },
+        ],
+      },
+      /route a is listed twice/,
+    ],
     ['bad route name', { routes: [{ route: 'A/b', methods: ['GET'], priceUsd: '0.010000', summary: 's', description: '', input: '' }] }, /route: must be 1 to 63/],
     ['bad method', { routes: [{ route: 'a', methods: ['PUT'], priceUsd: '0.010000', summary: 's', description: '', input: '' }] }, /methods\/0: must be one of "GET", "POST"/],
     ['no methods', { routes: [{ route: 'a', methods: [], priceUsd: '0.010000', summary: 's', description: '', input: '' }] }, /methods/],
     ['control char in summary', { routes: [{ route: 'a', methods: ['GET'], priceUsd: '0.010000', summary: 'a\u0007b', description: '', input: '' }] }, /summary: must not contain control characters/],
     ['too long summary', { routes: [{ route: 'a', methods: ['GET'], priceUsd: '0.010000', summary: 'x'.repeat(201), description: '', input: '' }] }, /summary/],
     ['unknown route field', { routes: [{ route: 'a', methods: ['GET'], priceUsd: '0.010000', summary: 's', description: '', input: '', extra: 1 }] }, /extra: is not allowed/],
-    ['too many routes', { routes: Array.from({ length: 101 }, (_, i) => ({ route: `r${i}`, methods: ['GET'], priceUsd: '0.010000', summary: 's', description: '', input: '' })) }, /at most 100 routes/],
+    [
+      'too many routes',
+      { routes: Array.from({ length: 101 }, (_, i) => ({ route: `r${i}`, methods: ['GET'], priceUsd: '0.010000', summary: 's', description: '', input: '' })) },
+      /at most 100 routes/,
+    ],
     ['reserved slug', { slug: 'admin' }, /slug admin is reserved/],
     ['reserved slug api', { slug: 'api' }, /reserved/],
     ['slug with a leading hyphen', { slug: '-abc' }, /slug: must be 3 to 40/],
@@ -294,7 +306,7 @@ t.test('payTo checksum rules', async (t) => {
   t.match(checkContentType('Text/Plain; Charset=UTF-8'), { ok: true, value: 'text/plain; charset=utf-8' });
   t.match(checkContentType('application/vnd.api+json'), { ok: true });
   t.match(checkContentType('application/rss+xml'), { ok: false });
-  t.ok(registrationBodyLimit() > 10 * 1024 * 1024 * 4 / 3);
+  t.ok(registrationBodyLimit() > (10 * 1024 * 1024 * 4) / 3);
 });
 
 t.test('a private upstream address is refused', async (t) => {
@@ -373,12 +385,14 @@ t.test('update, delete, ownership and replay', async (t) => {
   t.equal(m.createdAt, NOW, 'createdAt kept');
   t.equal(m.updatedAt, later);
   t.same(m.upstream, { kind: 'url', baseUrl: 'https://other.example/v2', secretHeaders: {} }, 'an update replaces everything');
-  t.same(m.routes.map((r) => r.priceUsd), ['0.020000']);
+  t.same(
+    m.routes.map((r) => r.priceUsd),
+    ['0.020000'],
+  );
   await refused(t, registry, slug, () => registry.register(update, later + 1000), 400, /nonce already used/, 'the update replayed');
 
   // Delete: only the owner.
-  const del = (account: PrivateKeyAccount, payTo: `0x${string}`) =>
-    signed(account, { action: 'delete', slug, payTo, nonce: freshNonce(), issuedAt: later / 1000 });
+  const del = (account: PrivateKeyAccount, payTo: `0x${string}`) => signed(account, { action: 'delete', slug, payTo, nonce: freshNonce(), issuedAt: later / 1000 });
   await refused(t, registry, slug, async () => registry.register(await del(other, other.address), later), 403, /only the owner/, 'delete by another wallet');
   const d = await del(owner, owner.address);
   t.match(await registry.register(d, later), { ok: true, value: { action: 'delete' } });
@@ -460,7 +474,15 @@ t.test('built-in merchants', async (t) => {
   t.same(await registry.upsertBuiltin([builtin]), { written: [], unchanged: ['catjoke'], conflicts: [] }, 'idempotent');
   t.same(await registry.upsertBuiltin([{ ...builtin, name: 'Cat Jokes 2' }]), { written: ['catjoke'], unchanged: [], conflicts: [] });
   t.ok(registry.isBuiltin('catjoke'));
-  await refused(t, registry, 'catjoke', async () => registry.register(await signed(owner, registration(owner.address, { slug: 'catjoke' })), NOW), 400, /slug catjoke is taken/, 'a built-in slug is taken');
+  await refused(
+    t,
+    registry,
+    'catjoke',
+    async () => registry.register(await signed(owner, registration(owner.address, { slug: 'catjoke' })), NOW),
+    400,
+    /slug catjoke is taken/,
+    'a built-in slug is taken',
+  );
   await refused(
     t,
     registry,
@@ -503,13 +525,20 @@ t.test('over real sockets: nothing secret leaves the gateway', async (t) => {
   t.match(created.body, { merchant: { slug: 'weather-pro', upstream: { kind: 'url' }, owner: owner.address } });
   t.same((created.body.merchant as Record<string, unknown>).upstream, { kind: 'url' }, 'only the kind of a URL upstream');
 
-  const file = await call('POST', '/api/merchants', await signed(other, registration(other.address, { slug: 'files', upstream: { kind: 'file', fileName: 'secret-name.txt', contentType: 'text/plain', contentBase64: 'aGk=' } })));
+  const file = await call(
+    'POST',
+    '/api/merchants',
+    await signed(other, registration(other.address, { slug: 'files', upstream: { kind: 'file', fileName: 'secret-name.txt', contentType: 'text/plain', contentBase64: 'aGk=' } })),
+  );
   t.equal(file.status, 201);
   t.same((file.body.merchant as Record<string, unknown>).upstream, { kind: 'file', sha256: '8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4', contentType: 'text/plain', size: 2 });
 
   const list = await call('GET', '/api/merchants');
   t.equal(list.status, 200);
-  t.same((list.body.merchants as { slug: string }[]).map((m) => m.slug), ['files', 'weather-pro']);
+  t.same(
+    (list.body.merchants as { slug: string }[]).map((m) => m.slug),
+    ['files', 'weather-pro'],
+  );
   const one = await call('GET', '/api/merchants/weather-pro');
   t.equal(one.status, 200);
   t.equal((one.body.merchant as { name: string }).name, 'Weather Pro');
@@ -523,9 +552,26 @@ t.test('over real sockets: nothing secret leaves the gateway', async (t) => {
   t.match(await call('POST', '/api/merchants', '{not json'), { status: 400, body: { error: /not JSON/ } });
   t.match(await call('POST', '/api/merchants', ''), { status: 400 });
   t.match(await call('POST', '/api/merchants', { registration: 1, signature: 2 }), { status: 400 });
-  t.match(await call('POST', '/api/merchants', await signed(owner, registration(owner.address, { slug: 'bad-header', upstream: { kind: 'url', baseUrl: `https://${UPSTREAM_HOST}/`, secretHeaders: { connection: SECRET_VALUE } } }))), { status: 400, body: { error: /connection/ } });
-  t.match(await call('POST', '/api/merchants', await signed(owner, registration(owner.address, { slug: 'bad-value', upstream: { kind: 'url', baseUrl: `https://${UPSTREAM_HOST}/`, secretHeaders: { 'x-key': `${SECRET_VALUE}\n` } } }))), { status: 400 });
-  t.match(await call('POST', '/api/merchants', await signed(owner, registration(owner.address, { slug: 'private', upstream: { kind: 'url', baseUrl: 'https://internal.example/' } }))), { status: 400, body: { error: /public address/ } });
+  t.match(
+    await call(
+      'POST',
+      '/api/merchants',
+      await signed(owner, registration(owner.address, { slug: 'bad-header', upstream: { kind: 'url', baseUrl: `https://${UPSTREAM_HOST}/`, secretHeaders: { connection: SECRET_VALUE } } })),
+    ),
+    { status: 400, body: { error: /connection/ } },
+  );
+  t.match(
+    await call(
+      'POST',
+      '/api/merchants',
+      await signed(owner, registration(owner.address, { slug: 'bad-value', upstream: { kind: 'url', baseUrl: `https://${UPSTREAM_HOST}/`, secretHeaders: { 'x-key': `${SECRET_VALUE}\n` } } })),
+    ),
+    { status: 400 },
+  );
+  t.match(await call('POST', '/api/merchants', await signed(owner, registration(owner.address, { slug: 'private', upstream: { kind: 'url', baseUrl: 'https://internal.example/' } }))), {
+    status: 400,
+    body: { error: /public address/ },
+  });
 
   const deleted = await call('POST', '/api/merchants', await signed(owner, { action: 'delete', slug: 'weather-pro', payTo: owner.address, nonce: freshNonce(), issuedAt: NOW_S }));
   t.match(deleted, { status: 200, body: { deleted: 'weather-pro' } });
@@ -541,7 +587,7 @@ t.test('over real sockets: nothing secret leaves the gateway', async (t) => {
 
   const logs = logLines.join('\n');
   t.match(logs, /merchant registered/, 'registrations are logged');
-  const refused = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l['msg'] === 'merchant upstream refused');
+  const refused = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'merchant upstream refused');
   t.match(refused, { detail: /10\.0\.0\.5: private network/ }, 'the operator sees why an upstream was refused');
   t.notOk(logs.includes(SECRET_VALUE) || logs.includes('sk-live'), 'no secret header value in the logs');
 });

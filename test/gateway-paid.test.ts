@@ -80,7 +80,7 @@ t.test('without payment: 402 with both challenges', async (t) => {
   const required = decodePaymentRequiredHeader(res.headers.get('payment-required') as string);
   t.equal(required.x402Version, 2);
   const first = required.accepts[0];
-  t.same([first?.network, first?.amount, first?.extra?.['assetTransferMethod']], [CAIP2.stockChain, '10000', 'permit2'], 'Permit2 with stablecoin B first');
+  t.same([first?.network, first?.amount, first?.extra?.assetTransferMethod], [CAIP2.stockChain, '10000', 'permit2'], 'Permit2 with stablecoin B first');
   t.same(required.accepts.map((a) => a.network).sort(), [CAIP2.base, CAIP2.baseSepolia, CAIP2.stockChain].sort(), 'one offer per accepted network');
   merchant = first?.payTo as `0x${string}`;
   t.match(res.headers.get('www-authenticate'), /^Payment id="[^"]+", realm="[^"]+", method="evm", intent="charge", request="[^"]+", expires="[^"]+"/);
@@ -114,7 +114,10 @@ for (const caip2 of [CAIP2.stockChain, CAIP2.base]) {
     const again = await replay();
     t.equal(again.status, 402, 'replaying the credential is refused');
     const burst = await Promise.all(Array.from({ length: 20 }, replay));
-    t.ok(burst.every((r) => r.status === 402), '20 concurrent replays are refused');
+    t.ok(
+      burst.every((r) => r.status === 402),
+      '20 concurrent replays are refused',
+    );
     t.equal(fixtures.calls, callsAfter, 'no second upstream call');
     t.equal((await stableBalance(n, merchant)) - before, 10_000n, 'no second transfer');
   });
@@ -135,11 +138,14 @@ t.test('mppx pays over MPP: 200 with a Payment-Receipt whose signature checks; a
   t.equal((await stableBalance(n, merchant)) - before, 10_000n, 'exactly the price, by EIP-3009');
   if (receipt.ok) t.match(receipt.value.reference, /^0x[0-9a-f]{64}$/);
 
-  const credential = sent.find((h) => h['authorization'])?.['authorization'];
+  const credential = sent.find((h) => h.authorization)?.authorization;
   t.ok(credential);
   const callsAfter = fixtures.calls;
   const burst = await Promise.all(Array.from({ length: 21 }, async () => look(await fetch(url, { headers: { authorization: credential as string } }))));
-  t.ok(burst.every((r) => r.status === 402), 'replays are refused');
+  t.ok(
+    burst.every((r) => r.status === 402),
+    'replays are refused',
+  );
   t.equal(fixtures.calls, callsAfter, 'no second upstream call');
   t.equal((await stableBalance(n, merchant)) - before, 10_000n, 'no second transfer');
 });
@@ -248,7 +254,7 @@ t.test('served discovery documents validate as OpenAPI 3.1 and price the catalog
     const doc = (await (await fetch(`${gw.url}${path}`)).json()) as { openapi: string; paths: Record<string, Record<string, { 'x-payment-info'?: { amount: string } }>> };
     t.equal(doc.openapi, '3.1.0');
     await t.resolves(SwaggerParser.validate(structuredClone(doc) as never), `${path} validates`);
-    t.equal(doc.paths['/m/catjoke/joke']?.['get']?.['x-payment-info']?.amount, '10000');
+    t.equal(doc.paths['/m/catjoke/joke']?.get?.['x-payment-info']?.amount, '10000');
   }
   const wk = (await (await fetch(`${gw.url}/.well-known/x402`)).json()) as { version: number; resources: string[] };
   t.equal(wk.version, 1);

@@ -87,7 +87,11 @@ async function pendingThenServed(t: Test, opts: { caip2: string; n: NetworkEntry
   t.equal(stillPending.status, 202, 'asking again before it confirms: still pending');
   t.equal(still.transaction, body.transaction, 'with the same transaction, not a second one');
   const pool = await rpcCall<{ pending: Record<string, Record<string, unknown>> }>(n.rpcUrl, 'txpool_content', []);
-  t.equal(Object.values(pool.pending).reduce((k, byNonce) => k + Object.keys(byNonce).length, 0), 1, 'one transaction in the pool');
+  t.equal(
+    Object.values(pool.pending).reduce((k, byNonce) => k + Object.keys(byNonce).length, 0),
+    1,
+    'one transaction in the pool',
+  );
   t.equal(fixtures.calls, callsBefore, 'the upstream still has not been called');
 
   await rpcCall(n.rpcUrl, 'evm_mine', []);
@@ -110,7 +114,10 @@ async function pendingThenServed(t: Test, opts: { caip2: string; n: NetworkEntry
 
   const callsServed = fixtures.calls;
   const replays = await Promise.all(Array.from({ length: 5 }, send));
-  t.ok(replays.every((r) => r.status === 402), `further replays are refused (${replays.map((r) => r.status).join(',')})`);
+  t.ok(
+    replays.every((r) => r.status === 402),
+    `further replays are refused (${replays.map((r) => r.status).join(',')})`,
+  );
   await Promise.all(replays.map((r) => r.arrayBuffer()));
   await rpcCall(n.rpcUrl, 'evm_mine', []);
   t.equal(fixtures.calls, callsServed, 'no second upstream call');

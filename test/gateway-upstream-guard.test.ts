@@ -8,13 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { forbiddenAddressReason, isForbiddenAddress } from '../src/gateway/upstream-guard/ip-ranges.ts';
 import { cidrContains, parseCidr, parseIp } from '../src/http/ip.ts';
-import {
-  UpstreamAddressForbiddenError,
-  UpstreamAllowlist,
-  checkUpstreamUrl,
-  guardedDispatcher,
-  type Resolver,
-} from '../src/gateway/upstream-guard/guard.ts';
+import { UpstreamAddressForbiddenError, UpstreamAllowlist, checkUpstreamUrl, guardedDispatcher, type Resolver } from '../src/gateway/upstream-guard/guard.ts';
 
 const FORBIDDEN = [
   // IPv4
@@ -322,8 +316,11 @@ t.test('the dispatcher caps response bodies when asked', async (t) => {
   const { port } = await startLocalServer(t);
   const d = guardedDispatcher(['127.0.0.1'], { maxResponseBytes: 4 });
   t.teardown(() => d.close());
-  await t.rejects(async () => {
-    const res = await request(`http://127.0.0.1:${port}/`, { dispatcher: d });
-    await res.body.text();
-  }, { code: 'UND_ERR_RES_EXCEEDED_MAX_SIZE' });
+  await t.rejects(
+    async () => {
+      const res = await request(`http://127.0.0.1:${port}/`, { dispatcher: d });
+      await res.body.text();
+    },
+    { code: 'UND_ERR_RES_EXCEEDED_MAX_SIZE' },
+  );
 });

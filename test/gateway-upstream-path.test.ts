@@ -51,7 +51,11 @@ t.test('allowed segments land inside the route, canonically encoded', async (t) 
 });
 
 t.test('the built URL is checked once parsed', async (t) => {
-  t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/..', ''), { ok: false, error: { code: 'invalid_path', message: 'the path leaves the route', status: 400 } }, 'a dot segment that got through would be caught');
+  t.same(
+    confinedUpstreamUrl('https://api.example/v1', 'latest/..', ''),
+    { ok: false, error: { code: 'invalid_path', message: 'the path leaves the route', status: 400 } },
+    'a dot segment that got through would be caught',
+  );
   t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/%2e%2e', ''), { ok: false, error: { code: 'invalid_path', message: 'the path leaves the route', status: 400 } });
   t.same(confinedUpstreamUrl('https://api.example/v1', 'latest/a\\b', ''), { ok: false, error: { code: 'invalid_path', message: 'the path leaves the route', status: 400 } });
   t.same(confinedUpstreamUrl('not a url', 'latest', ''), { ok: false, error: { code: 'invalid_path', message: 'the merchant upstream is misconfigured', status: 400 } });
@@ -63,14 +67,17 @@ t.test('queries: malformed escapes, invalid UTF-8, controls and # are refused', 
 });
 
 t.test('paid answer headers: private, no-store, Vary, nosniff; unsendable values dropped; active content sandboxed', async (t) => {
-  const h = paidAnswerHeaders({ 'content-type': 'text/html; charset=utf-8', 'cache-control': 'public, max-age=60', 'content-language': '\u20ac', etag: '"a\r\nSet-Cookie: x=1"' }, { 'PAYMENT-RESPONSE': 'proof' });
+  const h = paidAnswerHeaders(
+    { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'public, max-age=60', 'content-language': '\u20ac', etag: '"a\r\nSet-Cookie: x=1"' },
+    { 'PAYMENT-RESPONSE': 'proof' },
+  );
   t.equal(h['cache-control'], 'private, no-store');
-  t.match(h['vary'], /PAYMENT-SIGNATURE/);
-  t.match(h['vary'], /Authorization/);
+  t.match(h.vary, /PAYMENT-SIGNATURE/);
+  t.match(h.vary, /Authorization/);
   t.equal(h['x-content-type-options'], 'nosniff');
   t.equal(h['content-security-policy'], ACTIVE_CONTENT_CSP);
   t.equal(h['content-language'], undefined);
-  t.equal(h['etag'], undefined);
+  t.equal(h.etag, undefined);
   t.equal(h['PAYMENT-RESPONSE'], 'proof');
   t.equal(paidAnswerHeaders({ 'content-type': 'application/json' }, {})['content-security-policy'], undefined);
   for (const ct of [undefined, '', 'text/html', 'application/xhtml+xml', 'image/svg+xml', 'text/xml', 'application/pdf']) t.ok(rendersActiveContent(ct), String(ct));

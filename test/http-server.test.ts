@@ -329,9 +329,9 @@ t.test('an early answer (429) to a request whose body is still arriving keeps th
   s.on('data', (d) => (got += d.toString()));
   await new Promise((r) => s.once('connect', r));
   const req = (body: string) => `POST /verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
-  s.write(req('{}') + '{}');
+  s.write(`${req('{}')}{}`);
   await new Promise((r) => setTimeout(r, 50));
-  s.write(req('{"abc":1}') + '{"ab'); // rate limited; the rest of the body comes later
+  s.write(`${req('{"abc":1}')}{"ab`); // rate limited; the rest of the body comes later
   await new Promise((r) => setTimeout(r, 50));
   s.write('c":1}');
   await new Promise((r) => setTimeout(r, 50));
@@ -450,7 +450,7 @@ t.test('shared frozen headers plus per-response moreHeaders: both sent, both che
     t.equal(r.status, 402);
     t.equal(r.headers.get('x-shared'), 'same');
     t.equal(r.headers.get('content-type'), 'text/plain');
-    t.equal(r.headers.get('x-own'), `call-${i}`, 'the per-response header is this response\'s');
+    t.equal(r.headers.get('x-own'), `call-${i}`, "the per-response header is this response's");
     t.equal(await r.text(), `body-${i}`);
   }
   for (const path of ['/bad-more', '/reserved-more']) {

@@ -16,8 +16,8 @@ import ts from 'typescript';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const SRC = join(REPO, 'src');
-const DEVNET = join(SRC, 'devnet') + '/';
-const CLI = join(SRC, 'cli') + '/';
+const DEVNET = `${join(SRC, 'devnet')}/`;
+const CLI = `${join(SRC, 'cli')}/`;
 
 interface ImportEdge {
   specifier: string;
@@ -42,7 +42,14 @@ function importsOf(path: string, text = readFileSync(path, 'utf8')): ImportEdge[
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
       const clause = node.importClause;
-      const typeOnly = clause !== undefined && (clause.isTypeOnly || (clause.name === undefined && clause.namedBindings !== undefined && ts.isNamedImports(clause.namedBindings) && clause.namedBindings.elements.length > 0 && clause.namedBindings.elements.every((e) => e.isTypeOnly)));
+      const typeOnly =
+        clause !== undefined &&
+        (clause.isTypeOnly ||
+          (clause.name === undefined &&
+            clause.namedBindings !== undefined &&
+            ts.isNamedImports(clause.namedBindings) &&
+            clause.namedBindings.elements.length > 0 &&
+            clause.namedBindings.elements.every((e) => e.isTypeOnly)));
       out.push({ specifier: node.moduleSpecifier.text, typeOnly, dynamic: false });
     } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
       out.push({ specifier: node.moduleSpecifier.text, typeOnly: node.isTypeOnly, dynamic: false });

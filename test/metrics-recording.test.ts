@@ -28,7 +28,10 @@ t.test('HTTP responses are counted by route template, never by raw path; odd met
   t.equal(valueOf(m, REQUESTS, { route: 'unmatched', method: 'POST', status: '413' }), 1);
   t.ok((valueOf(m, 'gate402_http_request_duration_seconds_sum', { route: '/m/:slug/*' }) ?? 0) > 0, 'latency is observed');
   const values = m.samples.flatMap((s) => Object.values(s.labels));
-  t.notOk(values.some((v) => /weather|catjoke|0x|deadbeef|PURGE/i.test(v)), 'no raw path, address or method in any label');
+  t.notOk(
+    values.some((v) => /weather|catjoke|0x|deadbeef|PURGE/i.test(v)),
+    'no raw path, address or method in any label',
+  );
   t.equal(m.types.get('gate402_http_request_duration_seconds'), 'histogram');
   t.ok(valueOf(m, 'gate402_process_cpu_seconds_total') !== undefined, 'the default process metrics are there, prefixed');
 });
@@ -57,7 +60,11 @@ t.test('an actor: every transition counted, the time in each state it left obser
   now += 250;
   actor.send({ type: 'SWAPPED' });
   const m = parseExposition((await metrics.scrape()).body);
-  for (const [from, to] of [['start', 'quoting'], ['quoting', 'swapping'], ['swapping', 'delivered']]) {
+  for (const [from, to] of [
+    ['start', 'quoting'],
+    ['quoting', 'swapping'],
+    ['swapping', 'delivered'],
+  ]) {
     t.equal(valueOf(m, 'gate402_actor_transitions_total', { machine: 'order', from: from as string, to: to as string }), 1, `${from} -> ${to}`);
   }
   t.equal(valueOf(m, 'gate402_actor_state_duration_seconds_sum', { machine: 'order', state: 'quoting' }), 1.5);

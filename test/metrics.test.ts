@@ -36,7 +36,11 @@ t.test('a paid request moves the gateway counters and histograms', async (t) => 
   const n = network(manifest, CAIP2.stockChain);
   const payer = await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('1', 6));
   const client = registerExactEvmScheme(
-    x402Client.fromConfig({ schemes: [], spendControls: false, paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === CAIP2.stockChain) ?? (offers[0] as (typeof offers)[number]) }),
+    x402Client.fromConfig({
+      schemes: [],
+      spendControls: false,
+      paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === CAIP2.stockChain) ?? (offers[0] as (typeof offers)[number]),
+    }),
     { signer: payer },
   );
   const res = await wrapFetchWithPayment(fetch, client)(url);
@@ -44,20 +48,36 @@ t.test('a paid request moves the gateway counters and histograms', async (t) => 
 
   // The payment's last steps (its final durable write, leaving the pending set) may land just after the answer.
   let after = await scrape(`${gw.url}/metrics`);
-  const settledIn = (m: Exposition) => count(m, 'gate402_actor_transitions_total', { machine: 'payment', from: 'inFlight.confirming', to: 'settled' }) - count(before, 'gate402_actor_transitions_total', { machine: 'payment', from: 'inFlight.confirming', to: 'settled' });
-  for (let i = 0; i < 100 && (settledIn(after) < 1 || count(after, 'gate402_payments_pending') > 0 || count(after, 'gate402_lmdb_commit_duration_seconds_count') - count(before, 'gate402_lmdb_commit_duration_seconds_count') < 4); i++) {
+  const settledIn = (m: Exposition) =>
+    count(m, 'gate402_actor_transitions_total', { machine: 'payment', from: 'inFlight.confirming', to: 'settled' }) -
+    count(before, 'gate402_actor_transitions_total', { machine: 'payment', from: 'inFlight.confirming', to: 'settled' });
+  for (
+    let i = 0;
+    i < 100 &&
+    (settledIn(after) < 1 ||
+      count(after, 'gate402_payments_pending') > 0 ||
+      count(after, 'gate402_lmdb_commit_duration_seconds_count') - count(before, 'gate402_lmdb_commit_duration_seconds_count') < 4);
+    i++
+  ) {
     await new Promise((r) => setTimeout(r, 100));
     after = await scrape(`${gw.url}/metrics`);
   }
   const moved = (name: string, labels: Record<string, string> = {}) => count(after, name, labels) - count(before, name, labels);
-  t.equal(moved('gate402_http_request_duration_seconds_count', { ...PAID_ROUTE, status: '402' }), 2, 'two 402s under the route template (ours and the client\'s first try)');
+  t.equal(moved('gate402_http_request_duration_seconds_count', { ...PAID_ROUTE, status: '402' }), 2, "two 402s under the route template (ours and the client's first try)");
   t.equal(moved('gate402_http_request_duration_seconds_count', { ...PAID_ROUTE, status: '200' }), 1, 'one 200');
   t.equal(moved('gate402_challenges_total', { protocol: 'x402' }), 2, 'x402 challenges');
   t.equal(moved('gate402_challenges_total', { protocol: 'mpp' }), 2, 'MPP challenges');
   t.equal(moved('gate402_settlement_duration_seconds_count', { network: CAIP2.stockChain, outcome: 'settled' }), 1, 'one settlement, settled');
   t.ok(moved('gate402_settlement_duration_seconds_sum', { outcome: 'settled' }) > 0, 'with its latency');
   t.equal(moved('gate402_verifications_total', { result: 'valid', reason: 'none' }), 1, 'one verification: checked and simulated');
-  for (const [from, to] of [['start', 'verifying'], ['verifying', 'claiming'], ['claiming', 'simulating'], ['simulating', 'broadcasting'], ['broadcasting', 'inFlight.confirming'], ['inFlight.confirming', 'settled']]) {
+  for (const [from, to] of [
+    ['start', 'verifying'],
+    ['verifying', 'claiming'],
+    ['claiming', 'simulating'],
+    ['simulating', 'broadcasting'],
+    ['broadcasting', 'inFlight.confirming'],
+    ['inFlight.confirming', 'settled'],
+  ]) {
     t.equal(moved('gate402_actor_transitions_total', { machine: 'payment', from: from as string, to: to as string }), 1, `payment ${from} -> ${to}`);
   }
   t.equal(moved('gate402_actor_state_duration_seconds_count', { machine: 'payment', state: 'inFlight.confirming' }), 1, 'time in confirming observed');
@@ -77,7 +97,10 @@ t.test('a paid request moves the gateway counters and histograms', async (t) => 
   t.ok(valueOf(after, 'gate402_worker_pool_queue_depth', { pool: 'signatures' }) !== undefined);
   t.ok(count(after, 'gate402_process_resident_memory_bytes') > 0, 'default process metrics');
   const labelValues = after.samples.flatMap((s) => Object.values(s.labels));
-  t.notOk(labelValues.some((v) => v.includes('/m/catjoke') || v.toLowerCase().includes(payer.address.toLowerCase())), 'no raw path or payer address in any label');
+  t.notOk(
+    labelValues.some((v) => v.includes('/m/catjoke') || v.toLowerCase().includes(payer.address.toLowerCase())),
+    'no raw path or payer address in any label',
+  );
 });
 
 t.test('the facilitator has its own /metrics', async (t) => {

@@ -25,7 +25,13 @@ const stockChain = { chainId: 4663, rpcUrl: 'https://rpc.stock.example', stablec
 t.test('a networks file configures its chains; the stock chain gets the canonical Permit2 and proxy', async (t) => {
   const file = write('ok.json', { networks: { [CAIP2.stockChain]: stockChain } });
   const networks = productionNetworks({ GATE402_NETWORKS_FILE: file, GATE402_RPC_EIP155_84532: 'https://sepolia.example' });
-  t.same(networks.all().map((n) => n.caip2).sort(), [CAIP2.stockChain, CAIP2.baseSepolia].sort());
+  t.same(
+    networks
+      .all()
+      .map((n) => n.caip2)
+      .sort(),
+    [CAIP2.stockChain, CAIP2.baseSepolia].sort(),
+  );
   const stock = networks.get(CAIP2.stockChain);
   t.equal(stock.rpcUrl, 'https://rpc.stock.example');
   t.equal(stock.permit2, PERMIT2_ADDRESS);
@@ -49,7 +55,14 @@ t.test('a wrong networks file is refused, naming the file and what is wrong', as
 t.test('an RPC URL alone is production: no devnet manifest is looked for', async (t) => {
   const found = networksFor({}, { GATE402_RPC_EIP155_84532: 'https://sepolia.example' });
   t.equal(found.manifest, undefined, 'not the devnet');
-  t.same(found.networks.all().map((n) => n.caip2), [CAIP2.baseSepolia]);
+  t.same(
+    found.networks.all().map((n) => n.caip2),
+    [CAIP2.baseSepolia],
+  );
   const absent = join(dir, 'absent-manifest.json');
-  t.throws(() => networksFor({ manifest: absent }, { GATE402_RPC_EIP155_84532: 'https://sepolia.example' }), /no devnet manifest at .*absent-manifest\.json/, 'an explicit --manifest still means the devnet');
+  t.throws(
+    () => networksFor({ manifest: absent }, { GATE402_RPC_EIP155_84532: 'https://sepolia.example' }),
+    /no devnet manifest at .*absent-manifest\.json/,
+    'an explicit --manifest still means the devnet',
+  );
 });

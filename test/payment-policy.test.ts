@@ -33,7 +33,12 @@ t.test("the operator's stricter policy", async (t) => {
 t.test('admission settings from the environment', async (t) => {
   t.same(facilitatorAdmissionConfigFromEnv({}), { payerRate: { capacity: 20, refillPerSecond: 2 }, minAmount: 1n }, 'defaults');
   t.same(
-    facilitatorAdmissionConfigFromEnv({ GATE402_FACILITATOR_PAYEE_ALLOWLIST: ` ${payee.toUpperCase().replace('0X', '0x')} ,`, GATE402_FACILITATOR_MIN_AMOUNT: '1000', GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '5', GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '0.5' }),
+    facilitatorAdmissionConfigFromEnv({
+      GATE402_FACILITATOR_PAYEE_ALLOWLIST: ` ${payee.toUpperCase().replace('0X', '0x')} ,`,
+      GATE402_FACILITATOR_MIN_AMOUNT: '1000',
+      GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '5',
+      GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '0.5',
+    }),
     { payerRate: { capacity: 5, refillPerSecond: 0.5 }, payeeAllowlist: [payee], minAmount: 1000n },
   );
   for (const [name, value] of [

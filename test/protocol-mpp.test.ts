@@ -54,11 +54,23 @@ function message<T>(r: Result<T>): string {
 t.test('canonical JSON (RFC 8785) matches the vectors and mppx/ox on random values', async (t) => {
   t.same(canonicalJson({ b: 2, a: 1, c: [true, false, null, { z: 'x', y: -0 }] }), { ok: true, value: '{"a":1,"b":2,"c":[true,false,null,{"y":0,"z":"x"}]}' });
   // RFC 8785 section 3.2.3 key ordering by UTF-16 code units.
-  const keys = { '\u20ac': 'Euro Sign', '\r': 'Carriage Return', '\ufb33': 'Hebrew Letter Dalet With Dagesh', '1': 'One', '\ud83d\ude00': 'Emoji: Grinning Face', '\u0080': 'Control', '\u00f6': 'Latin Small Letter O With Diaeresis' };
+  const keys = {
+    '\u20ac': 'Euro Sign',
+    '\r': 'Carriage Return',
+    '\ufb33': 'Hebrew Letter Dalet With Dagesh',
+    '1': 'One',
+    '\ud83d\ude00': 'Emoji: Grinning Face',
+    '\u0080': 'Control',
+    '\u00f6': 'Latin Small Letter O With Diaeresis',
+  };
   const sorted = canonicalJson(keys);
   t.ok(sorted.ok);
   // (read the keys with a regex: Object.keys would list the integer-like "1" first)
-  if (sorted.ok) t.same([...sorted.value.matchAll(/"((?:[^"\\]|\\.)*)":/g)].map((m) => JSON.parse(`"${m[1]}"`) as string), ['\r', '1', '\u0080', '\u00f6', '\u20ac', '\ud83d\ude00', '\ufb33']);
+  if (sorted.ok)
+    t.same(
+      [...sorted.value.matchAll(/"((?:[^"\\]|\\.)*)":/g)].map((m) => JSON.parse(`"${m[1]}"`) as string),
+      ['\r', '1', '\u0080', '\u00f6', '\u20ac', '\ud83d\ude00', '\ufb33'],
+    );
   // Number and string serialization (RFC 8785 appendix B samples).
   t.same(canonicalJson([1e30, 4.5, 0.002, 1e-7, 333333333.3333333, 1e21, 1e20, -5e-324, 9007199254740991]), {
     ok: true,
@@ -75,7 +87,7 @@ t.test('canonical JSON (RFC 8785) matches the vectors and mppx/ox on random valu
 
   // Random values against the independent implementation in mppx (PaymentRequest.serialize = base64url(ox canonicalize)).
   let seed = 8785;
-  const rnd = (): number => ((seed = (seed * 1103515245 + 12345) >>> 0) / 4294967296);
+  const rnd = (): number => (seed = (seed * 1103515245 + 12345) >>> 0) / 4294967296;
   const chars = ['a', 'Z', '0', '9', '_', '-', '"', '\\', '\n', '\t', '\u0001', '\u007f', '\u00e9', '\u20ac', '\ud83d\ude00', ' ', '1', '10'];
   const str = (): string => Array.from({ length: Math.floor(rnd() * 6) }, () => chars[Math.floor(rnd() * chars.length)]).join('');
   const num = (): number => [rnd() * 1e6, -rnd(), Math.floor(rnd() * 1e15), rnd() * 1e-9, 1e25 * rnd(), 0][Math.floor(rnd() * 6)] as number;
@@ -104,10 +116,13 @@ t.test('canonical JSON: the examples published in RFC 8785', async (t) => {
   ) as unknown;
   t.same(canonicalJson(input), { ok: true, value: '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}' });
   // Section 3.2.3: members sorted by the UTF-16 code units of their names.
-  const sorting = JSON.parse('{"\\u20ac": "Euro Sign", "\\r": "Carriage Return", "\\ufb33": "Hebrew Letter Dalet With Dagesh", "1": "One", "\\ud83d\\ude00": "Emoji: Grinning Face", "\\u0080": "Control", "\\u00f6": "Latin Small Letter O With Diaeresis"}') as unknown;
+  const sorting = JSON.parse(
+    '{"\\u20ac": "Euro Sign", "\\r": "Carriage Return", "\\ufb33": "Hebrew Letter Dalet With Dagesh", "1": "One", "\\ud83d\\ude00": "Emoji: Grinning Face", "\\u0080": "Control", "\\u00f6": "Latin Small Letter O With Diaeresis"}',
+  ) as unknown;
   t.same(canonicalJson(sorting), {
     ok: true,
-    value: '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis","\u20ac":"Euro Sign","\ud83d\ude00":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}',
+    value:
+      '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis","\u20ac":"Euro Sign","\ud83d\ude00":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}',
   });
   // Appendix B: IEEE 754 doubles (as hex) and their canonical text; NaN and Infinity are errors.
   const numbers: Array<[string, string | undefined]> = [
@@ -213,7 +228,7 @@ t.test('WWW-Authenticate: ours parses with mppx, mppx parses with ours', async (
   if (parsed.ok) {
     const p = parsed.value[0];
     t.equal(p?.id, fromMppx.id);
-    t.equal(p?.description, fromMppx.description, 'we unescape mppx\'s \\uXXXX');
+    t.equal(p?.description, fromMppx.description, "we unescape mppx's \\uXXXX");
     t.equal(p?.digest, 'sha-256=abc');
     t.same(verifyChallenge(KEY, p as PaymentChallenge, Date.now()), { ok: true }, 'we verify an mppx-made challenge');
   }
@@ -222,7 +237,11 @@ t.test('WWW-Authenticate: ours parses with mppx, mppx parses with ours', async (
   const c2 = fresh({ realm: 'second' });
   const many = parseWwwAuthenticate(`Basic realm="r", ${header} ,Bearer abc123==, payment   ${formatWwwAuthenticate(c2).slice('Payment '.length)}, Negotiate`);
   t.ok(many.ok, message(many));
-  if (many.ok) t.same(many.value.map((x) => x.realm), [REALM, 'second']);
+  if (many.ok)
+    t.same(
+      many.value.map((x) => x.realm),
+      [REALM, 'second'],
+    );
   // Token (unquoted) values and case-insensitive names.
   const tokenForm = parseWwwAuthenticate(`Payment ID=${c.id}, Realm=host, METHOD=evm, intent=charge, request=${c.request}, expires="${c.expires}"`);
   t.ok(tokenForm.ok, message(tokenForm));
@@ -475,7 +494,10 @@ t.test('route binding: the opaque route tag names merchant, route and method', a
   t.not(routeTag('weather\nforecast', '', 'GET'), routeTag('weather', '\nforecast', 'GET'));
   const salts = saltSource();
   const drawn = Array.from({ length: 10_000 }, salts);
-  t.ok(drawn.every((s) => s.length === SALT_CHARS && /^[A-Za-z0-9_-]+$/.test(s)), 'every salt is 16 base64url characters');
+  t.ok(
+    drawn.every((s) => s.length === SALT_CHARS && /^[A-Za-z0-9_-]+$/.test(s)),
+    'every salt is 16 base64url characters',
+  );
   t.equal(new Set(drawn).size, drawn.length, 'no salt repeats across pool refills');
   const opaque = opaqueFor(tag, salts());
   t.match(opaque, /^[A-Za-z0-9_-]{40}$/, 'opaque is base64url');
@@ -486,7 +508,11 @@ t.test('route binding: the opaque route tag names merchant, route and method', a
   t.notOk(opaqueIsFor(tag, tag), 'a tag without salt is not ours');
   t.notOk(opaqueIsFor(`${opaque}x`, tag));
   const fixed = saltSource(() => Buffer.alloc(24, 7), 2);
-  t.same([fixed(), fixed(), fixed()], [Buffer.alloc(12, 7).toString('base64url'), Buffer.alloc(12, 7).toString('base64url'), Buffer.alloc(12, 7).toString('base64url')], 'the pool is refilled from the given source');
+  t.same(
+    [fixed(), fixed(), fixed()],
+    [Buffer.alloc(12, 7).toString('base64url'), Buffer.alloc(12, 7).toString('base64url'), Buffer.alloc(12, 7).toString('base64url')],
+    'the pool is refilled from the given source',
+  );
 });
 
 t.test('body digest: as mppx BodyDigest computes it; mismatches explained', async (t) => {
@@ -507,7 +533,7 @@ t.test('body digest: as mppx BodyDigest computes it; mismatches explained', asyn
 
 t.test('fuzz: MPP decoders never throw and always return a typed result', async (t) => {
   let seed = 7;
-  const rnd = (): number => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 4294967296);
+  const rnd = (): number => (seed = (seed * 1664525 + 1013904223) >>> 0) / 4294967296;
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
   const c = fresh({ description: 'd' });
   const header = formatWwwAuthenticate(c);
@@ -526,7 +552,18 @@ t.test('fuzz: MPP decoders never throw and always return a typed result', async 
     return s.slice(0, i) + s.slice(i + 1);
   };
   const parsers: Array<(s: string) => Result<unknown>> = [parseWwwAuthenticate, parseAuthorizationPayment, decodeRequest, decodeReceipt];
-  const allowed = new Set<string>(['too_large', 'not_base64', 'not_json', 'invalid_shape', 'unsupported_method', 'invalid_syntax', 'missing_scheme', 'duplicate_parameter', 'missing_parameter', 'invalid_parameter']);
+  const allowed = new Set<string>([
+    'too_large',
+    'not_base64',
+    'not_json',
+    'invalid_shape',
+    'unsupported_method',
+    'invalid_syntax',
+    'missing_scheme',
+    'duplicate_parameter',
+    'missing_parameter',
+    'invalid_parameter',
+  ]);
   let thrown = 0;
   let untyped = 0;
   let total = 0;
@@ -567,7 +604,12 @@ t.test('fuzz: MPP decoders never throw and always return a typed result', async 
   for (let i = 0; i < 20; i++) {
     total++;
     try {
-      const r = await verifyReceipt(mutateString(encodeBase64Url(utf8(JSON.stringify({ status: 'success', method: 'evm', reference: `0x${'ab'.repeat(32)}`, timestamp: '2026-01-01T00:00:00Z', signer: RECIPIENT, signature: '0x1234' })))), RECIPIENT);
+      const r = await verifyReceipt(
+        mutateString(
+          encodeBase64Url(utf8(JSON.stringify({ status: 'success', method: 'evm', reference: `0x${'ab'.repeat(32)}`, timestamp: '2026-01-01T00:00:00Z', signer: RECIPIENT, signature: '0x1234' }))),
+        ),
+        RECIPIENT,
+      );
       if (r.ok) untyped++;
     } catch {
       thrown++;

@@ -19,25 +19,11 @@ import {
   type Result,
   type SettleResponse,
 } from '../src/protocol/x402/index.ts';
-import {
-  decodeFacilitatorRequest,
-  decodeSettleResponse,
-  decodeSupportedResponse,
-  decodeVerifyResponse,
-  encodeFacilitatorBody,
-} from '../src/protocol/x402/facilitator-body.ts';
+import { decodeFacilitatorRequest, decodeSettleResponse, decodeSupportedResponse, decodeVerifyResponse, encodeFacilitatorBody } from '../src/protocol/x402/facilitator-body.ts';
 import { isPermit2Payload } from '../src/protocol/x402/types.ts';
 import { requirementMatches, selectRequirement } from '../src/protocol/x402/select.ts';
 
-const CODES: ReadonlySet<CodecErrorCode> = new Set<CodecErrorCode>([
-  'too_large',
-  'not_base64',
-  'not_json',
-  'invalid_shape',
-  'unsupported_version',
-  'unsupported_scheme',
-  'unsupported_network',
-]);
+const CODES: ReadonlySet<CodecErrorCode> = new Set<CodecErrorCode>(['too_large', 'not_base64', 'not_json', 'invalid_shape', 'unsupported_version', 'unsupported_scheme', 'unsupported_network']);
 
 const USDC_BASE_SEPOLIA = USDC_BASE_SEPOLIA_ADDRESS;
 const PAY_TO = '0x209693Bc6afc0C5328bA36FaF03C514EF312287C';
@@ -278,7 +264,11 @@ t.test('facilitator bodies', async (t) => {
   expectError(t, decodeFacilitatorRequest(JSON.stringify({ ...request, paymentRequirements: { ...eip3009Offer, scheme: 'upto' } })), 'unsupported_scheme');
   expectError(t, decodeFacilitatorRequest('['.repeat(60000)), 'not_json');
   // An address is all one case or its EIP-55 checksum: a mistyped checksum is not read as some address.
-  const withFrom = (from: string) => JSON.stringify({ ...request, paymentPayload: { ...eip3009Payload, payload: { ...eip3009Payload.payload, authorization: { ...(eip3009Payload.payload as { authorization: object }).authorization, from } } } });
+  const withFrom = (from: string) =>
+    JSON.stringify({
+      ...request,
+      paymentPayload: { ...eip3009Payload, payload: { ...eip3009Payload.payload, authorization: { ...(eip3009Payload.payload as { authorization: object }).authorization, from } } },
+    });
   expectError(t, decodeFacilitatorRequest(withFrom('0x857b06519E91e3A54538791bDbb0E22373e36B66')), 'invalid_shape', '/paymentPayload/payload/authorization/from');
   t.equal(decodeFacilitatorRequest(withFrom('0x857b06519e91e3a54538791bdbb0e22373e36b66')).ok, true, 'all lower case');
   t.equal(decodeFacilitatorRequest(withFrom('0x857B06519E91E3A54538791BDBB0E22373E36B66')).ok, true, 'all upper case');
@@ -296,7 +286,11 @@ t.test('selectRequirement', async (t) => {
   const offers = [eip3009Offer, permit2Offer];
   t.equal(selectRequirement(offers, structuredClone(eip3009Offer)), eip3009Offer, 'exact echo');
   t.equal(selectRequirement(offers, structuredClone(permit2Offer)), permit2Offer);
-  t.equal(selectRequirement(offers, { ...eip3009Offer, payTo: PAY_TO.toLowerCase() as `0x${string}`, asset: USDC_BASE_SEPOLIA.toUpperCase().replace('0X', '0x') as `0x${string}` }), eip3009Offer, 'addresses compare case-insensitively');
+  t.equal(
+    selectRequirement(offers, { ...eip3009Offer, payTo: PAY_TO.toLowerCase() as `0x${string}`, asset: USDC_BASE_SEPOLIA.toUpperCase().replace('0X', '0x') as `0x${string}` }),
+    eip3009Offer,
+    'addresses compare case-insensitively',
+  );
   t.equal(selectRequirement(offers, { ...permit2Offer, extra: { ...permit2Offer.extra, spender: PERMIT2_PROXY.toLowerCase() } }), permit2Offer, 'addresses inside extra too');
   t.equal(selectRequirement(offers, { ...eip3009Offer, extra: { ...eip3009Offer.extra, added: 'by client' } }), eip3009Offer, 'client may add extra keys');
   t.equal(selectRequirement(offers, { ...eip3009Offer, ...{ unknownTopLevel: 1 } } as PaymentRequirements), eip3009Offer, 'unknown top-level key ignored');

@@ -17,10 +17,18 @@ t.test('every folder of src/ has a row', async (t) => {
     .filter((d) => d.isDirectory())
     .map((d) => `src/${d.name}`);
   t.ok(folders.length > 0);
-  t.same(folders.filter((f) => !named.has(f)), [], 'folders missing from the table');
+  t.same(
+    folders.filter((f) => !named.has(f)),
+    [],
+    'folders missing from the table',
+  );
 });
 
 t.test('every path the table names exists', async (t) => {
   t.ok(named.size > 0);
-  t.same([...named].filter((p) => !existsSync(join(root, p))), [], 'named but absent');
+  t.same(
+    [...named].filter((p) => !existsSync(join(root, p))),
+    [],
+    'named but absent',
+  );
 });

@@ -39,8 +39,20 @@ const permit2Payload = (p: Partial<Permit2Payload['permit2Authorization']> = {})
   signature: SIGNATURE,
   permit2Authorization: { from: PAYER, permitted: { token: TOKEN, amount: '1000' }, spender: PROXY, nonce: '258', deadline: String(NOW + 60n), witness: { to: PAYEE, validAfter: '0' }, ...p },
 });
-const request = (req: PaymentRequirements, payload: Eip3009Payload | Permit2Payload): VerifyRequest => ({ x402Version: 2, paymentPayload: { x402Version: 2, accepted: req, payload }, paymentRequirements: req });
-const input = (req: PaymentRequirements, payload: Eip3009Payload | Permit2Payload, network: Network, over: Partial<CheckInput> = {}): CheckInput => ({ requirements: req, accepted: req, payload, network, token, now: NOW, ...over });
+const request = (req: PaymentRequirements, payload: Eip3009Payload | Permit2Payload): VerifyRequest => ({
+  x402Version: 2,
+  paymentPayload: { x402Version: 2, accepted: req, payload },
+  paymentRequirements: req,
+});
+const input = (req: PaymentRequirements, payload: Eip3009Payload | Permit2Payload, network: Network, over: Partial<CheckInput> = {}): CheckInput => ({
+  requirements: req,
+  accepted: req,
+  payload,
+  network,
+  token,
+  now: NOW,
+  ...over,
+});
 const reasonOf = (c: ReturnType<typeof eip3009Scheme.check>) => (c.ok ? 'ok' : c.reason);
 
 t.test('the registry picks the scheme of requirements and of payloads', async (t) => {
@@ -52,7 +64,10 @@ t.test('the registry picks the scheme of requirements and of payloads', async (t
   t.equal(schemeOfPayload(permit2Payload()), permit2Scheme);
   t.throws(() => schemeOfPayload({ signature: SIGNATURE } as unknown as Eip3009Payload), TypeError, 'a payload of no scheme is refused, not guessed');
   t.throws(() => schemeOfPayload({ ...eip3009Payload(), ...permit2Payload() } as unknown as Eip3009Payload), TypeError, 'nor is a payload of two shapes');
-  t.same(SCHEMES.map((s) => s.name), ['eip3009', 'permit2']);
+  t.same(
+    SCHEMES.map((s) => s.name),
+    ['eip3009', 'permit2'],
+  );
   t.equal(schemeNamed('permit2'), permit2Scheme);
   t.equal(eip3009Scheme.payer(eip3009Payload()), PAYER);
   t.equal(permit2Scheme.payer(permit2Payload()), PAYER);
@@ -67,7 +82,7 @@ t.test("the requirements' extra each scheme asks a payer to sign by", async (t) 
   t.equal(schemeForRequirements({ ...eip3009Req, extra: eip3009Scheme.requirementsExtra(base) ?? {} }), eip3009Scheme);
 });
 
-t.test('the small ABIs are the contracts\' own functions and events', async (t) => {
+t.test("the small ABIs are the contracts' own functions and events", async (t) => {
   // Published selectors: FiatToken v2.2 (transferWithAuthorization with a bytes signature, authorizationState,
   // AuthorizationUsed), the x402 exact-permit proxy (settle, settleWithPermit), Permit2 (nonceBitmap).
   t.equal(toFunctionSelector(transferWithAuthorizationAbi[0]), '0xcf092995');
@@ -92,7 +107,11 @@ t.test('EIP-3009: the pure checks, in the reference order, with its reason codes
   t.equal(reasonOf(eip3009Scheme.check(input({ ...eip3009Req, extra: {} }, eip3009Payload(), base))), 'invalid_exact_evm_missing_eip712_domain');
   t.equal(reasonOf(eip3009Scheme.check(input(eip3009Req, eip3009Payload(), base, { accepted: { ...eip3009Req, network: 'eip155:84532' } }))), 'invalid_exact_evm_network_mismatch');
   t.equal(reasonOf(eip3009Scheme.check(input(eip3009Req, eip3009Payload({ to: PAYER }), base))), 'invalid_exact_evm_recipient_mismatch');
-  t.equal(reasonOf(eip3009Scheme.check(input(eip3009Req, eip3009Payload({ validBefore: String(NOW + 5n) }), base))), 'invalid_exact_evm_payload_authorization_valid_before', 'less than the 6-second buffer left');
+  t.equal(
+    reasonOf(eip3009Scheme.check(input(eip3009Req, eip3009Payload({ validBefore: String(NOW + 5n) }), base))),
+    'invalid_exact_evm_payload_authorization_valid_before',
+    'less than the 6-second buffer left',
+  );
   t.equal(reasonOf(eip3009Scheme.check(input(eip3009Req, eip3009Payload({ validAfter: String(NOW + 1n) }), base))), 'invalid_exact_evm_payload_authorization_valid_after');
   t.equal(reasonOf(eip3009Scheme.check(input(eip3009Req, eip3009Payload({ value: '999' }), base))), 'invalid_exact_evm_payload_authorization_value_mismatch');
   t.equal(reasonOf(eip3009Scheme.check(input({ ...eip3009Req, extra: { name: 'USDC', version: '2' } }, eip3009Payload(), base))), 'invalid_exact_evm_token_name_mismatch');
@@ -132,12 +151,16 @@ t.test('settlement calls read back from their calldata, as a batch holds them', 
   t.equal(decodeSettlementCall(TOKEN, '0xdeadbeef'), undefined, 'another call is no settlement');
   const batch = aggregateCall(PROXY, [e, p], true);
   t.same(callsOfBatch(batch.data), [e, p], 'a batch transaction gives back its calls');
-  t.same(eip3009Scheme.expectedTransfer(request(eip3009Req, eip3009Payload())), e.expect, 'the Transfer a lone settlement must log is the call\'s');
+  t.same(eip3009Scheme.expectedTransfer(request(eip3009Req, eip3009Payload())), e.expect, "the Transfer a lone settlement must log is the call's");
   t.same(permit2Scheme.expectedTransfer(request(permit2Req, permit2Payload())), p.expect);
 });
 
 const transferLog = (from: Address, to: Address, value: bigint): Log =>
-  ({ address: TOKEN, topics: [toEventSelector('Transfer(address indexed,address indexed,uint256)'), pad(from, { size: 32 }), pad(to, { size: 32 })], data: encodeAbiParameters([{ type: 'uint256' }], [value]) }) as unknown as Log;
+  ({
+    address: TOKEN,
+    topics: [toEventSelector('Transfer(address indexed,address indexed,uint256)'), pad(from, { size: 32 }), pad(to, { size: 32 })],
+    data: encodeAbiParameters([{ type: 'uint256' }], [value]),
+  }) as unknown as Log;
 const receiptOf = (logs: Log[]): TransactionReceipt => ({ status: 'success', logs }) as unknown as TransactionReceipt;
 
 t.test('a batch receipt proves a call settled by its own log, or by a Transfer no other call could have logged', async (t) => {
@@ -146,7 +169,7 @@ t.test('a batch receipt proves a call settled by its own log, or by a Transfer n
   const used = (c: SettlementCall): Log => ({ address: c.ownLog?.emitter, topics: c.ownLog?.topics, data: '0x' }) as unknown as Log;
   const twoTransfers = [transferLog(PAYER, PAYEE, 1000n), transferLog(PAYER, PAYEE, 1000n)];
   t.same(settledCalls(receiptOf([...twoTransfers, used(e1), used(e2)]), [e1, e2]), [true, true], 'both authorizations used, both Transfers logged');
-  t.same(settledCalls(receiptOf([...twoTransfers, used(e1)]), [e1, e2]), [true, false], "a Transfer of the same amount does not settle the call whose authorization the token did not use");
+  t.same(settledCalls(receiptOf([...twoTransfers, used(e1)]), [e1, e2]), [true, false], 'a Transfer of the same amount does not settle the call whose authorization the token did not use');
   t.same(settledCalls(receiptOf([transferLog(PAYER, PAYEE, 1000n), used(e1), used(e2)]), [e1, e2]), [true, false], 'one Transfer settles one call only');
   t.same(settledCalls({ ...receiptOf([...twoTransfers, used(e1), used(e2)]), status: 'reverted' }, [e1, e2]), [false, false], 'a reverted batch settles nothing');
 
@@ -177,7 +200,7 @@ function chainWith(answers: Record<string, unknown>, code: Record<string, boolea
   return { asked, client: client as unknown as ChainReads['client'], hasCode: async (address) => code[address.toLowerCase()] ?? true };
 }
 
-t.test('revert diagnosis: what the chain shows, in each scheme\'s reason codes', async (t) => {
+t.test("revert diagnosis: what the chain shows, in each scheme's reason codes", async (t) => {
   const e = eip3009Scheme.settlementCall(eip3009Payload(), { network: base, token }) as SettlementCall;
   const diagnose3009 = (answers: Record<string, unknown>) => eip3009Scheme.diagnoseRevert(chainWith(answers), e, eip3009Payload());
   t.equal(await diagnose3009({ authorizationState: new Error('no such function'), balanceOf: 10_000n }), 'invalid_exact_evm_eip3009_not_supported');

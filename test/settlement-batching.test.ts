@@ -1,6 +1,5 @@
 import t, { type Test } from 'tap';
 import { readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseEther, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2, MULTICALL3_ADDRESS } from '../src/chain/canonical.ts';
@@ -121,7 +120,11 @@ function movedExactly(t: Test, before: Map<Address, bigint>, after: Map<Address,
     expected.set(p.payer.address, (expected.get(p.payer.address) ?? 0n) - p.amount);
     expected.set(p.payTo, (expected.get(p.payTo) ?? 0n) + p.amount);
   }
-  t.same([...after].map(([a, v]) => [a, v.toString()]), [...after].map(([a]) => [a, (expected.get(a) ?? 0n).toString()]), 'every balance moved by exactly the settled amounts');
+  t.same(
+    [...after].map(([a, v]) => [a, v.toString()]),
+    [...after].map(([a]) => [a, (expected.get(a) ?? 0n).toString()]),
+    'every balance moved by exactly the settled amounts',
+  );
 }
 
 t.test('12 concurrent EIP-3009 payments settle in fewer than 12 transactions, each moving exactly its amount', async (t) => {
@@ -135,7 +138,10 @@ t.test('12 concurrent EIP-3009 payments settle in fewer than 12 transactions, ea
   const before = await balances(base, ps);
   const txsBefore = await relayerTransactions(base);
   const answers = await Promise.all(ps.map((p) => settle(fac, p)));
-  t.ok(answers.every((a) => a.success), `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`);
+  t.ok(
+    answers.every((a) => a.success),
+    `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`,
+  );
   const hashes = new Set(answers.map((a) => a.transaction));
   const sent = (await relayerTransactions(base)) - txsBefore;
   t.ok(sent < ps.length && sent === hashes.size, `${ps.length} payments in ${sent} transaction(s)`);
@@ -163,7 +169,10 @@ t.test('eager batching: with a long window, a payment nobody follows leaves at o
   t.ok(Date.now() - started < windowMs, `without waiting out the ${windowMs / 1000} s window (${Date.now() - started} ms)`);
   const txsBefore = await relayerTransactions(base);
   const answers = await Promise.all(ps.slice(1).map((p) => settle(eager, p)));
-  t.ok(answers.every((a) => a.success), 'six sent together settle');
+  t.ok(
+    answers.every((a) => a.success),
+    'six sent together settle',
+  );
   const sent = (await relayerTransactions(base)) - txsBefore;
   t.ok(sent < 6, `in ${sent} transaction(s)`);
   movedExactly(t, before, await balances(base, ps), ps);
@@ -178,7 +187,10 @@ t.test('Permit2 payments through the exact-permit proxy batch too; two that logs
   const before = await balances(stock, ps);
   const txsBefore = await relayerTransactions(stock);
   const answers = await Promise.all(ps.map((p) => settle(fac, p)));
-  t.ok(answers.every((a) => a.success), `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`);
+  t.ok(
+    answers.every((a) => a.success),
+    `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`,
+  );
   const sent = (await relayerTransactions(stock)) - txsBefore;
   t.ok(sent >= 2 && sent < ps.length, `${ps.length} payments in ${sent} transactions`);
   t.not(answers[0]?.transaction, answers[4]?.transaction, 'the two identical transfers went in different transactions');
@@ -207,21 +219,32 @@ t.test('in a batch, an authorization someone else settled already is reported se
   movedExactly(t, before, await balances(base, ps), good);
 });
 
-t.test("a batch member whose authorization is used by someone else before the batch mines is settled by their transaction; the rest by the batch", async (t) => {
+t.test('a batch member whose authorization is used by someone else before the batch mines is settled by their transaction; the rest by the batch', async (t) => {
   const payTo = freshAccount().address;
   const payers = await fundedPayers(base, CAIP2.base, 5);
   const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 40_000n + BigInt(i))));
   const before = await balances(base, ps);
   await pauseMining(t);
   const pending = await Promise.all(ps.map((p) => ask(fac, p)));
-  t.ok(pending.every((a) => a.status === 'pending'), 'all pending while nothing mines');
+  t.ok(
+    pending.every((a) => a.status === 'pending'),
+    'all pending while nothing mines',
+  );
   t.equal(new Set(pending.map((a) => a.transaction)).size, 1, 'all in one batch transaction');
   // Payment 2's authorization goes in first, by another sender paying a higher tip: the batch's call for it reverts.
   const theirs = await submitDirectly(ps[2] as Payment, { wait: false });
   await rpcCall(base.rpcUrl, 'evm_mine', []);
   const answers = await Promise.all(ps.map((p) => settle(fac, p)));
-  t.same(answers.map((a) => a.success || a.errorReason), [true, true, true, true, true], 'every payment settled: the front-run one too');
-  t.same(answers.map((a) => a.transaction), ps.map((_, i) => (i === 2 ? theirs : pending[0]?.transaction)), "the front-run one by the other sender's transaction, the others by the batch");
+  t.same(
+    answers.map((a) => a.success || a.errorReason),
+    [true, true, true, true, true],
+    'every payment settled: the front-run one too',
+  );
+  t.same(
+    answers.map((a) => a.transaction),
+    ps.map((_, i) => (i === 2 ? theirs : pending[0]?.transaction)),
+    "the front-run one by the other sender's transaction, the others by the batch",
+  );
   // Payment 2's money moved too, once, by the other sender: the payee got every amount exactly once.
   movedExactly(t, before, await balances(base, ps), ps);
 });
@@ -230,7 +253,10 @@ t.test('SIGKILL with a batch in flight: the restarted facilitator completes ever
   const { dataDir, first, ps, before, txsBefore } = await restartable(t, 6, 50_000n);
   await pauseMining(t);
   const pending = await Promise.all(ps.map((p) => ask(first, p)));
-  t.ok(pending.every((a) => a.status === 'pending'), 'all pending');
+  t.ok(
+    pending.every((a) => a.status === 'pending'),
+    'all pending',
+  );
   t.equal(new Set(pending.map((a) => a.transaction)).size, 1, 'in one batch transaction');
   await first.stop('SIGKILL');
   // The batch transaction is lost from the node too, as in a node restart: only the records can bring it back.
@@ -241,8 +267,14 @@ t.test('SIGKILL with a batch in flight: the restarted facilitator completes ever
   await rpcCall(base.rpcUrl, 'evm_mine', []);
   await rpcCall(base.rpcUrl, 'evm_setAutomine', [true]);
   const answers = await Promise.all(ps.map((p) => settle(second, p)));
-  t.ok(answers.every((a) => a.success), `every member settled: ${JSON.stringify(answers.filter((a) => !a.success))}`);
-  t.ok(answers.every((a) => a.transaction === pending[0]?.transaction), 'by the batch transaction signed before the crash');
+  t.ok(
+    answers.every((a) => a.success),
+    `every member settled: ${JSON.stringify(answers.filter((a) => !a.success))}`,
+  );
+  t.ok(
+    answers.every((a) => a.transaction === pending[0]?.transaction),
+    'by the batch transaction signed before the crash',
+  );
   t.equal((await relayerTransactions(base)) - txsBefore, 1, 'one transaction on chain');
   movedExactly(t, before, await balances(base, ps), ps);
 });
@@ -252,7 +284,10 @@ t.test('a batch priced out by the base fee is replaced; killed after that, the r
   await pauseMining(t);
   const pending = await Promise.all(ps.map((p) => ask(first, p)));
   const sent = pending[0]?.transaction as Hex;
-  t.ok(pending.every((a) => a.status === 'pending' && a.transaction === sent), 'pending, in one batch transaction');
+  t.ok(
+    pending.every((a) => a.status === 'pending' && a.transaction === sent),
+    'pending, in one batch transaction',
+  );
   // Blocks now demand far more than the batch offers: it can never be included as it is.
   await rpcCall(base.rpcUrl, 'anvil_setNextBlockBaseFeePerGas', [`0x${(1000n * 10n ** 9n).toString(16)}`]);
   await rpcCall(base.rpcUrl, 'evm_mine', []);
@@ -267,7 +302,10 @@ t.test('a batch priced out by the base fee is replaced; killed after that, the r
   }
   t.ok(replacement, 'a replacement was broadcast');
   const again = await Promise.all(ps.map((p) => ask(first, p)));
-  t.ok(again.every((a) => a.status === 'pending' && a.transaction === replacement), 'every member now names the replacement');
+  t.ok(
+    again.every((a) => a.status === 'pending' && a.transaction === replacement),
+    'every member now names the replacement',
+  );
   await first.stop('SIGKILL');
 
   const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
@@ -275,7 +313,10 @@ t.test('a batch priced out by the base fee is replaced; killed after that, the r
   await rpcCall(base.rpcUrl, 'evm_setAutomine', [true]);
   await rpcCall(base.rpcUrl, 'evm_mine', []);
   const answers = await Promise.all(ps.map((p) => settle(second, p)));
-  t.ok(answers.every((a) => a.success && a.transaction === replacement), `every member settled by the replacement: ${JSON.stringify(answers)}`);
+  t.ok(
+    answers.every((a) => a.success && a.transaction === replacement),
+    `every member settled by the replacement: ${JSON.stringify(answers)}`,
+  );
   t.equal((await relayerTransactions(base)) - txsBefore, 1, 'one transaction on chain: the replacement took the nonce');
   movedExactly(t, before, await balances(base, ps), ps);
 });
@@ -297,12 +338,18 @@ t.test('SIGKILL with payments claimed but their batch not yet sent: after the re
   process.kill(chainProcess, 'SIGCONT');
   t.equal((await relayerTransactions(base)) - txsBefore, 0, 'nothing was sent before the crash');
   const left = await recordsIn(dataDir, ps);
-  t.ok(left.every((r) => r !== undefined && r.txs.length === 0 && !r.batch), `each payment was claimed and recorded, with nothing signed: ${left.map((r) => r?.state).join(',')}`);
+  t.ok(
+    left.every((r) => r !== undefined && r.txs.length === 0 && !r.batch),
+    `each payment was claimed and recorded, with nothing signed: ${left.map((r) => r?.state).join(',')}`,
+  );
 
   const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
   t.teardown(() => second.stop());
   const answers = await Promise.all(ps.map((p) => settle(second, p)));
-  t.ok(answers.every((a) => a.success), `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`);
+  t.ok(
+    answers.every((a) => a.success),
+    `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`,
+  );
   t.ok((await relayerTransactions(base)) - txsBefore < ps.length, 'batched after the restart');
   movedExactly(t, before, await balances(base, ps), ps);
   const again = await Promise.all(ps.map((p) => settle(second, p)));

@@ -29,7 +29,21 @@ const gw = await spawnFacilitator({
 });
 t.teardown(() => gw.stop());
 
-type Order = { orderId: string; status: string; symbol: string; payer: Address; recipient: Address; stableAmount: string; delivered?: string; deliveredAtomic?: string; settlementTx?: string; swapTx?: string; refundTx?: string; failure?: { reason: string }; createdAt: string };
+type Order = {
+  orderId: string;
+  status: string;
+  symbol: string;
+  payer: Address;
+  recipient: Address;
+  stableAmount: string;
+  delivered?: string;
+  deliveredAtomic?: string;
+  settlementTx?: string;
+  swapTx?: string;
+  refundTx?: string;
+  failure?: { reason: string };
+  createdAt: string;
+};
 
 async function buy(pay: typeof fetch, query: string): Promise<{ status: number; body: Order & { error?: string }; paymentResponse: string | null }> {
   const res = await pay(`${gw.url}/api/stock/buy?${query}`, { method: 'POST' });
@@ -41,7 +55,9 @@ t.test('stock list and quote', async (t) => {
   // TSLA's price is worked out here from the pool's own slot0, read before and after the list (no other file trades on TSLA).
   const slot0 = () => pub.readContract({ address: tsla.pool, abi: uniswapArtifacts.pool.abi, functionName: 'slot0' }) as Promise<readonly [bigint, number, ...unknown[]]>;
   const [sqrtPriceX96, tick] = await slot0();
-  const list = (await (await fetch(`${gw.url}/api/stock/list`)).json()) as { stocks: Array<{ symbol: string; address: string; priceUsd: string; fees: { amount: string }; limits: { minStableAmount: string; maxStableAmount: string } }> };
+  const list = (await (await fetch(`${gw.url}/api/stock/list`)).json()) as {
+    stocks: Array<{ symbol: string; address: string; priceUsd: string; fees: { amount: string }; limits: { minStableAmount: string; maxStableAmount: string } }>;
+  };
   t.equal(list.stocks.length, 14, 'fourteen stocks');
   const row = list.stocks.find((s) => s.symbol === 'TSLA');
   t.equal(row?.address, tsla.address, 'TSLA at its token address');
@@ -53,7 +69,12 @@ t.test('stock list and quote', async (t) => {
   t.ok(Math.abs(byTick - Number(price)) / Number(price) < 2e-4, `and agrees with the tick's price (${byTick / 1e6})`);
   t.same([row?.fees.amount, row?.limits.minStableAmount, row?.limits.maxStableAmount], ['0.000000', '1.000000', '1000.000000'], 'zero fees, limits 1 to 1000');
   const q = (await (await fetch(`${gw.url}/api/stock/quote?symbol=TSLA&stable_amount=5`)).json()) as { estimatedSharesAtomic: string; total: { atomic: string } };
-  const { result } = await pub.simulateContract({ address: n.uniswap!.quoter, abi: uniswapArtifacts.quoterV2.abi, functionName: 'quoteExactInputSingle', args: [{ tokenIn: n.stablecoin.address, tokenOut: tsla.address, amountIn: 5_000_000n, fee: tsla.fee, sqrtPriceLimitX96: 0n }] });
+  const { result } = await pub.simulateContract({
+    address: n.uniswap!.quoter,
+    abi: uniswapArtifacts.quoterV2.abi,
+    functionName: 'quoteExactInputSingle',
+    args: [{ tokenIn: n.stablecoin.address, tokenOut: tsla.address, amountIn: 5_000_000n, fee: tsla.fee, sqrtPriceLimitX96: 0n }],
+  });
   t.equal(q.estimatedSharesAtomic, (result as readonly [bigint])[0].toString(), 'the quote is QuoterV2 on chain');
   t.equal(q.total.atomic, '5000000', 'the total is exactly the amount (fees are zero)');
 });
@@ -152,7 +173,11 @@ t.test('20 concurrent buys by different buyers all complete; the feed lists them
   for (let i = 0; i < 20; i++) buyers.push(await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('5', 6)));
   const mine = poolsOf(n, 'stockBuy');
   const results = await Promise.all(buyers.map((b, i) => buy(officialBuyer(b), `symbol=${mine[i % mine.length]!.symbol}&stable_amount=${1 + (i % 4)}`)));
-  t.same(results.map((r) => r.status), Array(20).fill(200), 'all 200');
+  t.same(
+    results.map((r) => r.status),
+    Array(20).fill(200),
+    'all 200',
+  );
   for (const [i, r] of results.entries()) {
     const record = (await (await fetch(`${gw.url}/api/stock/order/${r.body.orderId}`)).json()) as Order;
     const stock = mine[i % mine.length]!;
@@ -166,9 +191,16 @@ t.test('20 concurrent buys by different buyers all complete; the feed lists them
   const ids = new Set(results.map((r) => r.body.orderId));
   t.equal(feed.orders.filter((o) => ids.has(o.orderId)).length, 20, 'the global feed lists all 20');
   const times = feed.orders.map((o) => Date.parse(o.createdAt));
-  t.ok(times.every((v, i) => i === 0 || v <= (times[i - 1] as number)), 'newest first');
+  t.ok(
+    times.every((v, i) => i === 0 || v <= (times[i - 1] as number)),
+    'newest first',
+  );
   const own = (await (await fetch(`${gw.url}/api/stock/orders?payer=${buyers[3]!.address}`)).json()) as { orders: Order[] };
-  t.same(own.orders.map((o) => o.orderId), [results[3]!.body.orderId], "a payer's history holds its own order only");
+  t.same(
+    own.orders.map((o) => o.orderId),
+    [results[3]!.body.orderId],
+    "a payer's history holds its own order only",
+  );
   t.equal((await fetch(`${gw.url}/api/stock/orders?limit=0`)).status, 400, 'a bad limit is a 400');
   t.equal((await fetch(`${gw.url}/api/stock/order/nope`)).status, 404, 'an unknown order is a 404');
 });

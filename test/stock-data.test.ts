@@ -59,7 +59,12 @@ t.test('still a paid marketplace merchant, discovered as before', async (t) => {
   t.equal(unpaid.status, 402, 'a 402 without payment');
   t.ok(unpaid.headers.get('payment-required'), 'with the x402 offers');
   const index = (await (await fetch(`${gw.url}/openapi.json`)).json()) as { paths: Record<string, unknown> };
-  t.same(Object.keys(index.paths).filter((p) => p.startsWith('/m/chain-stocks/')).sort(), ['/m/chain-stocks/quote', '/m/chain-stocks/report', '/m/chain-stocks/stocks', '/m/chain-stocks/token']);
+  t.same(
+    Object.keys(index.paths)
+      .filter((p) => p.startsWith('/m/chain-stocks/'))
+      .sort(),
+    ['/m/chain-stocks/quote', '/m/chain-stocks/report', '/m/chain-stocks/stocks', '/m/chain-stocks/token'],
+  );
   const listing = await (await fetch(`${gw.url}/api/merchants/chain-stocks`)).text();
   t.same((JSON.parse(listing) as { merchant: { upstream: unknown } }).merchant.upstream, { kind: 'url' }, 'the public view does not say how it is served');
   t.notMatch(listing, /internal|stock-data/);
@@ -105,10 +110,18 @@ t.test('the paid stock list: every listed stock at its pool price', async (t) =>
   const { status, body } = await paid('/m/chain-stocks/stocks');
   t.equal(status, 200, JSON.stringify(body));
   const rows = body.stocks as Array<{ symbol: string; address: string; priceUsd: string }>;
-  t.same(rows.map((r) => [r.symbol, r.address]), stocks.map((s) => [s.symbol, s.address]), `all ${stocks.length} stocks`);
+  t.same(
+    rows.map((r) => [r.symbol, r.address]),
+    stocks.map((s) => [s.symbol, s.address]),
+    `all ${stocks.length} stocks`,
+  );
   const block = BigInt(body.blockNumber as string);
   const prices = await Promise.all(stocks.map((s) => poolPrice(s, block)));
-  t.same(rows.map((r) => r.priceUsd), prices.map(usd), 'live prices, as the pools say');
+  t.same(
+    rows.map((r) => r.priceUsd),
+    prices.map(usd),
+    'live prices, as the pools say',
+  );
 });
 
 t.test('the paid report sums the pools', async (t) => {
@@ -120,7 +133,11 @@ t.test('the paid report sums the pools', async (t) => {
   const tslaRow = pools.find((p) => p.symbol === 'TSLA')!;
   t.equal(tslaRow.reserves.stableAtomic, (await balanceAt(n.stablecoin.address, tsla.pool, block)).toString(), 'the TSLA pool holds what the chain says');
   const atomic = (v: string) => BigInt(v.replace('.', ''));
-  t.equal(atomic(body.totalLiquidityUsd as string), pools.reduce((sum, p) => sum + atomic(p.liquidityUsd), 0n), 'the total is the sum of the pools');
+  t.equal(
+    atomic(body.totalLiquidityUsd as string),
+    pools.reduce((sum, p) => sum + atomic(p.liquidityUsd), 0n),
+    'the total is the sum of the pools',
+  );
 });
 
 t.test('input that names no stock is refused before the payment settles', async (t) => {

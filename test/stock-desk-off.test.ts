@@ -48,7 +48,10 @@ const url = `http://127.0.0.1:${port}`;
 let health: { ok?: boolean } | undefined;
 const deadline = Date.now() + 60_000;
 while (!health && child.exitCode === null && Date.now() < deadline) {
-  health = await fetch(`${url}/health`).then((r) => (r.ok ? (r.json() as Promise<{ ok?: boolean }>) : undefined), () => undefined);
+  health = await fetch(`${url}/health`).then(
+    (r) => (r.ok ? (r.json() as Promise<{ ok?: boolean }>) : undefined),
+    () => undefined,
+  );
   if (!health) await new Promise((r) => setTimeout(r, 200));
 }
 

@@ -104,7 +104,14 @@ t.test('killed while its settlement is broadcast but not mined: the restarted ga
   const pending = (await res.json()) as Order;
   t.equal(res.status, 202, 'the order is still running when the buy answers');
   t.equal(pending.status, 'settling', 'waiting on its settlement');
-  t.equal(await until(() => pendingNonce(relayer), (v) => v > relayerNonce), relayerNonce + 1, 'the settlement is broadcast');
+  t.equal(
+    await until(
+      () => pendingNonce(relayer),
+      (v) => v > relayerNonce,
+    ),
+    relayerNonce + 1,
+    'the settlement is broadcast',
+  );
   const deskNonce = await pub.getTransactionCount({ address: desk });
   await gw.stop('SIGKILL');
   await setMining(true);
@@ -133,7 +140,10 @@ t.test('killed after settlement, before the swap is signed: the restart swaps on
   const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'payment-signature': header } });
   const pending = (await res.json()) as Order;
   t.equal(res.status, 202, 'the order is still running');
-  const quoting = await until(() => orderOf(pending.orderId), (o) => o.status === 'quoting' && gate.held > 0);
+  const quoting = await until(
+    () => orderOf(pending.orderId),
+    (o) => o.status === 'quoting' && gate.held > 0,
+  );
   t.equal(quoting.status, 'quoting', 'settled, and re-quoting before the swap');
   t.match(quoting.settlementTx, /^0x[0-9a-f]{64}$/, 'the settlement is on chain');
   t.equal(stableBefore - (await stableBalance(n, buyer.address)), 4_000_000n, 'the buyer has paid');
@@ -159,9 +169,15 @@ t.test('killed with the swap signed and sent but not mined: the restart confirms
   const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'payment-signature': header } });
   const pending = (await res.json()) as Order;
   t.equal(res.status, 202, 'the order is still running');
-  await until(() => pendingNonce(relayer), (v) => v > relayerNonce);
+  await until(
+    () => pendingNonce(relayer),
+    (v) => v > relayerNonce,
+  );
   await mine(); // the settlement only: the swap is not sent yet
-  const swapping = await until(() => orderOf(pending.orderId), (o) => o.status === 'confirmingSwap');
+  const swapping = await until(
+    () => orderOf(pending.orderId),
+    (o) => o.status === 'confirmingSwap',
+  );
   t.equal(swapping.status, 'confirmingSwap', 'the swap is signed, stored and sent');
   t.match(swapping.swapTx, /^0x[0-9a-f]{64}$/);
   await gw.stop('SIGKILL');
@@ -187,9 +203,15 @@ t.test('killed with the refund signed and sent but not mined: the restart confir
   const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'payment-signature': header } });
   const pending = (await res.json()) as Order;
   t.equal(res.status, 202, 'the order is still running');
-  await until(() => pendingNonce(relayer), (v) => v > relayerNonce);
+  await until(
+    () => pendingNonce(relayer),
+    (v) => v > relayerNonce,
+  );
   await mine(); // the settlement only
-  const refunding = await until(() => orderOf(pending.orderId), (o) => o.status === 'confirmingRefund');
+  const refunding = await until(
+    () => orderOf(pending.orderId),
+    (o) => o.status === 'confirmingRefund',
+  );
   t.equal(refunding.status, 'confirmingRefund', 'the refund is signed, stored and sent');
   t.equal(refunding.failure?.reason, 'below_slippage_floor', 'because the price moved below the floor');
   t.match(refunding.refundTx, /^0x[0-9a-f]{64}$/);

@@ -58,7 +58,13 @@ t.test('records list by prefix in key order', async (t) => {
   t.teardown(() => store.close());
   const c = store.collection<number>('orders');
   await Promise.all([c.put('b:2', 2), c.put('a:1', 1), c.put('b:1', 1), c.put('c:1', 3)]);
-  t.same([...c.entries('b:')], [['b:1', 1], ['b:2', 2]]);
+  t.same(
+    [...c.entries('b:')],
+    [
+      ['b:1', 1],
+      ['b:2', 2],
+    ],
+  );
   t.equal([...c.entries()].length, 4);
 });
 

@@ -283,7 +283,7 @@ t.test('wrong key, tampered fields, high s, bad v, bad length and garbage: undef
     Symbol('x'),
   ];
   for (const bad of badSignatures) {
-    const label = typeof bad === 'symbol' ? 'symbol' : JSON.stringify(bad) ?? String(bad);
+    const label = typeof bad === 'symbol' ? 'symbol' : (JSON.stringify(bad) ?? String(bad));
     t.equal(recoverJobSync({ ...e, signature: bad as Hex }), undefined, `signature ${label.slice(0, 40)}`);
   }
   // A point that does not exist: r with no matching curve point for that x.
@@ -348,7 +348,18 @@ async function jobCorpus(signer: LocalAccount): Promise<{ job: VerifyJob; want: 
     out.push({ job: { ...job, signature: `${r}7f${'ff'.repeat(31)}` as Hex }, want: undefined, label: `${job.kind} EIP-2098 high s, parity 0` });
     out.push({ job: { ...job, signature: `${r}${'ff'.repeat(32)}` as Hex }, want: undefined, label: `${job.kind} EIP-2098 high s, parity 1` });
     for (const bad of ['1d', '1a', '02', '11', 'ff', '1g', '0b', 'b1']) out.push({ job: { ...job, signature: `${r}${s.slice(2)}${bad}` as Hex }, want: undefined, label: `${job.kind} v ${bad}` });
-    for (const bad of [job.signature.slice(0, 131), job.signature.slice(0, 128), `${job.signature}00`, job.signature.slice(2), `0y${job.signature.slice(2)}`, `0x${'00'.repeat(65)}`, `0x${'ff'.repeat(32)}${s.slice(2)}${v}`, '0x', null, 7])
+    for (const bad of [
+      job.signature.slice(0, 131),
+      job.signature.slice(0, 128),
+      `${job.signature}00`,
+      job.signature.slice(2),
+      `0y${job.signature.slice(2)}`,
+      `0x${'00'.repeat(65)}`,
+      `0x${'ff'.repeat(32)}${s.slice(2)}${v}`,
+      '0x',
+      null,
+      7,
+    ])
       out.push({ job: { ...job, signature: bad as Hex }, want: undefined, label: `${job.kind} signature ${String(bad).slice(0, 12)}` });
   }
   out.push({ job: { ...e, domain: { ...e.domain, chainId: 84532 } }, want: 'other', label: 'EIP-3009 on another chain' });
@@ -424,7 +435,12 @@ t.test('job records: what encodeJob writes and recoverRecord reads', async (t) =
     t.same(record(asStrings(job)), rec, `${job.kind}: decimal strings encode as bigints do`);
     t.same(record({ ...job, signature: job.signature.toUpperCase().replace('0X', '0x') as Hex }), rec, `${job.kind}: hex letter case does not matter`);
     // A record that encodeJob never writes is refused, not recovered.
-    for (const [at, value, what] of [[0, 0, 'kind 0'], [0, 3, 'kind 3'], [1, 2, 'recovery id 2'], [1, 255, 'recovery id 255']] as const) {
+    for (const [at, value, what] of [
+      [0, 0, 'kind 0'],
+      [0, 3, 'kind 3'],
+      [1, 2, 'recovery id 2'],
+      [1, 255, 'recovery id 255'],
+    ] as const) {
       const bad = rec.slice();
       bad[at] = value;
       t.equal(answer(bad), undefined, `${job.kind}: ${what}`);
@@ -453,7 +469,22 @@ t.test('job records: what encodeJob writes and recoverRecord reads', async (t) =
 
 t.test('uint256 fields at the edges of the BigInt-free fast path equal viem', async (t) => {
   const domain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: randomAddress() };
-  const values: (bigint | number | string)[] = ['0', '7', '000123', '999999999999999', '1000000000000000', '9007199254740991', '9007199254740992', Number.MAX_SAFE_INTEGER, 0, 2 ** 32, 2 ** 32 - 1, 2 ** 52 + 1, `${(1n << 256n) - 1n}`, `${1n << 64n}`];
+  const values: (bigint | number | string)[] = [
+    '0',
+    '7',
+    '000123',
+    '999999999999999',
+    '1000000000000000',
+    '9007199254740991',
+    '9007199254740992',
+    Number.MAX_SAFE_INTEGER,
+    0,
+    2 ** 32,
+    2 ** 32 - 1,
+    2 ** 52 + 1,
+    `${(1n << 256n) - 1n}`,
+    `${1n << 64n}`,
+  ];
   for (const value of values) {
     const a = { ...randomAuthorization(), value: value as unknown as bigint, validAfter: value as unknown as bigint };
     const expected = hashTypedData({ domain, types: eip3009Types, primaryType: 'TransferWithAuthorization', message: { ...a, value: BigInt(value), validAfter: BigInt(value) } });
@@ -476,7 +507,11 @@ t.test('the pool answers 2,000 concurrent mixed jobs correctly and in order, the
     const base = signed[i % signed.length] as VerifyJob;
     switch (i % 7) {
       case 3: // tampered: recovers someone else
-        jobs.push(base.kind === 'eip3009' ? { ...base, authorization: { ...base.authorization, value: BigInt(base.authorization.value) + 1n } } : { ...base, permit: { ...base.permit, nonce: BigInt(base.permit.nonce) + 1n } });
+        jobs.push(
+          base.kind === 'eip3009'
+            ? { ...base, authorization: { ...base.authorization, value: BigInt(base.authorization.value) + 1n } }
+            : { ...base, permit: { ...base.permit, nonce: BigInt(base.permit.nonce) + 1n } },
+        );
         expected.push('other');
         break;
       case 5: // malformed signature
@@ -536,7 +571,10 @@ t.test('threads: 0 verifies in-process, batched the same way', async (t) => {
   const job = await signPermit2(account);
   const verifier = new SignatureVerifier({ threads: 0, maxBatch: 8 });
   const results = await Promise.all(Array.from({ length: 20 }, (_, i) => verifier.verify(i % 2 === 0 ? job : { ...job, signature: '0x' })));
-  t.same(results, Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? account.address : undefined)));
+  t.same(
+    results,
+    Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? account.address : undefined)),
+  );
   t.equal(verifier.stats.batches, 2, 'the 10 signed jobs in batches of at most 8; the 10 malformed ones need none');
   await verifier.close();
   t.throws(() => new SignatureVerifier({ threads: -1 }), RangeError);
@@ -562,7 +600,11 @@ function runChild(t: Test, body: string, job: VerifyJob, nodeArgs: string[] = []
     ${body}`,
   );
   const started = Date.now();
-  const child = spawnSync(process.execPath, [...nodeArgs.map((a) => a.replace('{dir}', dir)), script, JSON.stringify(job)], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  const child = spawnSync(process.execPath, [...nodeArgs.map((a) => a.replace('{dir}', dir)), script, JSON.stringify(job)], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   t.equal(child.status, 0, child.stderr);
   t.equal(child.signal, null, `exited by itself after ${Date.now() - started} ms`);
   return JSON.parse(child.stdout) as unknown;

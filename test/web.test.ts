@@ -13,17 +13,7 @@ import { clientsFor, freshAccount, network, tester, testDevnet, TEST_MANIFEST_PA
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 import { buyInPool, gassedKey, tokenBalance } from './helpers/stock.ts';
-import {
-  fitsViewportWidth,
-  horizontalOverflow,
-  injectWallet,
-  launchChromium,
-  newContext,
-  screenshot,
-  watchPageProblems,
-  type TestWallet,
-  type ViewportName,
-} from './helpers/browser.ts';
+import { fitsViewportWidth, horizontalOverflow, injectWallet, launchChromium, newContext, screenshot, watchPageProblems, type TestWallet, type ViewportName } from './helpers/browser.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
@@ -82,7 +72,13 @@ async function orderOf(base: string, id: string): Promise<Order> {
 async function chooseAndQuote(t: Test, page: Page, symbol: string, amount: string, total: string): Promise<void> {
   await page.locator('#symbol').selectOption(symbol);
   await page.locator('#amount').fill(amount);
-  await t.resolves(page.locator('#q-total').filter({ hasText: `${total} stablecoin B` }).waitFor(), `the exact total, ${total}, is quoted on chain`);
+  await t.resolves(
+    page
+      .locator('#q-total')
+      .filter({ hasText: `${total} stablecoin B` })
+      .waitFor(),
+    `the exact total, ${total}, is quoted on chain`,
+  );
 }
 
 t.test('a gasless buyer buys NVDA in the browser: gas sponsorship, the one approval, a signed payment, delivery on chain', async (t) => {
@@ -96,7 +92,13 @@ t.test('a gasless buyer buys NVDA in the browser: gas sponsorship, the one appro
   await t.resolves(page.locator('#prices-body tr').nth(13).waitFor(), 'fourteen live prices');
   t.match(await page.locator('#prices-body tr[data-symbol="NVDA"] .num').textContent(), /^\$\d+\.\d{2}$/, 'NVDA has a price in dollars');
   await page.locator('#connect').click();
-  await t.resolves(page.locator('#connect').filter({ hasText: buyer.address.slice(0, 6) }).waitFor(), 'the header shows the connected wallet');
+  await t.resolves(
+    page
+      .locator('#connect')
+      .filter({ hasText: buyer.address.slice(0, 6) })
+      .waitFor(),
+    'the header shows the connected wallet',
+  );
   await t.resolves(page.locator('#wallet-status').filter({ hasText: '20.00' }).waitFor(), 'the page reads the stablecoin B balance through the wallet');
   await t.resolves(page.locator('#setup').waitFor(), 'without an approval, the one-time setup is offered');
   t.equal(await page.locator('#buy-button').isDisabled(), true, 'and buying waits for it');
@@ -121,7 +123,14 @@ t.test('a gasless buyer buys NVDA in the browser: gas sponsorship, the one appro
   t.ok(held > 0n, 'NVDA is in the wallet on chain');
   t.equal(held.toString(), order.deliveredAtomic, 'exactly the delivered amount');
   t.equal(stableBefore - (await stableBalance(n, buyer.address)), 7_500_000n, '7.5 stablecoin B left the wallet');
-  t.equal(await page.locator('#order-facts dd').filter({ hasText: formatUnits(held, stock('NVDA').decimals) }).count(), 1, 'the page shows the delivered amount to the last unit');
+  t.equal(
+    await page
+      .locator('#order-facts dd')
+      .filter({ hasText: formatUnits(held, stock('NVDA').decimals) })
+      .count(),
+    1,
+    'the page shows the delivered amount to the last unit',
+  );
   for (const tx of [order.settlementTx, order.swapTx]) t.equal(await page.locator(`#order-steps [data-tx="${tx}"]`).count(), 1, `the steps name transaction ${tx}`);
   await t.resolves(page.locator(`#feed [data-order="${id}"]`).waitFor(), 'the global feed lists it');
   t.same(
@@ -186,7 +195,10 @@ t.test('mistakes and refusals are shown in words', async (t) => {
   t.equal(await page.locator('#buy-button').isDisabled(), true, 'and cannot be bought');
   await chooseAndQuote(t, page, 'MSFT', '5', '5.00');
   await page.locator('#buy-button').click();
-  await t.resolves(page.locator('#buy-message.error').filter({ hasText: 'Your wallet holds 3.00 stablecoin B; this buy needs 5.00' }).waitFor(), 'more than the wallet holds is refused before anything is signed');
+  await t.resolves(
+    page.locator('#buy-message.error').filter({ hasText: 'Your wallet holds 3.00 stablecoin B; this buy needs 5.00' }).waitFor(),
+    'more than the wallet holds is refused before anything is signed',
+  );
   await chooseAndQuote(t, page, 'MSFT', '2', '2.00');
   await page.locator('#buy-button').click();
   await t.resolves(page.locator('#buy-message.error').filter({ hasText: 'You declined the payment signature in your wallet; nothing happened.' }).waitFor(), 'a declined signature is explained');
@@ -211,11 +223,21 @@ t.test('a merchant registers and updates its listing by wallet signature; the ma
   await t.resolves(page.locator('#merchant-message.success').filter({ hasText: 'Registered "Web test API"' }).waitFor(), 'registered');
   const registered = (await (await fetch(`${gw.url}/api/merchants/${slug}`)).json()) as { merchant: { payTo: string; routes: Array<{ route: string; priceUsd: string }> } };
   t.equal(registered.merchant.payTo.toLowerCase(), owner.address.toLowerCase(), 'paid to the signing wallet');
-  t.same(registered.merchant.routes.map((r) => [r.route, r.priceUsd]), [['hello', '0.020000']], 'with its route and price');
+  t.same(
+    registered.merchant.routes.map((r) => [r.route, r.priceUsd]),
+    [['hello', '0.020000']],
+    'with its route and price',
+  );
 
   await page.locator('[data-field="price"]').fill('0.03');
   await page.locator('#base-url').fill('http://127.0.0.1:9/api');
-  await t.resolves(page.locator('#sign-button').filter({ hasText: `Sign and update ${slug}` }).waitFor(), 'the form now updates the listing');
+  await t.resolves(
+    page
+      .locator('#sign-button')
+      .filter({ hasText: `Sign and update ${slug}` })
+      .waitFor(),
+    'the form now updates the listing',
+  );
   await page.locator('#sign-button').click();
   await t.resolves(page.locator('#merchant-message.success').filter({ hasText: 'Updated' }).waitFor(), 'updated');
   const updated = (await (await fetch(`${gw.url}/api/merchants/${slug}`)).json()) as { merchant: { routes: Array<{ priceUsd: string }> } };
@@ -292,7 +314,10 @@ t.test('pages are served with a strict CSP, revalidated, gzipped; assets are imm
   const script = /<script type="module" src="(\/assets\/stock-[A-Z0-9]+\.js)">/.exec(html)?.[1];
   const style = /<link rel="stylesheet" href="(\/assets\/style-[A-Z0-9]+\.css)">/.exec(html)?.[1];
   t.ok(script && style, 'the page names its hashed script and stylesheet');
-  for (const [path, type] of [[script, 'text/javascript; charset=utf-8'], [style, 'text/css; charset=utf-8']] as const) {
+  for (const [path, type] of [
+    [script, 'text/javascript; charset=utf-8'],
+    [style, 'text/css; charset=utf-8'],
+  ] as const) {
     const a = await fetch(`${gw.url}${path}`);
     t.equal(a.headers.get('content-type'), type, `${path}: ${type}`);
     t.equal(a.headers.get('cache-control'), 'public, max-age=31536000, immutable', `${path}: cached for a year`);

@@ -9,7 +9,17 @@ import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { paymentMiddleware } from '@x402/express';
 
-const [port, facilitatorUrl, network, asset, payTo, name, version, upstreamUrl, upstreamSecret] = process.argv.slice(2) as [string, string, `${string}:${string}`, string, string, string, string, string, string];
+const [port, facilitatorUrl, network, asset, payTo, name, version, upstreamUrl, upstreamSecret] = process.argv.slice(2) as [
+  string,
+  string,
+  `${string}:${string}`,
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+];
 const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitatorUrl })).register(network, new ExactEvmScheme());
 const app = express();
 app.use(
@@ -27,7 +37,10 @@ app.use(
 app.get('/m/catjoke/joke', async (_req, res) => {
   try {
     const upstream = await request(upstreamUrl, { headers: { 'x-api-key': upstreamSecret }, headersTimeout: 15_000, bodyTimeout: 15_000 });
-    res.status(upstream.statusCode).type('application/json').send(await upstream.body.text());
+    res
+      .status(upstream.statusCode)
+      .type('application/json')
+      .send(await upstream.body.text());
   } catch {
     res.status(502).json({ error: 'upstream unreachable' });
   }

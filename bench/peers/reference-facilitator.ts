@@ -14,9 +14,9 @@ import { nonceManager, privateKeyToAccount } from 'viem/accounts';
 import { chainFor } from '../../src/chain/clients.ts';
 
 const [port, rpcUrl, chainId, network, pollMs] = process.argv.slice(2) as [string, string, string, `${string}:${string}`, string];
-const key = process.env['REFERENCE_RELAYER_KEY'] as Hex | undefined;
+const key = process.env.REFERENCE_RELAYER_KEY as Hex | undefined;
 if (!key) throw new Error('REFERENCE_RELAYER_KEY is not set');
-const account = privateKeyToAccount(key, process.env['REFERENCE_NONCE_MANAGER'] === 'off' ? {} : { nonceManager });
+const account = privateKeyToAccount(key, process.env.REFERENCE_NONCE_MANAGER === 'off' ? {} : { nonceManager });
 const client = createWalletClient({ account, chain: chainFor(Number(chainId), rpcUrl), transport: http(rpcUrl, { timeout: 30_000 }), pollingInterval: Number(pollMs) }).extend(publicActions);
 
 const signer = toFacilitatorEvmSigner({

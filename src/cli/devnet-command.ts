@@ -8,7 +8,7 @@ export function describeDevnet(devnet: Devnet, manifestPath: string): string {
   for (const [caip2, n] of Object.entries(devnet.manifest.networks)) {
     lines.push(`  ${caip2.padEnd(13)} ${n.rpcUrl}  ${n.stablecoin.symbol} ${n.stablecoin.address}${n.stocks ? `  ${n.stocks.length} stock pools` : ''}`);
   }
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 export async function startDevnetOrExit(flags: CommonFlags): Promise<{ devnet: Devnet; manifestPath: string }> {

@@ -46,7 +46,11 @@ export async function runPayCommand(args: string[]): Promise<void> {
     res = await mppx.fetch(url, init);
   } else if (values.protocol === 'x402') {
     const client = registerExactEvmScheme(
-      x402Client.fromConfig({ schemes: [], spendControls: false, paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === values.network) ?? (offers[0] as (typeof offers)[number]) }),
+      x402Client.fromConfig({
+        schemes: [],
+        spendControls: false,
+        paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === values.network) ?? (offers[0] as (typeof offers)[number]),
+      }),
       { signer: account },
     );
     res = await wrapFetchWithPayment(fetch, client)(url, init);

@@ -60,7 +60,13 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   // One registry per process: in `start`, the facilitator's and the gateway's /metrics show the same numbers.
   const metrics = createMetrics();
   const metricsEndpoint = metricsRoute(metrics, metricsEndpointConfigFromEnv(env));
-  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics, opts.manifest ? { defaultRelayers: DEVNET_ROLES.relayers.map((i) => devnetAccount(i)) } : {});
+  const engine = await createEngine(
+    opts.networks,
+    engineConfigFromEnv(env),
+    log.child({ part: 'engine' }),
+    metrics,
+    opts.manifest ? { defaultRelayers: DEVNET_ROLES.relayers.map((i) => devnetAccount(i)) } : {},
+  );
   const closers: Array<() => Promise<void>> = [() => engine.close()];
   const running: RunningService = {
     async close() {

@@ -21,7 +21,12 @@ export function requireProductionSecrets(env: NodeJS.ProcessEnv, parts: Parts, n
   const key = (name: string, what: string, list = false): void => {
     const value = envString(env, name, '');
     if (!value) throw new ConfigError(`${name} is required off the devnet (${what}); keys of the public test mnemonic are used only on the devnet`);
-    for (const k of list ? value.split(',').map((s) => s.trim()).filter(Boolean) : [value]) {
+    for (const k of list
+      ? value
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : [value]) {
       if (isPublicKey(k)) throw new ConfigError(`${name} holds a key of the public test mnemonic, which anyone can derive: give ${what} a key of your own`);
     }
   };

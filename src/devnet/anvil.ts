@@ -42,14 +42,7 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
   const host = opts.host ?? '127.0.0.1';
   // Not --quiet: anvil's "Listening on <host>:<port>" line is how we learn that this child, and not another
   // process, holds the port; with port 0 it names the port the kernel gave it (no free port is guessed ahead).
-  const args = [
-    '--chain-id', String(opts.chainId),
-    '--port', String(opts.port),
-    '--host', host,
-    '--mnemonic', opts.mnemonic,
-    '--accounts', String(opts.fundedAccounts),
-    '--balance', '10000',
-  ];
+  const args = ['--chain-id', String(opts.chainId), '--port', String(opts.port), '--host', host, '--mnemonic', opts.mnemonic, '--accounts', String(opts.fundedAccounts), '--balance', '10000'];
   if (opts.blockTime !== undefined) args.push('--block-time', String(opts.blockTime));
   if (opts.port !== 0) {
     const squatter = await rpcCall<string>(`http://${host}:${opts.port}`, 'eth_chainId', [], 500).catch(() => undefined);
@@ -57,9 +50,7 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
   }
   const binary = anvilBinaryPath();
   const useSetpriv = process.platform === 'linux' && existsSync(SETPRIV);
-  const child: ChildProcess = useSetpriv
-    ? spawn(SETPRIV, ['--pdeathsig', 'KILL', binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-    : spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = useSetpriv ? spawn(SETPRIV, ['--pdeathsig', 'KILL', binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);

@@ -1,14 +1,6 @@
 import { getAddress, maxUint256, type Address, type Hex } from 'viem';
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS, PERMIT2_ADDRESS } from '../chain/canonical.ts';
-import {
-  exactPermit2ProxyArtifact,
-  multicallArtifact,
-  permit2Artifact,
-  poolSeederArtifact,
-  stablecoinArtifact,
-  stockTokenArtifact,
-  weth9Artifact,
-} from './contracts/artifacts/index.ts';
+import { exactPermit2ProxyArtifact, multicallArtifact, permit2Artifact, poolSeederArtifact, stablecoinArtifact, stockTokenArtifact, weth9Artifact } from './contracts/artifacts/index.ts';
 import { poolInitCodeHash, uniswapArtifacts } from './contracts/uniswap.ts';
 import type { DevnetManifest, ManifestAccount } from './manifest.ts';
 import type { NetworkEntry, StablecoinInfo, StockInfo } from '../chain/network-types.ts';

@@ -59,7 +59,7 @@ export function readManifest(path: string): DevnetManifest {
 export function writeManifest(path: string, manifest: DevnetManifest): void {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(manifest, null, 2) + '\n');
+  writeFileSync(tmp, `${JSON.stringify(manifest, null, 2)}\n`);
   renameSync(tmp, path);
 }
 

@@ -121,10 +121,7 @@ export const batchMachine = setup({
       after: { window: 'closing' },
     },
     closing: {
-      always: [
-        { guard: 'tooFew', target: 'dissolved', actions: assign({ alone: ({ context }) => context.members.map((m) => m.record.id) }) },
-        { target: 'simulating' },
-      ],
+      always: [{ guard: 'tooFew', target: 'dissolved', actions: assign({ alone: ({ context }) => context.members.map((m) => m.record.id) }) }, { target: 'simulating' }],
     },
     /** One estimate of the whole; when that reverts, which calls would, and an estimate of the rest. */
     simulating: {
@@ -180,7 +177,13 @@ export const batchMachine = setup({
       invoke: {
         src: 'confirm',
         input: ({ context }) => ({ batch: context.batch }),
-        onDone: { target: 'mined', actions: assign({ mined: ({ event }) => event.output, batch: ({ context, event }) => ({ ...context.batch, txs: event.output.txs.length >= context.batch.txs.length ? event.output.txs : context.batch.txs }) }) },
+        onDone: {
+          target: 'mined',
+          actions: assign({
+            mined: ({ event }) => event.output,
+            batch: ({ context, event }) => ({ ...context.batch, txs: event.output.txs.length >= context.batch.txs.length ? event.output.txs : context.batch.txs }),
+          }),
+        },
         // The confirm step gives up only when the batcher stops: the transaction may still mine, the next start resumes it.
         onError: { target: 'stalled' },
       },

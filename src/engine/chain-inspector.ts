@@ -6,7 +6,16 @@ import { aggregateCall, aggregateResults } from './settlement-batch.ts';
 
 const ERC1271_MAGIC = '0x1626ba7e';
 const erc1271Abi = [
-  { type: 'function', name: 'isValidSignature', stateMutability: 'view', inputs: [{ name: 'hash', type: 'bytes32' }, { name: 'signature', type: 'bytes' }], outputs: [{ name: '', type: 'bytes4' }] },
+  {
+    type: 'function',
+    name: 'isValidSignature',
+    stateMutability: 'view',
+    inputs: [
+      { name: 'hash', type: 'bytes32' },
+      { name: 'signature', type: 'bytes' },
+    ],
+    outputs: [{ name: '', type: 'bytes4' }],
+  },
 ] as const;
 
 export type Simulation = { ok: true; gas: bigint } | { ok: false; error: string };

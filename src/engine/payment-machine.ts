@@ -104,22 +104,24 @@ export const paymentMachine = setup({
   initial: 'routing',
   states: {
     routing: {
-      always: [
-        { guard: 'wasSettled', target: 'settled' },
-        { guard: 'wasFailed', target: 'failed' },
-        { guard: 'resumesInFlight', target: 'inFlight' },
-        { target: 'verifying' },
-      ],
+      always: [{ guard: 'wasSettled', target: 'settled' }, { guard: 'wasFailed', target: 'failed' }, { guard: 'resumesInFlight', target: 'inFlight' }, { target: 'verifying' }],
     },
     verifying: {
       invoke: {
         src: 'verify',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: 'stepOk', target: 'claiming', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record), verdict: ({ event }) => (event.output as Ok).verdict }) },
+          {
+            guard: 'stepOk',
+            target: 'claiming',
+            actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record), verdict: ({ event }) => (event.output as Ok).verdict }),
+          },
           { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
-        onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'unexpected_verify_error', message: String(event.error) }) }) },
+        onError: {
+          target: 'rejected',
+          actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'unexpected_verify_error', message: String(event.error) }) }),
+        },
       },
     },
     claiming: {
@@ -142,7 +144,11 @@ export const paymentMachine = setup({
           {
             guard: 'stepOk',
             target: 'broadcasting',
-            actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record), batch: ({ event }) => (event.output as Ok).batch, verdict: ({ context, event }) => (event.output as Ok).verdict ?? context.verdict }),
+            actions: assign({
+              record: ({ context, event }) => taken(context.record, (event.output as Ok).record),
+              batch: ({ event }) => (event.output as Ok).batch,
+              verdict: ({ context, event }) => (event.output as Ok).verdict ?? context.verdict,
+            }),
           },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],

@@ -219,7 +219,14 @@ export class SettlementBatcher {
       ),
     );
     if (ok.length < 2) return { refused };
-    const estimate = await inspector.simulate(aggregateCall(multicall, ok.map((m) => m.call), false), from);
+    const estimate = await inspector.simulate(
+      aggregateCall(
+        multicall,
+        ok.map((m) => m.call),
+        false,
+      ),
+      from,
+    );
     // The chain moved between the reads: each payment is simulated again on its own.
     if (!estimate.ok) return { refused };
     return { refused, batch: { multicall, gas: estimate.gas } };

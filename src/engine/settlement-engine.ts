@@ -160,7 +160,15 @@ export class SettlementEngine {
     for (const t of trails) await resend({ pool: this.#o.relayers(t.network) }, t.txs);
     await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
     for (const t of trails) this.#o.relayers(t.network).adopt(t.txs.at(-1) as SignedTx);
-    const carried = new Map(batches.map((batch) => [batch.id, this.#batcher.resume(batch, unfinished.filter((r) => r.batch?.id === batch.id))]));
+    const carried = new Map(
+      batches.map((batch) => [
+        batch.id,
+        this.#batcher.resume(
+          batch,
+          unfinished.filter((r) => r.batch?.id === batch.id),
+        ),
+      ]),
+    );
     for (const r of unfinished) {
       this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: currentTxOf(r), batch: r.batch?.id });
       this.#spawn(r, r.batch ? carried.get(r.batch.id) : undefined);
@@ -195,7 +203,18 @@ export class SettlementEngine {
       if (meanwhile) return meanwhile;
     }
     const now = this.#clock();
-    const record: PaymentRecord = { id: nonceKeyOf(request), attempt: randomUUID(), network: request.paymentRequirements.network, payer: '', fingerprint: fingerprintOf(request), request, state: 'verifying', txs: [], createdAt: now, updatedAt: now };
+    const record: PaymentRecord = {
+      id: nonceKeyOf(request),
+      attempt: randomUUID(),
+      network: request.paymentRequirements.network,
+      payer: '',
+      fingerprint: fingerprintOf(request),
+      request,
+      state: 'verifying',
+      txs: [],
+      createdAt: now,
+      updatedAt: now,
+    };
     return this.#answer(this.#spawn(record));
   }
 
@@ -276,10 +295,13 @@ export class SettlementEngine {
    */
   async #verifyStep(record: PaymentRecord): Promise<StepResult> {
     this.#batcher.coming(record, 1);
-    return this.#leavesUnless(record, checkPayment(this.#o, record.request).then((verdict): StepResult => {
-      if (!verdict.ok) return { ok: false, reason: this.#counted(verdict).reason, message: verdict.message };
-      return { ok: true, record: { ...record, payer: verdict.payer }, verdict };
-    }));
+    return this.#leavesUnless(
+      record,
+      checkPayment(this.#o, record.request).then((verdict): StepResult => {
+        if (!verdict.ok) return { ok: false, reason: this.#counted(verdict).reason, message: verdict.message };
+        return { ok: true, record: { ...record, payer: verdict.payer }, verdict };
+      }),
+    );
   }
 
   /** The step's result; unless it lets the payment go on, the payment has left its way to a batch. */
@@ -361,7 +383,7 @@ export class SettlementEngine {
   async #broadcastStep(record: PaymentRecord, verdict: Verdict | undefined, batch: BatchActor | undefined): Promise<StepResult> {
     if (batch) return this.#batcher.sent(batch, record);
     if (!verdict?.ok) return { ok: false, reason: Eip3009Reason.simulationFailed, message: 'no verified settlement call' };
-    const gas = ((BigInt(record.gas ?? '200000') * 13n) / 10n) + 10_000n;
+    const gas = (BigInt(record.gas ?? '200000') * 13n) / 10n + 10_000n;
     const sent = await sendDurably(this.#courier(record), { to: verdict.call.to, data: verdict.call.data, gas }, record.txs, (txs) => this.#host.record(record.id, { type: 'trail', txs }));
     if (!sent.ok) return { ok: false, reason: 'broadcast_rejected', message: sent.message };
     return { ok: true, record: { ...record, state: 'broadcasting', txs: sent.txs } };

@@ -59,13 +59,26 @@ export async function sendDurably(c: Courier, call: RelayerCall, txs: SignedTx[]
     if (outcome === 'nonce_too_low') {
       // Our own send may have taken the nonce: its answer was lost and the transport's retry met it mined. Then it
       // is the transaction to follow, and signing the call again would send it twice.
-      if (await c.client.getTransaction({ hash: tx.hash }).then(() => true, () => false)) return { ok: true, txs: trail };
+      if (
+        await c.client.getTransaction({ hash: tx.hash }).then(
+          () => true,
+          () => false,
+        )
+      )
+        return { ok: true, txs: trail };
       c.pool.done(tx);
       await c.pool.resync(tx.relayer);
       continue;
     }
     // An answer lost on the way (a timeout) is no refusal: a transaction the node holds will mine.
-    if (outcome === 'rejected' && (await c.client.getTransaction({ hash: tx.hash }).then(() => true, () => false))) return { ok: true, txs: trail };
+    if (
+      outcome === 'rejected' &&
+      (await c.client.getTransaction({ hash: tx.hash }).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return { ok: true, txs: trail };
     c.pool.abandon(tx);
     return { ok: false, txs: trail, message: `the node refused the transaction (${outcome})` };
   }
@@ -95,7 +108,10 @@ export async function awaitMined(c: Courier, txs: SignedTx[], persist: Persist, 
   const keepInFlightMs = Math.max(KEEP_IN_FLIGHT_MS, c.pollMs * 10);
   let trail = txs;
   while (!signal.aborted && !watcher.stopped) {
-    const receipt = await watcher.receipt(trail.map((tx) => tx.hash), { signal, waitMs: keepInFlightMs });
+    const receipt = await watcher.receipt(
+      trail.map((tx) => tx.hash),
+      { signal, waitMs: keepInFlightMs },
+    );
     if (receipt) {
       const tx = trail.find((t) => t.hash.toLowerCase() === receipt.transactionHash.toLowerCase()) as SignedTx;
       c.pool.done(trail.at(-1) as SignedTx);
@@ -119,7 +135,14 @@ export async function resend(c: Pick<Courier, 'pool'>, txs: SignedTx[]): Promise
 
 /** The receipt of whichever version mined; a successful one wins over a reverted one. */
 async function minedVersion(client: Courier['client'], txs: SignedTx[]): Promise<{ receipt: TransactionReceipt; tx: SignedTx } | undefined> {
-  const receipts = await Promise.all(txs.map((tx) => client.getTransactionReceipt({ hash: tx.hash }).then((receipt) => ({ receipt, tx }), () => undefined)));
+  const receipts = await Promise.all(
+    txs.map((tx) =>
+      client.getTransactionReceipt({ hash: tx.hash }).then(
+        (receipt) => ({ receipt, tx }),
+        () => undefined,
+      ),
+    ),
+  );
   const mined = receipts.filter((r): r is { receipt: TransactionReceipt; tx: SignedTx } => r !== undefined);
   return mined.find((m) => m.receipt.status === 'success') ?? mined[0];
 }
@@ -130,7 +153,10 @@ async function keepInFlight(c: Courier, txs: SignedTx[], persist: Persist): Prom
   const block = await c.client.getBlock({ blockTag: 'latest' });
   const baseFee = block.baseFeePerGas ?? 0n;
   if (baseFee > BigInt(tx.maxFeePerGas)) return replace(c, txs, tx, baseFee, persist);
-  const seen = await c.client.getTransaction({ hash: tx.hash }).then(() => true, () => false);
+  const seen = await c.client.getTransaction({ hash: tx.hash }).then(
+    () => true,
+    () => false,
+  );
   if (seen) return txs;
   const outcome = await c.pool.broadcast(tx);
   if (outcome === 'underpriced') return replace(c, txs, tx, baseFee, persist);

@@ -7,7 +7,7 @@ import type { PaymentScheme, SchemeName, SettlementCall } from '../schemes/schem
 import { checkPaymentPolicy, type PaymentPolicy } from '../verify/payment-policy.ts';
 import { GatewayReason, type InvalidReason } from '../verify/reasons.ts';
 import { jobDigest, type VerifyJob } from '../verify/signature/jobs.ts';
-import { ChainInspector } from './chain-inspector.ts';
+import type { ChainInspector } from './chain-inspector.ts';
 
 export interface SignatureRecoverer {
   verify(job: VerifyJob): Promise<Address | undefined>;
@@ -28,8 +28,7 @@ export interface VerifyDeps {
 
 export type Verdict =
   /** `signer`: the payer's own key signed, or (ERC-1271) a payer contract vouched for the signature. */
-  | { ok: true; payer: Address; network: string; kind: SchemeName; call: SettlementCall; signer: Signer; gas?: bigint }
-  | { ok: false; reason: InvalidReason; message: string; payer?: Address };
+  { ok: true; payer: Address; network: string; kind: SchemeName; call: SettlementCall; signer: Signer; gas?: bigint } | { ok: false; reason: InvalidReason; message: string; payer?: Address };
 
 const invalid = (reason: InvalidReason, message: string, payer?: Address): Verdict => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
 

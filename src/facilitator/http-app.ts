@@ -82,8 +82,16 @@ export async function startFacilitatorHttp(service: FacilitatorService, opts: Fa
 
   server
     .route('GET', '/supported', () => json(200, service.supported()))
-    .route('POST', '/verify', paid((body) => service.verify(body)))
-    .route('POST', '/settle', paid((body) => service.settle(body)))
+    .route(
+      'POST',
+      '/verify',
+      paid((body) => service.verify(body)),
+    )
+    .route(
+      'POST',
+      '/settle',
+      paid((body) => service.settle(body)),
+    )
     .route('GET', '/health', async () => {
       let h: { ok: boolean; details: Record<string, unknown> };
       try {

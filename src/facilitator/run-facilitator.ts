@@ -40,16 +40,19 @@ export async function runFacilitator(
     { policy: running.engine.policy, precheck: (request, policy) => running.engine.precheck(request, policy), ...(admission.ownPayees ? { ownPayees: admission.ownPayees } : {}) },
     admission.config,
   );
-  const server = await startFacilitatorHttp(settlementService(running.engine, networks, http.maxBodyBytes, health, door, (route, err) => log.error(`facilitator: unexpected ${route} error`, { error: err })), {
-    host: http.host,
-    port: http.port,
-    maxBodyBytes: http.maxBodyBytes,
-    rateLimit: http.rateLimit,
-    trustProxy: http.trustProxy,
-    log: (line) => log.error(line),
-    observe: metrics.httpObserver('facilitator'),
-    extraRoutes,
-  });
+  const server = await startFacilitatorHttp(
+    settlementService(running.engine, networks, http.maxBodyBytes, health, door, (route, err) => log.error(`facilitator: unexpected ${route} error`, { error: err })),
+    {
+      host: http.host,
+      port: http.port,
+      maxBodyBytes: http.maxBodyBytes,
+      rateLimit: http.rateLimit,
+      trustProxy: http.trustProxy,
+      log: (line) => log.error(line),
+      observe: metrics.httpObserver('facilitator'),
+      extraRoutes,
+    },
+  );
   const url = `http://${http.host}:${server.port}`;
   log.info('facilitator listening', { url });
   return {

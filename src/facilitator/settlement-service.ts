@@ -68,7 +68,10 @@ export function settlementService(
         // Whatever the engine did is in its records: the same request asked again is answered from them.
         onUnexpected('settle', err);
         const network = d.value.paymentRequirements.network as SettleResponse['network'];
-        return { status: 200, body: { success: false, errorReason: GatewayReason.unexpectedSettle, errorMessage: 'the settlement could not be completed; ask again with the same payment', transaction: '', network } };
+        return {
+          status: 200,
+          body: { success: false, errorReason: GatewayReason.unexpectedSettle, errorMessage: 'the settlement could not be completed; ask again with the same payment', transaction: '', network },
+        };
       }
     },
     async health() {

@@ -40,7 +40,7 @@ const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase(
 export function readCredential(headers: Record<string, string>, terms: RouteTerms, method: string): Credential {
   const x402 = x402CredentialHeader(headers);
   if (x402 !== undefined) return readX402(x402, terms);
-  const auth = headers['authorization'];
+  const auth = headers.authorization;
   if (auth !== undefined && /^payment\s/i.test(auth)) return readMpp(auth, terms, method);
   return { kind: 'none' };
 }
@@ -66,7 +66,14 @@ function readX402(header: string, terms: RouteTerms): Credential {
   const decoded = decodeX402Credential(header);
   if (!decoded.ok) return { kind: 'invalid', protocol: 'x402', status: 400, problem: 'malformed-credential', detail: decoded.error.message };
   const request = acceptedRequest(terms.offers, decoded.value);
-  if (!request) return { kind: 'invalid', protocol: 'x402', status: 402, problem: 'payment-insufficient', detail: 'the payment does not accept any offer of this route (amount, asset, network or recipient differ)' };
+  if (!request)
+    return {
+      kind: 'invalid',
+      protocol: 'x402',
+      status: 402,
+      problem: 'payment-insufficient',
+      detail: 'the payment does not accept any offer of this route (amount, asset, network or recipient differ)',
+    };
   return { kind: 'x402', request };
 }
 
@@ -104,7 +111,14 @@ function readMpp(header: string, terms: RouteTerms, method: string): Credential 
   }
   // The payer the credential names must be the one who signed: `from` on the challenge's chain.
   if (credential.source !== undefined && !sourceMatches(credential.source, terms.mpp.network.chainId, p.from)) {
-    return { kind: 'invalid', protocol: 'mpp', status: 402, problem: 'verification-failed', detail: `source ${credential.source} is not the authorization's signer on chain ${terms.mpp.network.chainId}`, challengeId: challenge.id };
+    return {
+      kind: 'invalid',
+      protocol: 'mpp',
+      status: 402,
+      problem: 'verification-failed',
+      detail: `source ${credential.source} is not the authorization's signer on chain ${terms.mpp.network.chainId}`,
+      challengeId: challenge.id,
+    };
   }
   const requirements = terms.mpp.requirements;
   return {

@@ -66,9 +66,16 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
     upstreamConnectTimeoutMs: envInt(env, 'GATE402_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, { min: 100, max: 300_000 }),
     upstreamMaxBytes: envInt(env, 'GATE402_UPSTREAM_MAX_BYTES', 10 * 1024 * 1024, { min: 1024, max: 1024 * 1024 * 1024 }),
     challengeTtlMs: envInt(env, 'GATE402_CHALLENGE_TTL_MS', 300_000, { min: 10_000, max: 3_600_000 }),
-    upstreamAllowlist: allow.split(',').map((s) => s.trim()).filter(Boolean),
+    upstreamAllowlist: allow
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     receiptKey,
-    mppKey: secret ? new TextEncoder().encode(secret) : createHmac('sha256', Buffer.from(receiptKey.slice(2), 'hex')).update('gate402 mpp challenge key').digest(),
+    mppKey: secret
+      ? new TextEncoder().encode(secret)
+      : createHmac('sha256', Buffer.from(receiptKey.slice(2), 'hex'))
+          .update('gate402 mpp challenge key')
+          .digest(),
     realm: envString(env, 'GATE402_REALM', 'gate402'),
     contactEmail: envString(env, 'GATE402_CONTACT_EMAIL', 'operator@gate402.invalid'),
     breaker: { threshold: envInt(env, 'GATE402_BREAKER_THRESHOLD', 5, { min: 1, max: 1000 }), openMs: envInt(env, 'GATE402_BREAKER_OPEN_MS', 30_000, { min: 100, max: 3_600_000 }) },
@@ -130,7 +137,14 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     metrics: parts.metrics,
     now: Date.now,
   });
-  const server = createHttpServer({ host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy, log: (l) => parts.log.error(l), observe: parts.metrics.httpObserver('gateway') });
+  const server = createHttpServer({
+    host: config.host,
+    port: config.port,
+    maxBodyBytes: config.maxBodyBytes,
+    trustProxy: config.trustProxy,
+    log: (l) => parts.log.error(l),
+    observe: parts.metrics.httpObserver('gateway'),
+  });
   server
     .route('GET', '/health', async () => {
       const store = await parts.store.probe();
@@ -139,10 +153,16 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     })
     .route('GET', '/openapi.json', () => json(200, rootOpenApi(parts.merchants.list(), discovery)))
     .route('GET', '/.well-known/x402', () => json(200, wellKnownX402(parts.merchants.list(), config.baseUrl)))
-    .route('GET', '/.well-known/gate402', () => json(200, { receiptSigner, realm: config.realm, receipts: 'Payment-Receipt is base64url JSON; drop `signature`, canonicalize (RFC 8785), and check it is an EIP-191 signature by receiptSigner' }))
+    .route('GET', '/.well-known/gate402', () =>
+      json(200, {
+        receiptSigner,
+        realm: config.realm,
+        receipts: 'Payment-Receipt is base64url JSON; drop `signature`, canonicalize (RFC 8785), and check it is an EIP-191 signature by receiptSigner',
+      }),
+    )
     .route('GET', '/m/:slug/openapi.json', (req) => {
-      const m = parts.merchants.get(req.params['slug'] ?? '');
-      return m ? json(200, merchantOpenApi(m, discovery)) : json(404, { error: `no merchant '${req.params['slug']}'` });
+      const m = parts.merchants.get(req.params.slug ?? '');
+      return m ? json(200, merchantOpenApi(m, discovery)) : json(404, { error: `no merchant '${req.params.slug}'` });
     });
   for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler);
   // Paid routes have their own body limit, and read a body only once its credential has passed the cheap checks.

@@ -17,7 +17,7 @@ interface Route<H> {
 }
 
 export type RouteMatch<H> =
-  | { kind: 'found'; handler: H; params: Record<string, string>; /** The registered path, e.g. `/m/:slug/*`. */ route: string }
+  | { kind: 'found'; handler: H; params: Record<string, string> /** The registered path, e.g. `/m/:slug/*`. */; route: string }
   | { kind: 'not_found' }
   | { kind: 'method_not_allowed'; allow: string[] }
   | { kind: 'bad_path' };

@@ -31,14 +31,7 @@ import { Buffer } from 'node:buffer';
 import { STATUS_CODES } from 'node:http';
 import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
-import type {
-  HttpRequest as UwsRequest,
-  HttpResponse as UwsResponse,
-  RecognizedString,
-  TemplatedApp,
-  us_listen_socket,
-  us_socket,
-} from 'uWebSockets.js';
+import type { HttpRequest as UwsRequest, HttpResponse as UwsResponse, RecognizedString, TemplatedApp, us_listen_socket, us_socket } from 'uWebSockets.js';
 import { formatBinaryAddress } from './ip.ts';
 import { clientIp, type TrustProxy } from './trust-proxy.ts';
 import { Router, StringRecord } from './router.ts';
@@ -516,8 +509,7 @@ class Exchange {
     if (r.status === 204 || r.status === 304) {
       if (closeConnection) res.endWithoutBody(0, true);
       else res.endWithoutBody();
-    }
-    else if (this.method === 'HEAD') res.endWithoutBody(r.body.length, closeConnection);
+    } else if (this.method === 'HEAD') res.endWithoutBody(r.body.length, closeConnection);
     else res.end(r.body, closeConnection);
   }
 }

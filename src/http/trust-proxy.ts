@@ -29,7 +29,10 @@ export function parseTrustProxy(text: string | undefined): TrustProxy {
     return { hops };
   }
   const cidrs: Cidr[] = [];
-  for (const entry of t.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const entry of t
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const c = parseCidr(entry);
     if (!c) throw new TypeError(`expected true/false, a proxy count or a list of proxy addresses/CIDR blocks, got '${entry}'`);
     cidrs.push(c);

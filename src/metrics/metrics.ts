@@ -22,7 +22,6 @@ export type ChallengeProtocol = 'x402' | 'mpp';
 export type HttpServerName = 'gateway' | 'facilitator';
 export type BreakerStateName = 'closed' | 'half-open' | 'open';
 
-
 export interface RelayerSample {
   network: string;
   address: string;
@@ -108,10 +107,8 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
   };
   const counter = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; collect?: (this: Counter<L>) => void }) =>
     new Counter<L>({ ...define('counter', config), registers });
-  const gauge = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; collect?: (this: Gauge<L>) => void }) =>
-    new Gauge<L>({ ...define('gauge', config), registers });
-  const histogram = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; buckets: number[] }) =>
-    new Histogram<L>({ ...define('histogram', config), registers });
+  const gauge = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; collect?: (this: Gauge<L>) => void }) => new Gauge<L>({ ...define('gauge', config), registers });
+  const histogram = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; buckets: number[] }) => new Histogram<L>({ ...define('histogram', config), registers });
 
   const httpDuration = histogram({
     name: 'gate402_http_request_duration_seconds',
@@ -131,9 +128,17 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     },
   });
 
-  const verifications = counter({ name: 'gate402_verifications_total', help: 'Payment verifications (facilitator /verify and each settlement) by result and invalid reason', labelNames: ['result', 'reason'] });
+  const verifications = counter({
+    name: 'gate402_verifications_total',
+    help: 'Payment verifications (facilitator /verify and each settlement) by result and invalid reason',
+    labelNames: ['result', 'reason'],
+  });
 
-  const transitions = counter({ name: 'gate402_actor_transitions_total', help: 'State transitions of payment and order actors (`from` is `start` for the first state)', labelNames: ['machine', 'from', 'to'] });
+  const transitions = counter({
+    name: 'gate402_actor_transitions_total',
+    help: 'State transitions of payment and order actors (`from` is `start` for the first state)',
+    labelNames: ['machine', 'from', 'to'],
+  });
   const stateDuration = histogram({
     name: 'gate402_actor_state_duration_seconds',
     help: 'Time payment and order actors spent in each state they left',

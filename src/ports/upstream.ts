@@ -16,9 +16,7 @@ export interface UpstreamRequest {
 }
 
 /** An upstream call's outcome: its answer, or why it failed; the latency is measured either way. */
-export type UpstreamResult =
-  | { ok: true; status: number; headers: Record<string, string>; body: Uint8Array; latencyMs: number }
-  | { ok: false; error: string; latencyMs: number };
+export type UpstreamResult = { ok: true; status: number; headers: Record<string, string>; body: Uint8Array; latencyMs: number } | { ok: false; error: string; latencyMs: number };
 
 /** The call itself, made once the payment settles. */
 export type UpstreamCall = () => Promise<UpstreamResult>;

@@ -54,7 +54,10 @@ const mermaidId = (node: AnyStateNode) => node.path.join('_');
 
 /** What moves a transition, in words: `verify done`, `confirm error`, `after confirmDeadline`, or the event. */
 function triggerLabel(node: AnyStateNode, eventType: string): string {
-  for (const [prefix, word] of [['xstate.done.actor.', 'done'], ['xstate.error.actor.', 'error']] as const) {
+  for (const [prefix, word] of [
+    ['xstate.done.actor.', 'done'],
+    ['xstate.error.actor.', 'error'],
+  ] as const) {
     if (eventType.startsWith(prefix)) {
       const invoked = node.invoke.find((i) => i.id === eventType.slice(prefix.length));
       const src = invoked === undefined ? 'actor' : typeof invoked.src === 'string' ? invoked.src : invoked.id;

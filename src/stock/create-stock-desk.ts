@@ -45,7 +45,10 @@ export function stockConfigFromEnv(env: NodeJS.ProcessEnv): StockConfig {
     refundRetryMs: envInt(env, 'GATE402_STOCK_REFUND_RETRY_MS', 15_000, { min: 100, max: 3_600_000 }),
     rpcTimeoutMs: envInt(env, 'GATE402_RPC_TIMEOUT_MS', 10_000, { min: 100, max: 120_000 }),
     pollMs: envInt(env, 'GATE402_RECEIPT_POLL_MS', 200, { min: 10, max: 60_000 }),
-    sponsorRate: { capacity: envInt(env, 'GATE402_SPONSOR_RATE_CAPACITY', 5, { min: 1, max: 100_000 }), refillPerSecond: 1 / envInt(env, 'GATE402_SPONSOR_RATE_SECONDS_PER_TOKEN', 60, { min: 1, max: 86_400 }) },
+    sponsorRate: {
+      capacity: envInt(env, 'GATE402_SPONSOR_RATE_CAPACITY', 5, { min: 1, max: 100_000 }),
+      refillPerSecond: 1 / envInt(env, 'GATE402_SPONSOR_RATE_SECONDS_PER_TOKEN', 60, { min: 1, max: 86_400 }),
+    },
   };
 }
 

@@ -81,7 +81,16 @@ export class GasSponsor {
     const id = randomUUID();
     const claim = await this.#o.claims.claim(key, id);
     if (!claim.claimed) return refusal('already_sponsored', `${address} was sponsored before; sponsorship is once per address`, 409);
-    let record: Sponsorship = { id, address, amountWei: amountWei.toString(), gasEstimate: gasEstimate.toString(), maxFeePerGas: maxFeePerGas.toString(), txs: [], state: 'sending', createdAt: (this.#o.now ?? Date.now)() };
+    let record: Sponsorship = {
+      id,
+      address,
+      amountWei: amountWei.toString(),
+      gasEstimate: gasEstimate.toString(),
+      maxFeePerGas: maxFeePerGas.toString(),
+      txs: [],
+      state: 'sending',
+      createdAt: (this.#o.now ?? Date.now)(),
+    };
     const save = async (next: Sponsorship) => {
       record = next;
       await this.#o.records.put(key, next);

@@ -9,7 +9,22 @@ import type { PaymentRequirements } from '../protocol/x402/types.ts';
 import type { GasSponsor } from './gas-sponsor.ts';
 import type { StockDesk } from './order-desk.ts';
 import type { StockOrder } from './order-record.ts';
-import { buyOffer, buyOfQuote, FEE_ATOMIC, FEES, MAX_DEADLINE_SECONDS, parseAddress, parseBuyInput, queryDisagreement, readQuote, signQuote, slippageFloor, stockListing, type BuyInput, type QuoteScope } from './terms.ts';
+import {
+  buyOffer,
+  buyOfQuote,
+  FEE_ATOMIC,
+  FEES,
+  MAX_DEADLINE_SECONDS,
+  parseAddress,
+  parseBuyInput,
+  queryDisagreement,
+  readQuote,
+  signQuote,
+  slippageFloor,
+  stockListing,
+  type BuyInput,
+  type QuoteScope,
+} from './terms.ts';
 
 export interface StockHttpOptions {
   desk: StockDesk;
@@ -70,7 +85,11 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
     } catch {
       return json(503, { error: 'the pool cannot be quoted right now; nothing was charged, try again shortly' }, NO_STORE);
     }
-    const required = paymentRequired({ url: `${o.baseUrl}/api/stock/buy?${req.query}`, description: `Buy ${input.stock.symbol} for ${usd(input.amount)} stablecoin B`, mimeType: 'application/json' }, [t.offer], error || undefined);
+    const required = paymentRequired(
+      { url: `${o.baseUrl}/api/stock/buy?${req.query}`, description: `Buy ${input.stock.symbol} for ${usd(input.amount)} stablecoin B`, mimeType: 'application/json' },
+      [t.offer],
+      error || undefined,
+    );
     const body = {
       ...required,
       terms: {
@@ -82,7 +101,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
         minimumShares: formatDecimalAmount(t.floor, input.stock.decimals),
         slippageBps: o.slippageBps,
         payTo: o.desk.address,
-        spender: t.offer.extra?.['spender'],
+        spender: t.offer.extra?.spender,
         quoteExpires: new Date(t.expires * 1000).toISOString(),
         recipient: input.recipient ?? 'the payer',
       },
@@ -138,7 +157,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       // The paid retry: every term comes from the signed quote the payment echoes, none from this request's query.
       const decoded = decodeX402Credential(header);
       if (!decoded.ok) return refused(decoded.error);
-      const verdict = readQuote(o.quoteKey, decoded.value.accepted?.extra?.['quote'], scope, nowSeconds());
+      const verdict = readQuote(o.quoteKey, decoded.value.accepted?.extra?.quote, scope, nowSeconds());
       if (!verdict.ok && verdict.error.code === 'altered') return json(400, { error: `${verdict.error.message}; nothing was charged` }, NO_STORE);
       if (!verdict.ok) {
         // Missing or expired: fresh terms for what the query asks, when it asks for something buyable.
@@ -172,7 +191,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
     },
 
     order(req): HttpResponse {
-      const id = req.params['id'] ?? '';
+      const id = req.params.id ?? '';
       const order = o.desk.get(id);
       if (!order) return json(404, { error: `no order ${JSON.stringify(id.slice(0, 64))}` }, NO_STORE);
       return json(200, publicOrder(order), NO_STORE);
@@ -242,7 +261,11 @@ function orderAnswer(order: StockOrder): HttpResponse {
     case 'confirmingRefund':
       return json(502, { error: `delivery failed (${order.failure?.reason ?? 'unknown'}); the refund is queued and will be sent`, ...view }, { ...NO_STORE, ...paid });
     case 'rejected':
-      return json(402, { error: `the payment did not settle (${order.failure?.reason ?? 'unknown'}); nothing was charged`, ...view }, order.settlement ? { ...NO_STORE, ...paymentResponseHeader(order.settlement) } : NO_STORE);
+      return json(
+        402,
+        { error: `the payment did not settle (${order.failure?.reason ?? 'unknown'}); nothing was charged`, ...view },
+        order.settlement ? { ...NO_STORE, ...paymentResponseHeader(order.settlement) } : NO_STORE,
+      );
     default:
       return json(202, { ...view, detail: `the order is still running; GET /api/stock/order/${order.id} for its outcome (do not pay again)` }, { ...NO_STORE, ...paid });
   }

@@ -251,7 +251,11 @@ export class StockDesk {
         continue;
       }
       if (evidence.moved) {
-        this.#o.log.warn('the settlement reported failure, but the payment reached the desk: the order goes on', { order: order.id, reported: r?.errorReason ?? 'an error', transaction: evidence.transaction });
+        this.#o.log.warn('the settlement reported failure, but the payment reached the desk: the order goes on', {
+          order: order.id,
+          reported: r?.errorReason ?? 'an error',
+          transaction: evidence.transaction,
+        });
         const settlement: SettleResponse = { success: true, transaction: evidence.transaction, network: order.network as SettleResponse['network'], payer: order.payer };
         return { ok: true, order: { ...order, settlement } };
       }
@@ -308,14 +312,22 @@ export class StockDesk {
     if (sent.ok) return { ok: true, order: { ...current, swapTxs: sent.txs } };
     // Refused by the node: unless it is there after all (a timed-out send that arrived), nothing will mine.
     const last = sent.txs.at(-1);
-    if (last && (await this.market.client.getTransaction({ hash: last.hash }).then(() => true, () => false))) return { ok: true, order: { ...current, swapTxs: sent.txs } };
+    if (
+      last &&
+      (await this.market.client.getTransaction({ hash: last.hash }).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return { ok: true, order: { ...current, swapTxs: sent.txs } };
     return { ok: false, reason: 'swap_not_sent', message: sent.message, order: { ...current, swapTxs: [] } };
   }
 
   async #confirmSwapStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
     const mined = await awaitMined(this.#courier, order.swapTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'swapTxs', txs }), signal);
     const next = { ...order, swapTxs: mined.txs, swapTx: mined.receipt.transactionHash };
-    if (mined.receipt.status !== 'success') return { ok: false, reason: 'swap_reverted', message: `swap ${mined.receipt.transactionHash} reverted (the price moved below the floor, or the deadline passed)`, order: next };
+    if (mined.receipt.status !== 'success')
+      return { ok: false, reason: 'swap_reverted', message: `swap ${mined.receipt.transactionHash} reverted (the price moved below the floor, or the deadline passed)`, order: next };
     return { ok: true, order: { ...next, delivered: StockMarket.delivered(mined.receipt, order.stock, order.recipient).toString() } };
   }
 

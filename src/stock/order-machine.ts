@@ -99,7 +99,10 @@ export const orderMachine = setup({
       invoke: {
         src: 'settle',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: 'stepOk', target: 'checkingPool', actions: 'take' }, { target: 'rejected', actions: 'take' }],
+        onDone: [
+          { guard: 'stepOk', target: 'checkingPool', actions: 'take' },
+          { target: 'rejected', actions: 'take' },
+        ],
         // The step answers every outcome itself (a failure only once the chain shows nothing moved); one that
         // throws told nothing, so the payment may have moved: settle again after a pause, never reject.
         onError: { target: 'settleWaiting' },
@@ -112,7 +115,10 @@ export const orderMachine = setup({
       invoke: {
         src: 'checkPool',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: 'stepOk', target: 'quoting', actions: 'take' }, { target: 'refunding', actions: 'take' }],
+        onDone: [
+          { guard: 'stepOk', target: 'quoting', actions: 'take' },
+          { target: 'refunding', actions: 'take' },
+        ],
         onError: { target: 'refunding', actions: { type: 'failed', params: { reason: 'pool_check_failed' } } },
       },
     },
@@ -120,7 +126,10 @@ export const orderMachine = setup({
       invoke: {
         src: 'quote',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: 'stepOk', target: 'swapping', actions: 'take' }, { target: 'refunding', actions: 'take' }],
+        onDone: [
+          { guard: 'stepOk', target: 'swapping', actions: 'take' },
+          { target: 'refunding', actions: 'take' },
+        ],
         onError: { target: 'refunding', actions: { type: 'failed', params: { reason: 'quote_failed' } } },
       },
     },
@@ -128,7 +137,10 @@ export const orderMachine = setup({
       invoke: {
         src: 'swap',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: 'stepOk', target: 'confirmingSwap', actions: 'take' }, { target: 'refunding', actions: 'take' }],
+        onDone: [
+          { guard: 'stepOk', target: 'confirmingSwap', actions: 'take' },
+          { target: 'refunding', actions: 'take' },
+        ],
         onError: { target: 'refunding', actions: { type: 'failed', params: { reason: 'swap_not_sent' } } },
       },
       on: { trail: { guard: 'grows', actions: 'growTrail' } },
@@ -137,7 +149,10 @@ export const orderMachine = setup({
       invoke: {
         src: 'confirmSwap',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: 'stepOk', target: 'delivered', actions: 'take' }, { target: 'refunding', actions: 'take' }],
+        onDone: [
+          { guard: 'stepOk', target: 'delivered', actions: 'take' },
+          { target: 'refunding', actions: 'take' },
+        ],
         // The confirm step retries its own RPC failures; reaching here means the desk stopped. The record stays
         // in confirmingSwap and the next start resumes it.
       },
@@ -147,7 +162,10 @@ export const orderMachine = setup({
       invoke: {
         src: 'refund',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: 'stepOk', target: 'confirmingRefund', actions: 'take' }, { target: 'refundWaiting', actions: 'take' }],
+        onDone: [
+          { guard: 'stepOk', target: 'confirmingRefund', actions: 'take' },
+          { target: 'refundWaiting', actions: 'take' },
+        ],
         onError: { target: 'refundWaiting' },
       },
       on: { trail: { guard: 'grows', actions: 'growTrail' } },
@@ -159,7 +177,10 @@ export const orderMachine = setup({
       invoke: {
         src: 'confirmRefund',
         input: ({ context }) => ({ order: context.order }),
-        onDone: [{ guard: 'stepOk', target: 'refunded', actions: 'take' }, { target: 'refundWaiting', actions: 'take' }],
+        onDone: [
+          { guard: 'stepOk', target: 'refunded', actions: 'take' },
+          { target: 'refundWaiting', actions: 'take' },
+        ],
       },
       on: { trail: { guard: 'grows', actions: 'growTrail' } },
     },

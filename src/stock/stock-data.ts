@@ -49,33 +49,37 @@ export function stockData(o: StockDataOptions): UpstreamPort {
     };
   }
 
-  const quote = (s: StockInfo): Answer => async (block) => {
-    const [price, shares] = await Promise.all([market.livePrice(s, block), market.quote(s, REFERENCE_BUY, block)]);
-    return {
-      ...facts(s),
-      priceUsd: usd(price),
-      buy: {
-        stableAmount: usd(REFERENCE_BUY),
-        estimatedShares: formatDecimalAmount(shares, s.decimals),
-        estimatedSharesAtomic: shares.toString(),
-        // What a share costs in this buy, rounded down; null when the pool gives nothing for it.
-        priceUsd: shares > 0n ? usd((REFERENCE_BUY * 10n ** BigInt(s.decimals)) / shares) : null,
-      },
-      source: `pool ${s.pool} (slot0) and QuoterV2 ${market.uniswap.quoter}`,
+  const quote =
+    (s: StockInfo): Answer =>
+    async (block) => {
+      const [price, shares] = await Promise.all([market.livePrice(s, block), market.quote(s, REFERENCE_BUY, block)]);
+      return {
+        ...facts(s),
+        priceUsd: usd(price),
+        buy: {
+          stableAmount: usd(REFERENCE_BUY),
+          estimatedShares: formatDecimalAmount(shares, s.decimals),
+          estimatedSharesAtomic: shares.toString(),
+          // What a share costs in this buy, rounded down; null when the pool gives nothing for it.
+          priceUsd: shares > 0n ? usd((REFERENCE_BUY * 10n ** BigInt(s.decimals)) / shares) : null,
+        },
+        source: `pool ${s.pool} (slot0) and QuoterV2 ${market.uniswap.quoter}`,
+      };
     };
-  };
 
-  const token = (s: StockInfo): Answer => async (block) => {
-    const [supply, pool] = await Promise.all([market.totalSupply(s.address, block), reserves(s, block)]);
-    return {
-      ...facts(s),
-      totalSupply: formatDecimalAmount(supply, s.decimals),
-      totalSupplyAtomic: supply.toString(),
-      priceUsd: usd(pool.price),
-      reserves: pool.view,
-      liquidityUsd: usd(pool.liquidity),
+  const token =
+    (s: StockInfo): Answer =>
+    async (block) => {
+      const [supply, pool] = await Promise.all([market.totalSupply(s.address, block), reserves(s, block)]);
+      return {
+        ...facts(s),
+        totalSupply: formatDecimalAmount(supply, s.decimals),
+        totalSupplyAtomic: supply.toString(),
+        priceUsd: usd(pool.price),
+        reserves: pool.view,
+        liquidityUsd: usd(pool.liquidity),
+      };
     };
-  };
 
   const list: Answer = async (block) => stockListing(network, await Promise.all(stocks.map((s) => market.livePrice(s, block))), o.slippageBps);
 

@@ -171,10 +171,17 @@ export function readQuote(key: Uint8Array, echoed: unknown, scope: QuoteScope, n
   const q = echoed as Record<string, unknown>;
   const digits = (v: unknown): v is string => typeof v === 'string' && DIGITS.test(v);
   if (
-    typeof q.symbol !== 'string' || q.symbol.length > 16 ||
-    !digits(q.amount) || !digits(q.shares) || !digits(q.minShares) || !digits(q.block) ||
-    typeof q.recipient !== 'string' || !RECIPIENT.test(q.recipient) ||
-    typeof q.expires !== 'number' || !Number.isSafeInteger(q.expires) || typeof q.mac !== 'string'
+    typeof q.symbol !== 'string' ||
+    q.symbol.length > 16 ||
+    !digits(q.amount) ||
+    !digits(q.shares) ||
+    !digits(q.minShares) ||
+    !digits(q.block) ||
+    typeof q.recipient !== 'string' ||
+    !RECIPIENT.test(q.recipient) ||
+    typeof q.expires !== 'number' ||
+    !Number.isSafeInteger(q.expires) ||
+    typeof q.mac !== 'string'
   ) {
     return ALTERED;
   }

@@ -34,9 +34,7 @@ export class DurableCollection<T> {
 
   /** Records whose key starts with `prefix`, in key order (or the reverse: newest first for time-ordered keys). */
   *entries(prefix = '', opts: { reverse?: boolean } = {}): Generator<[string, T]> {
-    const range = opts.reverse
-      ? { reverse: true, ...(prefix ? { start: `${prefix}\uffff`, end: prefix } : {}) }
-      : prefix ? { start: prefix } : {};
+    const range = opts.reverse ? { reverse: true, ...(prefix ? { start: `${prefix}\uffff`, end: prefix } : {}) } : prefix ? { start: prefix } : {};
     for (const { key, value } of this.#db.getRange(range)) {
       const k = String(key);
       if (prefix && !k.startsWith(prefix)) {

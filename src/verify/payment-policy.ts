@@ -43,7 +43,7 @@ export function checkPaymentPolicy(policy: PaymentPolicy, terms: PaymentTerms): 
 export function stricterPolicy(base: PaymentPolicy, extra: Partial<PaymentPolicy>): PaymentPolicy {
   return {
     refusedPayees: extra.refusedPayees ? new Set([...base.refusedPayees, ...extra.refusedPayees]) : base.refusedPayees,
-    ...(extra.payeeAllowlist ?? base.payeeAllowlist ? { payeeAllowlist: extra.payeeAllowlist ?? base.payeeAllowlist } : {}),
+    ...((extra.payeeAllowlist ?? base.payeeAllowlist) ? { payeeAllowlist: extra.payeeAllowlist ?? base.payeeAllowlist } : {}),
     minAmount: (extra.minAmount ?? 0n) > base.minAmount ? (extra.minAmount as bigint) : base.minAmount,
   };
 }

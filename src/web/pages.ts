@@ -157,7 +157,13 @@ const MERCHANT_MAIN = `
 
 export const PAGE_DEFINITIONS: Readonly<Record<PageName, PageDefinition>> = {
   stock: { path: '/', title: 'Buy tokenized stocks', nav: 'Buy stocks', description: 'Buy tokenized stocks with stablecoin B by one signature, gaslessly.', main: STOCK_MAIN },
-  market: { path: '/marketplace', title: 'Marketplace', nav: 'Marketplace', description: 'Every merchant and route of the gate402 marketplace, with prices, inputs and paid-request examples.', main: MARKET_MAIN },
+  market: {
+    path: '/marketplace',
+    title: 'Marketplace',
+    nav: 'Marketplace',
+    description: 'Every merchant and route of the gate402 marketplace, with prices, inputs and paid-request examples.',
+    main: MARKET_MAIN,
+  },
   merchant: { path: '/merchant', title: 'List your API', nav: 'List your API', description: 'Register or update a merchant on the gate402 marketplace with a wallet signature.', main: MERCHANT_MAIN },
 };
 

@@ -71,7 +71,15 @@ export function webPageConfig(networks: NetworkRegistry, config: WebConfig): Web
   return {
     networks: networks.all().map((n) => ({ caip2: n.caip2, chainId: n.chainId, name: NETWORK_NAMES[n.caip2] ?? n.caip2, stablecoin: { symbol: n.stablecoin.symbol, address: n.stablecoin.address } })),
     ...(stock
-      ? { stockChain: { caip2: stock.caip2, chainId: stock.chainId, name: NETWORK_NAMES[stock.caip2] ?? stock.caip2, permit2: stock.permit2 ?? PERMIT2_ADDRESS, ...(config.walletRpcUrl ? { rpcUrl: config.walletRpcUrl } : {}) } }
+      ? {
+          stockChain: {
+            caip2: stock.caip2,
+            chainId: stock.chainId,
+            name: NETWORK_NAMES[stock.caip2] ?? stock.caip2,
+            permit2: stock.permit2 ?? PERMIT2_ADDRESS,
+            ...(config.walletRpcUrl ? { rpcUrl: config.walletRpcUrl } : {}),
+          },
+        }
       : {}),
   };
 }
@@ -133,15 +141,17 @@ export function webRoutes(o: WebRouteOptions): Array<{ method: string; path: str
     }));
   const unavailable = () => json(503, { error: 'the web pages could not be built on this gateway; the API works, try the pages again later' }, { 'cache-control': 'no-store' });
 
-  const page = (name: PageName): HttpHandler => async (req) => {
-    const s = await ready().catch(() => undefined);
-    const served = s?.pages.get(name);
-    return served ? answer(req, served) : unavailable();
-  };
+  const page =
+    (name: PageName): HttpHandler =>
+    async (req) => {
+      const s = await ready().catch(() => undefined);
+      const served = s?.pages.get(name);
+      return served ? answer(req, served) : unavailable();
+    };
   const asset: HttpHandler = async (req) => {
     const s = await ready().catch(() => undefined);
     if (!s) return unavailable();
-    const served = s.assets.get(req.params['name'] ?? '');
+    const served = s.assets.get(req.params.name ?? '');
     return served ? answer(req, served) : json(404, { error: 'no such asset (the pages were updated: reload the page)' }, { 'cache-control': 'no-store' });
   };
   return [...PAGES.map((name) => ({ method: 'GET', path: PAGE_DEFINITIONS[name].path, handler: page(name) })), { method: 'GET', path: '/assets/:name', handler: asset }];

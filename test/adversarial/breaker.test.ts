@@ -37,7 +37,8 @@ t.teardown(() => gw.stop());
 const chat = `${gw.url}/m/llm-chat/chat`;
 const failing = `${chat}?fixture_status=500`;
 const question = JSON.stringify({ model: 'llm-fast', messages: [{ role: 'user', content: 'Is the breaker open?' }] });
-const post = (at: string, headers: Record<string, string> = {}, body: string = question) => fetch(at, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body, duplex: 'half' } as RequestInit);
+const post = (at: string, headers: Record<string, string> = {}, body: string = question) =>
+  fetch(at, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body, duplex: 'half' } as RequestInit);
 const status = async (res: Promise<Response>) => {
   const r = await res;
   await r.arrayBuffer();
@@ -53,7 +54,11 @@ async function buy(payer: LocalAccount, at: string): Promise<{ status: number; c
     return fetch(req);
   };
   const client = registerExactEvmScheme(
-    x402Client.fromConfig({ schemes: [], spendControls: false, paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === CAIP2.stockChain) ?? (offers[0] as (typeof offers)[number]) }),
+    x402Client.fromConfig({
+      schemes: [],
+      spendControls: false,
+      paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === CAIP2.stockChain) ?? (offers[0] as (typeof offers)[number]),
+    }),
     { signer: payer },
   );
   const res = await wrapFetchWithPayment(recording, client)(at, { method: 'POST', headers: { 'content-type': 'application/json' }, body: question });
@@ -83,7 +88,10 @@ t.test('replaying one failed credential, even 20 times at once, leaves the break
   for (let i = 0; i < 5; i++) sequential.push(await status(post(failing, { 'payment-signature': first.credential })));
   t.same(sequential, [502, 502, 502, 502, 502], 'each replay is a retry that fails again');
   const concurrent = await Promise.all(Array.from({ length: 20 }, () => status(post(failing, { 'payment-signature': first.credential }))));
-  t.ok(concurrent.every((s) => s === 502 || s === 402), `concurrent replays: ${JSON.stringify(concurrent)}`);
+  t.ok(
+    concurrent.every((s) => s === 502 || s === 402),
+    `concurrent replays: ${JSON.stringify(concurrent)}`,
+  );
   t.ok(fixtures.calls - calls >= 5, 'the replays reached the upstream');
   t.equal(await stableBalance(n, attacker.address), 950_000n, 'the attacker paid once');
   t.equal(await status(post(chat)), 402, 'the breaker is closed: others are offered to pay');
@@ -108,7 +116,9 @@ t.test('a half-open trial whose client goes away, or whose body is too large, is
       c.enqueue(new TextEncoder().encode('{"model":"llm-fast",'));
     },
   });
-  const gone = fetch(chat, { method: 'POST', headers: { 'content-type': 'application/json', 'payment-signature': credential }, body, duplex: 'half', signal: abort.signal } as RequestInit).catch(() => undefined);
+  const gone = fetch(chat, { method: 'POST', headers: { 'content-type': 'application/json', 'payment-signature': credential }, body, duplex: 'half', signal: abort.signal } as RequestInit).catch(
+    () => undefined,
+  );
   await new Promise((r) => setTimeout(r, 300));
   abort.abort();
   await gone;

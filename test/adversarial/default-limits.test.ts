@@ -48,16 +48,21 @@ t.test('the facilitator per-IP default: a burst of 100 settles, the excess 429 a
 
   const body = (payment: unknown) => JSON.stringify({ x402Version: 2, paymentPayload: payment, paymentRequirements: req });
   const settle = (payment: unknown) => fetch(`${fac.url}/settle`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body(payment) });
-  const answers = await Promise.all(payments.map(async (p) => {
-    const res = await settle(p);
-    return { payment: p, status: res.status, retryAfter: res.headers.get('retry-after'), json: (await res.json()) as Record<string, unknown> };
-  }));
+  const answers = await Promise.all(
+    payments.map(async (p) => {
+      const res = await settle(p);
+      return { payment: p, status: res.status, retryAfter: res.headers.get('retry-after'), json: (await res.json()) as Record<string, unknown> };
+    }),
+  );
   const limited = answers.filter((a) => a.status === 429);
   const served = answers.filter((a) => a.status === 200);
   t.equal(limited.length + served.length, 100, `every answer is a 200 or a 429 (${JSON.stringify(answers.filter((a) => a.status !== 200 && a.status !== 429).slice(0, 2))})`);
   t.ok(served.length >= 50, `the burst of 50 is served (${served.length})`);
   t.ok(limited.length >= 30, `the excess is refused (${limited.length} of 100)`);
-  t.ok(limited.every((a) => a.json.error === 'rate limited' && Number(a.retryAfter) >= 1), 'each refusal is 429 {error: "rate limited"} with Retry-After');
+  t.ok(
+    limited.every((a) => a.json.error === 'rate limited' && Number(a.retryAfter) >= 1),
+    'each refusal is 429 {error: "rate limited"} with Retry-After',
+  );
 
   // Pending answers are asked again (paced, the bucket refills at 20 per second) until final.
   let settled = 0;

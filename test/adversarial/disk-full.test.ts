@@ -42,7 +42,13 @@ t.teardown(async () => {
 });
 for (;;) {
   if (child.exitCode !== null) throw new Error(`the gateway exited ${child.exitCode}:\n${readFileSync(logPath, 'utf8')}`);
-  if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
+  if (
+    await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    )
+  )
+    break;
   await new Promise((r) => setTimeout(r, 100));
 }
 

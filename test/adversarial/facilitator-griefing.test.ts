@@ -162,7 +162,11 @@ t.test('a payment failing any pure check costs no RPC, even with a signature no 
   const forged = async (over: { value?: bigint; validBefore?: bigint; to?: Address }) => {
     const s = await signTransferAuthorization(impostor, baseDomain, { from: payer.address, to: payTo, value: 10_000n, validAfter: 0n, validBefore: now() + 120n, ...over });
     const a = s.authorization;
-    const payment = { x402Version: 2, accepted: req, payload: { signature: s.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: '0', validBefore: a.validBefore.toString(), nonce: a.nonce } } } as PaymentPayload;
+    const payment = {
+      x402Version: 2,
+      accepted: req,
+      payload: { signature: s.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: '0', validBefore: a.validBefore.toString(), nonce: a.nonce } },
+    } as PaymentPayload;
     return { payment, req };
   };
   // Without the pure checks first, each of these would ask the chain whether the payer is a contract wallet.
@@ -198,7 +202,11 @@ t.test('a payer over its quota is refused before any RPC, and nothing moves', as
     const s = await signTransferAuthorization(impostor, baseDomain, { from: payer.address, to: payTo, value: 10_000n, validAfter: 0n, validBefore: now() + 120n });
     const req = requirementsFor(CAIP2.base, base, payTo, '10000');
     const a = s.authorization;
-    const forged = { x402Version: 2, accepted: req, payload: { signature: s.signature, authorization: { from: a.from, to: a.to, value: '10000', validAfter: '0', validBefore: a.validBefore.toString(), nonce: a.nonce } } } as PaymentPayload;
+    const forged = {
+      x402Version: 2,
+      accepted: req,
+      payload: { signature: s.signature, authorization: { from: a.from, to: a.to, value: '10000', validAfter: '0', validBefore: a.validBefore.toString(), nonce: a.nonce } },
+    } as PaymentPayload;
     // Refused as a forgery, or (past the quota of signatures no key made under this name) as over quota.
     const reason = (await call('verify', { payment: forged, req })).json.invalidReason;
     t.equal(reason, i < PAYER_QUOTA ? 'invalid_exact_evm_signature' : 'payer_rate_limited', `forgery ${i + 1} is refused`);

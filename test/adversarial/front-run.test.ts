@@ -148,8 +148,30 @@ const permitTransferFromAbi = [
     name: 'permitTransferFrom',
     stateMutability: 'nonpayable',
     inputs: [
-      { name: 'permit', type: 'tuple', components: [{ name: 'permitted', type: 'tuple', components: [{ name: 'token', type: 'address' }, { name: 'amount', type: 'uint256' }] }, { name: 'nonce', type: 'uint256' }, { name: 'deadline', type: 'uint256' }] },
-      { name: 'transferDetails', type: 'tuple', components: [{ name: 'to', type: 'address' }, { name: 'requestedAmount', type: 'uint256' }] },
+      {
+        name: 'permit',
+        type: 'tuple',
+        components: [
+          {
+            name: 'permitted',
+            type: 'tuple',
+            components: [
+              { name: 'token', type: 'address' },
+              { name: 'amount', type: 'uint256' },
+            ],
+          },
+          { name: 'nonce', type: 'uint256' },
+          { name: 'deadline', type: 'uint256' },
+        ],
+      },
+      {
+        name: 'transferDetails',
+        type: 'tuple',
+        components: [
+          { name: 'to', type: 'address' },
+          { name: 'requestedAmount', type: 'uint256' },
+        ],
+      },
       { name: 'owner', type: 'address' },
       { name: 'signature', type: 'bytes' },
     ],
@@ -251,7 +273,11 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
     await pauseMining(t, n);
 
     const pending = (await Promise.all(bodies.map((b) => postJson(`${batching.url}/settle`, b)))).map((r) => r.json as Settle);
-    t.same(pending.map((p) => p.status), ['pending', 'pending'], 'both pending while unmined');
+    t.same(
+      pending.map((p) => p.status),
+      ['pending', 'pending'],
+      'both pending while unmined',
+    );
     const batchTx = pending[0]?.transaction as Hex;
     t.equal(pending[1]?.transaction, batchTx, 'in one batch transaction');
     // The attacker lifts the first settlement call out of the batch in the mempool and sends it alone, tipping more.
@@ -264,10 +290,17 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
     const theirs = await wallet.sendTransaction({ to: lifted.target, data: lifted.callData, gas: 300_000n, maxPriorityFeePerGas: tip, maxFeePerGas: (batch.maxFeePerGas ?? 0n) * 2n + tip });
     await rpcCall(n.rpcUrl, 'evm_mine', []);
     const [theirReceipt, batchReceipt] = await Promise.all([pub.getTransactionReceipt({ hash: theirs }), pub.getTransactionReceipt({ hash: batchTx })]);
-    t.ok(theirReceipt.status === 'success' && theirReceipt.blockNumber === batchReceipt.blockNumber && theirReceipt.transactionIndex < batchReceipt.transactionIndex, "the lifted call mined first, in the batch's block");
+    t.ok(
+      theirReceipt.status === 'success' && theirReceipt.blockNumber === batchReceipt.blockNumber && theirReceipt.transactionIndex < batchReceipt.transactionIndex,
+      "the lifted call mined first, in the batch's block",
+    );
 
     const answers = await Promise.all(bodies.map((b) => settleUntilFinal(batching, b)));
-    t.same(answers.map((a) => a.success), [true, true], `both settled: ${JSON.stringify(answers)}`);
+    t.same(
+      answers.map((a) => a.success),
+      [true, true],
+      `both settled: ${JSON.stringify(answers)}`,
+    );
     t.same(answers.map((a) => a.transaction).sort(), [theirs, batchTx].sort(), "one by the front-runner's transaction, the other by our batch");
     t.equal(await txCount(n, relayers.accounts), 1, 'one transaction sent by the facilitator: the batch, nothing after it');
     for (const [i, payer] of payers.entries()) t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - PRICE - BigInt(i), `payer ${i} charged once`);
@@ -291,7 +324,13 @@ t.test("facilitator, Permit2: the buyer's permit settled by someone else through
     address: EXACT_PERMIT2_PROXY_ADDRESS,
     abi: exactPermit2ProxyArtifact.abi,
     functionName: 'settleWithPermit',
-    args: [junk, { permitted: { token: p.permitted.token, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) }, p.from, { to: p.witness.to, validAfter: BigInt(p.witness.validAfter) }, payload.signature],
+    args: [
+      junk,
+      { permitted: { token: p.permitted.token, amount: BigInt(p.permitted.amount) }, nonce: BigInt(p.nonce), deadline: BigInt(p.deadline) },
+      p.from,
+      { to: p.witness.to, validAfter: BigInt(p.witness.validAfter) },
+      payload.signature,
+    ],
   });
   t.equal((await mined(n, theirs)).status, 'success', "the front-runner's settleWithPermit moved the money");
 
@@ -311,7 +350,12 @@ t.test('facilitator, EIP-3009: an authorization the payer cancelled is still a f
   const nonce = (body.paymentPayload.payload as Eip3009Payload).authorization.nonce;
   const signature = await payer.signTypedData({
     domain: { name: n.stablecoin.name, version: n.stablecoin.version, chainId: n.chainId, verifyingContract: n.stablecoin.address },
-    types: { CancelAuthorization: [{ name: 'authorizer', type: 'address' }, { name: 'nonce', type: 'bytes32' }] },
+    types: {
+      CancelAuthorization: [
+        { name: 'authorizer', type: 'address' },
+        { name: 'nonce', type: 'bytes32' },
+      ],
+    },
     primaryType: 'CancelAuthorization',
     message: { authorizer: payer.address, nonce },
   });
@@ -380,14 +424,28 @@ t.test("Permit2: the payer's other payment of the same amount, in the block wher
   const signature = await payer.signTypedData({
     domain: { name: 'Permit2', chainId: n.chainId, verifyingContract: PERMIT2_ADDRESS },
     types: {
-      PermitTransferFrom: [{ name: 'permitted', type: 'TokenPermissions' }, { name: 'spender', type: 'address' }, { name: 'nonce', type: 'uint256' }, { name: 'deadline', type: 'uint256' }],
-      TokenPermissions: [{ name: 'token', type: 'address' }, { name: 'amount', type: 'uint256' }],
+      PermitTransferFrom: [
+        { name: 'permitted', type: 'TokenPermissions' },
+        { name: 'spender', type: 'address' },
+        { name: 'nonce', type: 'uint256' },
+        { name: 'deadline', type: 'uint256' },
+      ],
+      TokenPermissions: [
+        { name: 'token', type: 'address' },
+        { name: 'amount', type: 'uint256' },
+      ],
     },
     primaryType: 'PermitTransferFrom',
     message: { ...permit, spender: payer.address },
   });
   const { pub, wallet } = clientsFor(n, payer);
-  const elsewhere = await wallet.writeContract({ address: PERMIT2_ADDRESS, abi: permitTransferFromAbi, functionName: 'permitTransferFrom', args: [permit, { to: payer.address, requestedAmount: 1n }, payer.address, signature], gas: 200_000n });
+  const elsewhere = await wallet.writeContract({
+    address: PERMIT2_ADDRESS,
+    abi: permitTransferFromAbi,
+    functionName: 'permitTransferFrom',
+    args: [permit, { to: payer.address, requestedAmount: 1n }, payer.address, signature],
+    gas: 200_000n,
+  });
   await rpcCall(n.rpcUrl, 'evm_mine', []);
   const [a, b] = await Promise.all([pub.getTransactionReceipt({ hash: theirs }), pub.getTransactionReceipt({ hash: elsewhere })]);
   t.ok(a.status === 'success' && b.status === 'success' && a.blockNumber === b.blockNumber, 'both mined, in one block');
@@ -484,7 +542,7 @@ t.test('gateway, EIP-3009 on eip155:84532: a copy of our pending settlement mine
   });
 });
 
-t.test('gateway, Permit2 on eip155:4663: the buyer\'s payment settled by someone else before the gateway saw it; the buyer is served once', async (t) => {
+t.test("gateway, Permit2 on eip155:4663: the buyer's payment settled by someone else before the gateway saw it; the buyer is served once", async (t) => {
   await servedOnceAfterFrontRun(t, {
     caip2: CAIP2.stockChain,
     frontRun: async (n, payment) => ({ theirs: await submitDirectly(n, await frontRunner(n), payment.payload, n.stablecoin.address), oursSent: 0 }),

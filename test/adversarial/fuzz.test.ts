@@ -33,7 +33,9 @@ import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
  * sent first, while the credentials (and the stock quote they carry) are fresh, so that each is refused for its terms.
  */
 const FRESH_FIRST = new Set(['mpp-source', 'stock-terms', 'facilitator-zero-self']);
-const onlyCases = process.env['GATE402_FUZZ_CASES']?.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n));
+const onlyCases = process.env.GATE402_FUZZ_CASES?.split(',')
+  .map((s) => Number(s.trim()))
+  .filter((n) => Number.isInteger(n));
 
 const TOTAL_CASES = 5400;
 const CONCURRENCY = 24;
@@ -83,7 +85,8 @@ t.teardown(() => Promise.all([gw.stop(), fac.stop()]));
 const [payerBase, payerSepolia, [payerStock, payerMpp]] = await Promise.all([
   fundedPayer(baseNet, CAIP2.base, funder, parseUnits('5', 6)),
   fundedPayer(nets[CAIP2.baseSepolia] as NetworkEntry, CAIP2.baseSepolia, funder, parseUnits('5', 6)),
-  (async () => [await fundedPayer(stockNet, CAIP2.stockChain, funder, parseUnits('5', 6)), await fundedPayer(stockNet, CAIP2.stockChain, funder, parseUnits('5', 6), { approvePermit2: false })] as const)(),
+  (async () =>
+    [await fundedPayer(stockNet, CAIP2.stockChain, funder, parseUnits('5', 6)), await fundedPayer(stockNet, CAIP2.stockChain, funder, parseUnits('5', 6), { approvePermit2: false })] as const)(),
 ]);
 const zeroSelfPayer = freshAccount();
 const facilitatorPayTo = freshAccount().address;
@@ -139,7 +142,13 @@ const merchantPayTo = (JSON.parse(Buffer.from(credentials.eip3009, 'base64').toS
 
 /** Valid facilitator bodies, one per network, made by the official @x402/evm client. */
 const facilitatorBodies = await Promise.all(
-  ([[CAIP2.base, payerBase], [CAIP2.baseSepolia, payerSepolia], [CAIP2.stockChain, payerStock]] as const).map(async ([caip2, payer]) => {
+  (
+    [
+      [CAIP2.base, payerBase],
+      [CAIP2.baseSepolia, payerSepolia],
+      [CAIP2.stockChain, payerStock],
+    ] as const
+  ).map(async ([caip2, payer]) => {
     const req = requirementsFor(caip2, nets[caip2] as NetworkEntry, facilitatorPayTo, '10000');
     return { caip2, body: { x402Version: 2, paymentPayload: await officialPayment(payer, req), paymentRequirements: req } as unknown as Json };
   }),
@@ -239,16 +248,108 @@ const PREFIXES = [
   '/supported',
 ];
 const SEGMENTS = [
-  '..', '.', '%2e%2e', '%2E%2e', '%2e%2E', '.%2e', '%2e.', '%2e', '%252e%252e', '..%2f', '%2f', '%2F', '%5c', '%5C', '\\', '..\\', '..%5c',
-  '%00', '%0a', '%0d%0a', '%09', '%20', '%7f', '%ff', '%fe%ff', '%c0%ae%c0%ae', '%c0%af', '%e0%80%af', '%ed%a0%80', '%f4%90%80%80', '%80',
-  '%', '%%', '%g0', '%2', '%zz', '%u002e', '%%32%65', '\x80', '\xff', '\xc0\xae', '\xed\xa0\x80', '\x01', '\x7f', '\x00', '\t', '\x1b[31m',
-  ';', ';jsessionid=1', '//', '~', '@', ':', '*', '$', "'", '"', '<script>', 'a'.repeat(300), 'x'.repeat(9000), 'joke', 'catjoke', 'fx', 'latest',
-  U('é'), U('\u202e'), U('\ud83d\ude00'), '%e2%80%ae', 'openapi.json', '..;', '.git', 'etc', 'passwd', '0x' + '1'.repeat(64),
+  '..',
+  '.',
+  '%2e%2e',
+  '%2E%2e',
+  '%2e%2E',
+  '.%2e',
+  '%2e.',
+  '%2e',
+  '%252e%252e',
+  '..%2f',
+  '%2f',
+  '%2F',
+  '%5c',
+  '%5C',
+  '\\',
+  '..\\',
+  '..%5c',
+  '%00',
+  '%0a',
+  '%0d%0a',
+  '%09',
+  '%20',
+  '%7f',
+  '%ff',
+  '%fe%ff',
+  '%c0%ae%c0%ae',
+  '%c0%af',
+  '%e0%80%af',
+  '%ed%a0%80',
+  '%f4%90%80%80',
+  '%80',
+  '%',
+  '%%',
+  '%g0',
+  '%2',
+  '%zz',
+  '%u002e',
+  '%%32%65',
+  '\x80',
+  '\xff',
+  '\xc0\xae',
+  '\xed\xa0\x80',
+  '\x01',
+  '\x7f',
+  '\x00',
+  '\t',
+  '\x1b[31m',
+  ';',
+  ';jsessionid=1',
+  '//',
+  '~',
+  '@',
+  ':',
+  '*',
+  '$',
+  "'",
+  '"',
+  '<script>',
+  'a'.repeat(300),
+  'x'.repeat(9000),
+  'joke',
+  'catjoke',
+  'fx',
+  'latest',
+  U('é'),
+  U('\u202e'),
+  U('\ud83d\ude00'),
+  '%e2%80%ae',
+  'openapi.json',
+  '..;',
+  '.git',
+  'etc',
+  'passwd',
+  `0x${'1'.repeat(64)}`,
 ];
 const QUERIES = [
-  '', '?', '?a=%', '?a=%ff', '?%ff=1', '?a=\xff', '?params%5Btopic%5D=%ff', '?params%5Btopic%5D=naps&lang=en', '?symbol=TSLA&stable_amount=1', '?symbol=%00',
-  '?stable_amount=1e400', '?stable_amount=-0', '?recipient=0x', '?limit=%', '?payer=0x' + 'f'.repeat(40), '?fixture_status=500', '?fixture_delay_ms=1',
-  '?&&&==', '?a=' + 'b'.repeat(20_000), '?#frag', '?a=1#', '?\x01=\x02', '?' + U('ü=ö'), '?a[b][c][d]=1', '?__proto__[x]=1', '?constructor=1',
+  '',
+  '?',
+  '?a=%',
+  '?a=%ff',
+  '?%ff=1',
+  '?a=\xff',
+  '?params%5Btopic%5D=%ff',
+  '?params%5Btopic%5D=naps&lang=en',
+  '?symbol=TSLA&stable_amount=1',
+  '?symbol=%00',
+  '?stable_amount=1e400',
+  '?stable_amount=-0',
+  '?recipient=0x',
+  '?limit=%',
+  `?payer=0x${'f'.repeat(40)}`,
+  '?fixture_status=500',
+  '?fixture_delay_ms=1',
+  '?&&&==',
+  `?a=${'b'.repeat(20_000)}`,
+  '?#frag',
+  '?a=1#',
+  '?\x01=\x02',
+  `?${U('ü=ö')}`,
+  '?a[b][c][d]=1',
+  '?__proto__[x]=1',
+  '?constructor=1',
 ];
 const METHODS = ['GET', 'GET', 'GET', 'HEAD', 'POST', 'POST', 'DELETE', 'PUT', 'PATCH', 'OPTIONS', 'TRACE', 'CONNECT', 'get', 'X'.repeat(60), 'G\x00T', 'PRI'];
 
@@ -269,11 +370,26 @@ function randomJson(rng: Rng, depth = 0): Json {
   if (r === 0) return null;
   if (r === 1) return rng.chance(0.5);
   if (r === 2) return rng.pick([0, -1, 1e308, 2 ** 53 + 1, 0.1, -0]);
-  if (r === 3) return rng.pick(['', '0x', '0x' + rng.hex(40), rng.hex(64), '\u0000', U('é'), 'a'.repeat(rng.pick([10, 1000])), '1000000', '-1']);
-  if (r === 4) return '0x' + rng.hex(rng.pick([40, 64, 130]));
+  if (r === 3) return rng.pick(['', '0x', `0x${rng.hex(40)}`, rng.hex(64), '\u0000', U('é'), 'a'.repeat(rng.pick([10, 1000])), '1000000', '-1']);
+  if (r === 4) return `0x${rng.hex(rng.pick([40, 64, 130]))}`;
   if (r === 5) return String(rng.int(1e9));
   if (r === 6) return Array.from({ length: rng.between(0, 4) }, () => randomJson(rng, depth + 1));
-  const keys = ['x402Version', 'paymentPayload', 'paymentRequirements', 'accepted', 'payload', 'address', 'registration', 'signature', 'symbol', 'amount', '__proto__', 'constructor', 'slug', 'routes'];
+  const keys = [
+    'x402Version',
+    'paymentPayload',
+    'paymentRequirements',
+    'accepted',
+    'payload',
+    'address',
+    'registration',
+    'signature',
+    'symbol',
+    'amount',
+    '__proto__',
+    'constructor',
+    'slug',
+    'routes',
+  ];
   return Object.fromEntries(Array.from({ length: rng.between(0, 5) }, () => [rng.pick(keys), randomJson(rng, depth + 1)]));
 }
 
@@ -288,7 +404,16 @@ function hostileBody(rng: Rng): { body: Buffer; what: string } {
   return { body: rng.bytes(rng.between(0, 2000)), what: 'random bytes' };
 }
 
-const CONTENT_TYPES = ['application/json', 'application/json; charset=utf-8', 'APPLICATION/JSON', 'text/plain', 'application/json; charset=latin1', 'application/jsonx', 'multipart/form-data; boundary=x', ''];
+const CONTENT_TYPES = [
+  'application/json',
+  'application/json; charset=utf-8',
+  'APPLICATION/JSON',
+  'text/plain',
+  'application/json; charset=latin1',
+  'application/jsonx',
+  'multipart/form-data; boundary=x',
+  '',
+];
 
 function pathCase(rng: Rng, target: Target): CaseBody {
   const method = rng.pick(METHODS);
@@ -298,7 +423,14 @@ function pathCase(rng: Rng, target: Target): CaseBody {
   const body = method.toUpperCase() === 'POST' || method === 'PUT' ? Buffer.from(JSON.stringify(randomJson(rng))) : undefined;
   const headers = body ? [`Content-Length: ${body.length}`, 'Content-Type: application/json'] : [];
   const family = target === 'gateway' && badPaidRouteName(target2) ? 'paywall-escapes' : 'path';
-  return { kind: 'raw', family, target, bytes: rawRequest(method, target2, headers, body, version), bodyless: method === 'HEAD', what: `${JSON.stringify(method)} ${JSON.stringify(target2.slice(0, 160))} ${version}` };
+  return {
+    kind: 'raw',
+    family,
+    target,
+    bytes: rawRequest(method, target2, headers, body, version),
+    bodyless: method === 'HEAD',
+    what: `${JSON.stringify(method)} ${JSON.stringify(target2.slice(0, 160))} ${version}`,
+  };
 }
 
 /** `/m/{slug}/{route}...` whose route name is no valid percent-encoded UTF-8 (the paywall decodes it). */
@@ -336,8 +468,24 @@ const HOSTILE_HEADERS: Array<(rng: Rng) => [string[], Buffer | undefined]> = [
   (rng) => [[`X-Forwarded-For: ${rng.pick(['garbage', '1.2.3.4, ::1, ;;', '999.999.999.999', '\xff', ', , ,', 'a'.repeat(5000), '::ffff:127.0.0.1', '[::1]:80'])}`], undefined],
   () => [['Expect: 100-continue', 'Content-Length: 2', 'Content-Type: application/json'], L('{}')],
   () => [['Upgrade: websocket', 'Connection: Upgrade', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13'], undefined],
-  (rng) => [[`Payment-Signature: ${rng.bytes(rng.between(1, 200)).toString('latin1').replace(/[\r\n]/g, '')}`], undefined],
-  (rng) => [[`Authorization: Payment ${rng.bytes(rng.between(1, 200)).toString('latin1').replace(/[\r\n]/g, '')}`], undefined],
+  (rng) => [
+    [
+      `Payment-Signature: ${rng
+        .bytes(rng.between(1, 200))
+        .toString('latin1')
+        .replace(/[\r\n]/g, '')}`,
+    ],
+    undefined,
+  ],
+  (rng) => [
+    [
+      `Authorization: Payment ${rng
+        .bytes(rng.between(1, 200))
+        .toString('latin1')
+        .replace(/[\r\n]/g, '')}`,
+    ],
+    undefined,
+  ],
   () => [['Authorization: Payment', 'Authorization: Payment x'], undefined],
   () => [['Payment-Signature: a', 'Payment-Signature: b', 'X-Payment: c'], undefined],
   () => [['Content-Type: application/json; charset=\xff', 'Content-Length: 2'], L('{}')],
@@ -349,9 +497,19 @@ function headerCase(rng: Rng, target: Target): CaseBody {
   const pick = rng.int(HOSTILE_HEADERS.length);
   const [headers, body] = (HOSTILE_HEADERS[pick] as (rng: Rng) => [string[], Buffer | undefined])(rng);
   const method = body ? 'POST' : rng.pick(['GET', 'HEAD', 'POST']);
-  const path = target === 'facilitator' ? rng.pick(['/verify', '/settle', '/supported', '/health']) : rng.pick(['/m/catjoke/joke', '/m/llm-chat/chat', '/api/merchants', '/api/stock/buy', '/api/gas/sponsor', '/openapi.json', '/api/stock/quote?symbol=TSLA&stable_amount=1']);
+  const path =
+    target === 'facilitator'
+      ? rng.pick(['/verify', '/settle', '/supported', '/health'])
+      : rng.pick(['/m/catjoke/joke', '/m/llm-chat/chat', '/api/merchants', '/api/stock/buy', '/api/gas/sponsor', '/openapi.json', '/api/stock/quote?symbol=TSLA&stable_amount=1']);
   const framing = body && !headers.some((h) => /^(content-length|transfer-encoding)/i.test(h)) ? [`Content-Length: ${body.length}`] : [];
-  return { kind: 'raw', family: 'headers', target, bytes: rawRequest(method, path, [...headers, ...framing], body), bodyless: method === 'HEAD', what: `${method} ${path} header set #${pick}: ${JSON.stringify(headers.join(' | ').slice(0, 120))}` };
+  return {
+    kind: 'raw',
+    family: 'headers',
+    target,
+    bytes: rawRequest(method, path, [...headers, ...framing], body),
+    bodyless: method === 'HEAD',
+    what: `${method} ${path} header set #${pick}: ${JSON.stringify(headers.join(' | ').slice(0, 120))}`,
+  };
 }
 
 function chunked(rng: Rng, payload: Buffer, honest: boolean): Buffer {
@@ -373,10 +531,17 @@ function chunkedCase(rng: Rng, target: Target): CaseBody {
   // GET/HEAD/DELETE with a chunked body of non-ASCII bytes: uWebSockets.js's own quirk, counted apart.
   const bodyless = rng.chance(0.3);
   const method = bodyless ? rng.pick(['GET', 'HEAD', 'DELETE']) : 'POST';
-  const path = target === 'facilitator' ? rng.pick(['/verify', '/settle', '/supported']) : rng.pick(bodyless ? ['/m/catjoke/joke', '/openapi.json', '/api/stock/list', '/health'] : ['/m/llm-chat/chat', '/api/merchants', '/api/gas/sponsor', '/api/stock/buy?symbol=TSLA&stable_amount=1']);
+  const path =
+    target === 'facilitator'
+      ? rng.pick(['/verify', '/settle', '/supported'])
+      : rng.pick(
+          bodyless ? ['/m/catjoke/joke', '/openapi.json', '/api/stock/list', '/health'] : ['/m/llm-chat/chat', '/api/merchants', '/api/gas/sponsor', '/api/stock/buy?symbol=TSLA&stable_amount=1'],
+        );
   const payload = rng.chance(0.5) ? Buffer.concat([L('{"a":"'), Buffer.from(U('ééé€€😀')), rng.bytes(rng.between(1, 100)), L('"}')]) : Buffer.from(JSON.stringify(randomJson(rng)));
   const honest = rng.chance(0.7);
-  const body = rng.chance(0.1) ? L(rng.pick(['zz\r\nabc\r\n0\r\n\r\n', 'ffffffffffffffffff\r\nabc\r\n0\r\n\r\n', '-1\r\n\r\n0\r\n\r\n', '3\r\nabcdef\r\n0\r\n\r\n', '0\r\n\r\n'])) : chunked(rng, payload, honest);
+  const body = rng.chance(0.1)
+    ? L(rng.pick(['zz\r\nabc\r\n0\r\n\r\n', 'ffffffffffffffffff\r\nabc\r\n0\r\n\r\n', '-1\r\n\r\n0\r\n\r\n', '3\r\nabcdef\r\n0\r\n\r\n', '0\r\n\r\n']))
+    : chunked(rng, payload, honest);
   return {
     kind: 'raw',
     family: bodyless ? 'chunked-bodyless-method' : 'chunked',
@@ -419,7 +584,9 @@ function mppHeader(rng: Rng): { headers: Record<string, string>; what: string } 
 function paidRouteCase(rng: Rng, family: 'x402-eip3009' | 'x402-permit2' | 'mpp'): CaseBody {
   const h = family === 'mpp' ? mppHeader(rng) : x402Header(rng, family === 'x402-eip3009' ? credentials.eip3009 : credentials.permit2);
   // now and then a mutated credential rides with a hostile (but fetch-sendable) path or the other protocol's garbage
-  const path = rng.chance(0.85) ? `${paidPath}?${paidQuery}` : rng.pick([`${paidPath}/extra/segment`, `${paidPath}/%2e%2e/%2e%2e/fx/latest`, `${paidPath}?${paidQuery}&x=%ff`, `${paidPath}/..%2f..%2fcatjoke`]);
+  const path = rng.chance(0.85)
+    ? `${paidPath}?${paidQuery}`
+    : rng.pick([`${paidPath}/extra/segment`, `${paidPath}/%2e%2e/%2e%2e/fx/latest`, `${paidPath}?${paidQuery}&x=%ff`, `${paidPath}/..%2f..%2fcatjoke`]);
   const headers = rng.chance(0.1) && family !== 'mpp' ? { ...h.headers, ...mppHeader(rng).headers } : h.headers;
   const method = rng.chance(0.9) ? 'GET' : 'HEAD';
   return { kind: 'fetch', family, target: 'gateway', method, path, headers, what: `${method} ${path} ${h.what}` };
@@ -427,21 +594,52 @@ function paidRouteCase(rng: Rng, family: 'x402-eip3009' | 'x402-permit2' | 'mpp'
 
 function stockCase(rng: Rng): CaseBody {
   const h = x402Header(rng, credentials.stock);
-  const query = rng.chance(0.8) ? stockBuyPath : `/api/stock/buy?symbol=${rng.pick([stockSymbol, 'NOPE', '%ff', ''])}&stable_amount=${rng.pick(['1', '0', '1e3', '-1', '99999999'])}&recipient=${rng.pick(substitutes)}`;
+  const query = rng.chance(0.8)
+    ? stockBuyPath
+    : `/api/stock/buy?symbol=${rng.pick([stockSymbol, 'NOPE', '%ff', ''])}&stable_amount=${rng.pick(['1', '0', '1e3', '-1', '99999999'])}&recipient=${rng.pick(substitutes)}`;
   return { kind: 'fetch', family: 'stock-buy', target: 'gateway', method: 'POST', path: query, headers: h.headers, what: `POST ${query} ${h.what}` };
 }
 
 /** The valid stock credential, unmodified, on a buy of other terms: shares to someone else, or another symbol. */
 function stockTermsCase(rng: Rng): CaseBody {
-  const path = rng.chance(0.7) ? `/api/stock/buy?symbol=${stockSymbol}&stable_amount=1&recipient=${freshAccount().address}` : `/api/stock/buy?symbol=AAPL&stable_amount=1&recipient=${payerStock.address}`;
-  return { kind: 'fetch', family: 'stock-terms', target: 'gateway', method: 'POST', path, headers: { 'payment-signature': credentials.stock }, what: `valid stock credential for ${stockBuyPath}, sent to ${path}` };
+  const path = rng.chance(0.7)
+    ? `/api/stock/buy?symbol=${stockSymbol}&stable_amount=1&recipient=${freshAccount().address}`
+    : `/api/stock/buy?symbol=AAPL&stable_amount=1&recipient=${payerStock.address}`;
+  return {
+    kind: 'fetch',
+    family: 'stock-terms',
+    target: 'gateway',
+    method: 'POST',
+    path,
+    headers: { 'payment-signature': credentials.stock },
+    what: `valid stock credential for ${stockBuyPath}, sent to ${path}`,
+  };
 }
 
 function sponsorCase(rng: Rng): CaseBody {
   // Only addresses that must never be sponsored: unknown ones (no stablecoin B), or a payer that approved Permit2.
-  const address = rng.pick<Json>([freshAccount().address, payerStock.address, '0x' + rng.hex(40), '0x' + rng.hex(39), 'not an address', null, 1, ['0x' + rng.hex(40)], '0x0000000000000000000000000000000000000000']);
+  const address = rng.pick<Json>([
+    freshAccount().address,
+    payerStock.address,
+    `0x${rng.hex(40)}`,
+    `0x${rng.hex(39)}`,
+    'not an address',
+    null,
+    1,
+    [`0x${rng.hex(40)}`],
+    '0x0000000000000000000000000000000000000000',
+  ]);
   const random = rng.chance(0.4) ? hostileBody(rng) : { body: Buffer.from(JSON.stringify({ address })), what: `address ${JSON.stringify(address)}` };
-  return { kind: 'fetch', family: 'sponsor', target: 'gateway', method: 'POST', path: '/api/gas/sponsor', headers: { 'content-type': rng.pick(CONTENT_TYPES) }, body: random.body, what: `POST /api/gas/sponsor ${random.what}` };
+  return {
+    kind: 'fetch',
+    family: 'sponsor',
+    target: 'gateway',
+    method: 'POST',
+    path: '/api/gas/sponsor',
+    headers: { 'content-type': rng.pick(CONTENT_TYPES) },
+    body: random.body,
+    what: `POST /api/gas/sponsor ${random.what}`,
+  };
 }
 
 function bodyCase(rng: Rng, target: Target): CaseBody {
@@ -460,12 +658,40 @@ function facilitatorMutationCase(rng: Rng): CaseBody {
   const { caip2, body } = rng.pick(facilitatorBodies);
   const m = mutateBound(rng, body, FACILITATOR_BOUND(caip2 !== CAIP2.stockChain), substitutes);
   const path = rng.pick(['/verify', '/settle']);
-  return { kind: 'fetch', family: 'facilitator-mutation', target: 'facilitator', method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(m.value), what: `POST ${path} ${caip2}: ${m.what}` };
+  return {
+    kind: 'fetch',
+    family: 'facilitator-mutation',
+    target: 'facilitator',
+    method: 'POST',
+    path,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(m.value),
+    what: `POST ${path} ${caip2}: ${m.what}`,
+  };
 }
 
 function discoveryCase(rng: Rng): CaseBody {
-  const path = rng.pick(['/openapi.json', '/.well-known/x402', '/.well-known/gate402', '/m/catjoke/openapi.json', '/m/%ff/openapi.json', '/m/..%2f/openapi.json', '/api/merchants', '/api/merchants/catjoke', '/api/stock/list', '/api/stock/orders?payer=%zz', '/supported']);
-  const headers = rng.pick<Record<string, string>>([{}, { accept: 'text/html' }, { 'if-none-match': '*' }, { range: 'bytes=-1' }, { 'accept-encoding': 'br, gzip, deflate' }, { 'x-forwarded-for': 'a, b, c' }]);
+  const path = rng.pick([
+    '/openapi.json',
+    '/.well-known/x402',
+    '/.well-known/gate402',
+    '/m/catjoke/openapi.json',
+    '/m/%ff/openapi.json',
+    '/m/..%2f/openapi.json',
+    '/api/merchants',
+    '/api/merchants/catjoke',
+    '/api/stock/list',
+    '/api/stock/orders?payer=%zz',
+    '/supported',
+  ]);
+  const headers = rng.pick<Record<string, string>>([
+    {},
+    { accept: 'text/html' },
+    { 'if-none-match': '*' },
+    { range: 'bytes=-1' },
+    { 'accept-encoding': 'br, gzip, deflate' },
+    { 'x-forwarded-for': 'a, b, c' },
+  ]);
   return { kind: 'fetch', family: 'discovery', target: path === '/supported' ? 'facilitator' : 'gateway', method: 'GET', path, headers, what: `GET ${path} ${JSON.stringify(headers)}` };
 }
 
@@ -477,9 +703,26 @@ function replayOnOtherTermsCase(rng: Rng): CaseBody {
     const cred = decodeToken(mppToken) as Record<string, Json>;
     const other = rng.pick(substitutes.filter((a) => a.toLowerCase() !== payerMpp.address.toLowerCase()));
     const source = `did:pkh:eip155:${stockNet.chainId}:${other}`;
-    return { kind: 'fetch', family, target: 'gateway', method: 'GET', path: `${paidPath}?${paidQuery}`, headers: { authorization: `Payment ${b64url(JSON.stringify({ ...cred, source }))}` }, what: `valid MPP credential, source ${source}` };
+    return {
+      kind: 'fetch',
+      family,
+      target: 'gateway',
+      method: 'GET',
+      path: `${paidPath}?${paidQuery}`,
+      headers: { authorization: `Payment ${b64url(JSON.stringify({ ...cred, source }))}` },
+      what: `valid MPP credential, source ${source}`,
+    };
   }
-  return { kind: 'fetch', family, target: 'facilitator', method: 'POST', path: '/settle', headers: { 'content-type': 'application/json' }, body: JSON.stringify(zeroSelfBody), what: 'zero-value EIP-3009 authorization from a fresh wallet to itself' };
+  return {
+    kind: 'fetch',
+    family,
+    target: 'facilitator',
+    method: 'POST',
+    path: '/settle',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(zeroSelfBody),
+    what: 'zero-value EIP-3009 authorization from a fresh wallet to itself',
+  };
 }
 
 /** The mix: weights per generator, drawn case by case from the seeded PRNG. */
@@ -582,8 +825,16 @@ t.test(`${TOTAL_CASES} generated requests: no 5xx of ours, no crash, no transact
   // Raw requests uWebSockets.js refuses silently hold their socket until its 10 s idle timeout: they get a pool of
   // their own, wide, so that they cost wall time once and not once per fetch slot.
   const [rawOutcomes, fetchOutcomes] = await Promise.all([
-    runPool(cases.filter((c) => c.kind === 'raw'), RAW_CONCURRENCY, send),
-    runPool(cases.filter((c) => c.kind === 'fetch').sort((a, b) => Number(FRESH_FIRST.has(b.family)) - Number(FRESH_FIRST.has(a.family))), CONCURRENCY, send),
+    runPool(
+      cases.filter((c) => c.kind === 'raw'),
+      RAW_CONCURRENCY,
+      send,
+    ),
+    runPool(
+      cases.filter((c) => c.kind === 'fetch').sort((a, b) => Number(FRESH_FIRST.has(b.family)) - Number(FRESH_FIRST.has(a.family))),
+      CONCURRENCY,
+      send,
+    ),
   ]);
   const outcomes = [...rawOutcomes, ...fetchOutcomes].sort((a, b) => a.c.id - b.c.id);
   const seconds = (Date.now() - started) / 1000;
@@ -597,8 +848,16 @@ t.test(`${TOTAL_CASES} generated requests: no 5xx of ours, no crash, no transact
     byFamily.set(o.c.family, m);
   }
   t.comment(`sent ${outcomes.length} requests in ${seconds.toFixed(1)} s (seed ${seed})`);
-  for (const [family, m] of [...byFamily].sort()) t.comment(`  ${family}: ${[...m].filter(([k]) => k !== '~ms').sort().map(([k, n]) => `${k}×${n}`).join(' ')} (${Math.round(m.get('~ms') ?? 0)} ms in all)`);
-  for (const o of [...outcomes].sort((a, b) => b.ms - a.ms).slice(0, 5)) t.comment(`  slowest: #${o.c.id} ${Math.round(o.ms)} ms ${o.c.family}: ${JSON.stringify(o.c.what.slice(0, 120))} => ${o.uws ?? o.status}`);
+  for (const [family, m] of [...byFamily].sort())
+    t.comment(
+      `  ${family}: ${[...m]
+        .filter(([k]) => k !== '~ms')
+        .sort()
+        .map(([k, n]) => `${k}×${n}`)
+        .join(' ')} (${Math.round(m.get('~ms') ?? 0)} ms in all)`,
+    );
+  for (const o of [...outcomes].sort((a, b) => b.ms - a.ms).slice(0, 5))
+    t.comment(`  slowest: #${o.c.id} ${Math.round(o.ms)} ms ${o.c.family}: ${JSON.stringify(o.c.what.slice(0, 120))} => ${o.uws ?? o.status}`);
   const uws505 = outcomes.filter((o) => o.uws === '505');
   const uwsClosed = outcomes.filter((o) => o.uws === 'closed');
   t.comment(`uWebSockets.js itself: ${uws505.length} answered 505, ${uwsClosed.length} closed without an answer (not gate402's code; counted apart)`);
@@ -611,8 +870,19 @@ t.test(`${TOTAL_CASES} generated requests: no 5xx of ours, no crash, no transact
   t.same(ours5xx.slice(0, 25).map(describe), [], `no answer >= 500 from gate402's own code (${ours5xx.length} in all; replay with GATE402_FUZZ_SEED=${seed} GATE402_FUZZ_CASES=<ids>)`);
   const hung = outcomes.filter((o) => o.timedOut);
   t.same(hung.slice(0, 25).map(describe), [], `every request answered or refused within ${ANSWER_TIMEOUT_MS / 1000} s (${hung.length} not)`);
-  const accepted = outcomes.filter((o) => o.status !== undefined && o.status >= 200 && o.status < 300 && /^(x402|mpp|stock|facilitator-mutation|facilitator-zero-self)/.test(o.c.family) && !(o.c.target === 'facilitator' && /"isValid":false|"success":false/.test(o.body)));
-  t.same(accepted.slice(0, 25).map((o) => `${describe(o)}${o.body.slice(300)}`), [], 'no mutated credential was accepted');
+  const accepted = outcomes.filter(
+    (o) =>
+      o.status !== undefined &&
+      o.status >= 200 &&
+      o.status < 300 &&
+      /^(x402|mpp|stock|facilitator-mutation|facilitator-zero-self)/.test(o.c.family) &&
+      !(o.c.target === 'facilitator' && /"isValid":false|"success":false/.test(o.body)),
+  );
+  t.same(
+    accepted.slice(0, 25).map((o) => `${describe(o)}${o.body.slice(300)}`),
+    [],
+    'no mutated credential was accepted',
+  );
   if (!onlyCases) t.ok(outcomes.length >= 5000, `at least 5000 requests sent (${outcomes.length})`);
 
   // The victims' view.

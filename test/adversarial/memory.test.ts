@@ -104,7 +104,11 @@ function noServerErrors(t: Test, statuses: Map<number, number>, total: number): 
   t.equal(counted, total, 'every request was answered');
   const errors = [...statuses].filter(([s]) => s >= 500);
   t.same(errors, [], 'no 5xx');
-  t.same([...statuses.keys()].filter((s) => ![400, 402, 404, 405, 429].includes(s)), [], `only refusals: ${JSON.stringify([...statuses])}`);
+  t.same(
+    [...statuses.keys()].filter((s) => ![400, 402, 404, 405, 429].includes(s)),
+    [],
+    `only refusals: ${JSON.stringify([...statuses])}`,
+  );
 }
 
 t.test('a flood of things never seen leaves the heap flat', async (t) => {

@@ -132,7 +132,7 @@ t.test('the official mppx client pays a POST route; the challenge was bound to t
   const watching: typeof fetch = async (input, init) => {
     const res = await fetch(input, init);
     const header = res.headers.get('www-authenticate');
-    if (header) digests.push(parseWwwAuthenticate(header).ok ? (parseWwwAuthenticate(header) as { value: PaymentChallenge[] }).value[0]?.digest ?? null : null);
+    if (header) digests.push(parseWwwAuthenticate(header).ok ? ((parseWwwAuthenticate(header) as { value: PaymentChallenge[] }).value[0]?.digest ?? null) : null);
     return res;
   };
   const mppx = Mppx.create({ methods: [evm({ account: payer, authorization: { name: stock.stablecoin.name, version: stock.stablecoin.version } })], polyfill: false, fetch: watching });
@@ -159,7 +159,10 @@ t.test('a challenge issued for another route of the same price and recipient doe
   t.equal(swapped.status, 402, swapped.text);
   t.equal(swapped.problem, 'invalid-challenge');
   const burst = await Promise.all(Array.from({ length: 5 }, () => send(geocode, credential)));
-  t.ok(burst.every((r) => r.status === 402 && r.problem === 'invalid-challenge'), 'again and again, concurrently');
+  t.ok(
+    burst.every((r) => r.status === 402 && r.problem === 'invalid-challenge'),
+    'again and again, concurrently',
+  );
   t.same(await snapshot(payer, a.merchant), before, 'nothing moved, no relayer transaction, no upstream call');
   const own = await send(forecast, credential);
   t.equal(own.status, 200, 'the same credential still pays the route it was issued for');
@@ -298,7 +301,11 @@ t.test('every 402 carries its own challenge: one buyer pays the same route twice
   const mppx = Mppx.create({ methods: [evm({ account: payer, authorization: { name: stock.stablecoin.name, version: stock.stablecoin.version } })], polyfill: false, fetch });
   const both = await Promise.all([mppx.fetch(forecast), mppx.fetch(forecast)]);
   const statuses = await Promise.all(both.map(async (r) => [r.status, await r.text()] as const));
-  t.same(statuses.map(([s]) => s), [200, 200], JSON.stringify(statuses.map(([, b]) => b.slice(0, 200))));
+  t.same(
+    statuses.map(([s]) => s),
+    [200, 200],
+    JSON.stringify(statuses.map(([, b]) => b.slice(0, 200))),
+  );
   const after = await snapshot(payer, merchant);
   t.equal(after.merchant - before.merchant, 2n * amount, 'both purchases settled');
   t.equal(before.payer - after.payer, 2n * amount);

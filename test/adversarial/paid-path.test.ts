@@ -94,7 +94,7 @@ async function refusedBeforePayment(t: Test, credential: Record<string, string>,
     const res = await get(path, credential);
     t.equal(res.status, 400, `${path} -> 400 (${res.body.slice(0, 120)})`);
     const body = jsonOf(res);
-    t.ok(typeof body?.['error'] === 'string', `${path}: a JSON error`);
+    t.ok(typeof body?.error === 'string', `${path}: a JSON error`);
     t.match(res.headers['content-type'] ?? '', /application\/json/);
     t.equal(res.headers['payment-response'], undefined, `${path}: no settlement`);
   }
@@ -126,7 +126,7 @@ t.test('MPP: a valid mppx credential on hostile paths is refused with 400, nothi
   for (const path of [`${M}/%2e%2e/%2e%2e/catjoke/joke`, `${M}/..%2f..%2fcatjoke`, `${M}/..%5ccatjoke`, `${M}/%00`, `${M}/%ZZ`]) {
     const res = await get(path, credential);
     t.equal(res.status, 400, `${path} -> 400`);
-    t.ok(jsonOf(res)?.['error'], 'a JSON error');
+    t.ok(jsonOf(res)?.error, 'a JSON error');
   }
   t.equal(upstream.seen.length, seenBefore, 'no upstream call');
   t.same(await money(payer.address, merchant, stock), before, 'nothing settled');
@@ -146,16 +146,21 @@ t.test('appended segments reach the upstream canonically encoded, inside the rou
   t.equal(upstream.seen.at(-1)?.path, `${U}/a%20b/..%3B/x%3By/%252e%252e/caf%C3%A9/.../it%27s`, 'each segment decoded, checked and encoded again');
   t.same(upstream.callsOutside(`${U}/`), []);
   t.equal(res.headers['cache-control'], 'private, no-store', "the upstream's public max-age is overridden");
-  t.match(res.headers['vary'] ?? '', /PAYMENT-SIGNATURE/);
-  t.match(res.headers['vary'] ?? '', /Authorization/);
+  t.match(res.headers.vary ?? '', /PAYMENT-SIGNATURE/);
+  t.match(res.headers.vary ?? '', /Authorization/);
   t.equal(res.headers['x-content-type-options'], 'nosniff');
   t.equal(res.headers['content-security-policy'], undefined, 'JSON needs no sandbox');
-  t.equal(res.headers['server'], undefined);
+  t.equal(res.headers.server, undefined);
 });
 
 t.test('a file merchant: hostile paths refused before payment; the file is served private and nosniff', async (t) => {
   const content = Buffer.from('name,price\nwidget,1\n');
-  const file = await registerOwnMerchant(gw.url, upstream.origin, { slug: `file-${Date.now().toString(36)}`, priceUsd: '0.005000', networks: [CAIP2.base], file: { fileName: 'prices.csv', contentType: 'text/csv', content } });
+  const file = await registerOwnMerchant(gw.url, upstream.origin, {
+    slug: `file-${Date.now().toString(36)}`,
+    priceUsd: '0.005000',
+    networks: [CAIP2.base],
+    file: { fileName: 'prices.csv', contentType: 'text/csv', content },
+  });
   const F = `/m/${file.slug}/data`;
   const payer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
   const credential = { 'payment-signature': await x402Credential(`${gw.url}${F}`, payer, CAIP2.base) };
@@ -163,7 +168,7 @@ t.test('a file merchant: hostile paths refused before payment; the file is serve
   for (const path of [`${F}/%2e%2e/%2e%2e/x`, `${F}/..%2fx`, `${F}/a%5cb`, `${F}/%00`, `${F}/%ZZ`]) {
     const res = await get(path, credential);
     t.equal(res.status, 400, `${path} -> 400`);
-    t.ok(jsonOf(res)?.['error']);
+    t.ok(jsonOf(res)?.error);
   }
   t.same(await money(payer.address, file.payTo), before, 'nothing settled');
   const res = await get(F, credential);
@@ -176,12 +181,23 @@ t.test('a file merchant: hostile paths refused before payment; the file is serve
 });
 
 t.test('bad escapes anywhere on the gateway answer 400 JSON (or a 404/402), never a 5xx', async (t) => {
-  const targets = [`${M}%ZZ`, '/m/%ZZ/latest', `${M}?q=%ZZ`, `${M}?q=%C3%28`, '/m/%ZZ/openapi.json', '/api/merchants/%ZZ', '/api/merchants/%C3%28', `/m/${slug}/%C3%28`, '/.well-known/x402?x=%ZZ', '/openapi.json?%E0%A4'];
+  const targets = [
+    `${M}%ZZ`,
+    '/m/%ZZ/latest',
+    `${M}?q=%ZZ`,
+    `${M}?q=%C3%28`,
+    '/m/%ZZ/openapi.json',
+    '/api/merchants/%ZZ',
+    '/api/merchants/%C3%28',
+    `/m/${slug}/%C3%28`,
+    '/.well-known/x402?x=%ZZ',
+    '/openapi.json?%E0%A4',
+  ];
   const before = upstream.seen.length;
   for (const target of targets) {
     const res = await get(target);
     t.ok(res.status > 0 && res.status < 500, `${target} -> ${res.status}`);
-    if (res.status === 400) t.ok(jsonOf(res)?.['error'], `${target}: JSON error`);
+    if (res.status === 400) t.ok(jsonOf(res)?.error, `${target}: JSON error`);
   }
   for (const target of [`${M}%ZZ`, '/m/%ZZ/latest', `${M}?q=%ZZ`, `${M}?q=%C3%28`, `/m/${slug}/%C3%28`]) {
     t.equal((await get(target)).status, 400, `${target} is a client error`);
@@ -210,7 +226,7 @@ function isProof(t: Test, res: RawResponse): void {
   t.equal(body?.network, CAIP2.base);
   const proof = decodePaymentResponseHeader(res.headers['payment-response'] as string);
   t.equal(proof.transaction, body?.transaction, 'PAYMENT-RESPONSE carries it too');
-  t.equal(res.headers['location'], undefined, 'no Location');
+  t.equal(res.headers.location, undefined, 'no Location');
   t.notMatch(res.raw, new RegExp(`${new URL(upstream.origin).port}|${SECRET}|${DEVNET_UPSTREAM_SECRET}`), 'nothing names the upstream');
 }
 
@@ -289,7 +305,7 @@ t.test('unsendable upstream headers are dropped, HTML is sandboxed: 200, never a
   t.equal(res.body, '<script>alert(document.cookie)</script>', 'the body, as the merchant sent it');
   t.equal(res.headers['content-security-policy'], "sandbox; default-src 'none'", 'HTML gets a sandboxing CSP');
   t.equal(res.headers['content-language'], undefined, 'a non-Latin-1 value is dropped');
-  t.equal(res.headers['etag'], undefined, 'an 8-bit value is dropped');
+  t.equal(res.headers.etag, undefined, 'an 8-bit value is dropped');
   t.equal(res.headers['cache-control'], 'private, no-store');
   t.equal(res.headers['x-content-type-options'], 'nosniff');
   await chargedOnce(t, payer, before);
@@ -318,13 +334,22 @@ t.test('bodies: paid routes take 1 MiB; a forged credential is refused before it
   const before = await money(payer.address, merchant);
   const seen = upstream.seen.length;
 
-  const big = await rawRequest(gw.url, 'POST', `${M}/chat`, { headers: { 'payment-signature': credential, 'content-type': 'application/json' }, body: Buffer.from('{'), contentLength: 2 * 1024 * 1024 });
+  const big = await rawRequest(gw.url, 'POST', `${M}/chat`, {
+    headers: { 'payment-signature': credential, 'content-type': 'application/json' },
+    body: Buffer.from('{'),
+    contentLength: 2 * 1024 * 1024,
+  });
   t.equal(big.status, 413, 'over the paid routes’ 1 MiB, refused on its Content-Length');
-  t.ok(jsonOf(big)?.['error']);
+  t.ok(jsonOf(big)?.error);
 
   const forged = forge(credential);
   const started = Date.now();
-  const early = await rawRequest(gw.url, 'POST', `${M}/chat`, { headers: { 'payment-signature': forged, 'content-type': 'application/json' }, body: Buffer.from('{"messages":['), contentLength: 900_000, timeoutMs: 30_000 });
+  const early = await rawRequest(gw.url, 'POST', `${M}/chat`, {
+    headers: { 'payment-signature': forged, 'content-type': 'application/json' },
+    body: Buffer.from('{"messages":['),
+    contentLength: 900_000,
+    timeoutMs: 30_000,
+  });
   t.equal(early.status, 402, `a forged signature is refused without the body (${early.body.slice(0, 160)})`);
   t.ok(Date.now() - started < 30_000, 'answered while the body was still owed');
   t.equal(upstream.seen.length, seen, 'no upstream call');
@@ -356,12 +381,19 @@ t.test('one fresh credential sent 20 times at once: exactly one 200, one upstrea
   const answers = await Promise.all(Array.from({ length: 20 }, () => get(`${M}/burst`, credential)));
   const statuses = answers.map((a) => a.status);
   t.equal(statuses.filter((s) => s === 200).length, 1, `exactly one 200 (${statuses.join(',')})`);
-  t.ok(statuses.every((s) => s === 200 || s === 402), 'the others are refused as already used');
+  t.ok(
+    statuses.every((s) => s === 200 || s === 402),
+    'the others are refused as already used',
+  );
   t.equal(upstream.callsTo(`${U}/burst`), 1, 'one upstream call');
   await chargedOnce(t, payer, before);
 });
 
 t.test('over the whole file, the upstream was only ever called inside the paid route', async (t) => {
   const outside = upstream.seen.filter((r) => !r.path.startsWith(`${U}/`) && r.path !== `${U}`);
-  t.same(outside.map((r) => r.url), [], 'every upstream call was inside a paid route');
+  t.same(
+    outside.map((r) => r.url),
+    [],
+    'every upstream call was inside a paid route',
+  );
 });

@@ -112,7 +112,13 @@ t.test('with keys of its own, the facilitator starts off the devnet and names on
   const key = ownKey();
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GATE402_')) env[k] = v;
-  Object.assign(env, { GATE402_NETWORKS_FILE: networksFile, GATE402_DATA_DIR: join(mkdtempSync(join(dir, 'ok-')), 'data'), GATE402_FACILITATOR_PORT: String(port), GATE402_LOG_LEVEL: 'error', GATE402_RELAYER_KEYS: key });
+  Object.assign(env, {
+    GATE402_NETWORKS_FILE: networksFile,
+    GATE402_DATA_DIR: join(mkdtempSync(join(dir, 'ok-')), 'data'),
+    GATE402_FACILITATOR_PORT: String(port),
+    GATE402_LOG_LEVEL: 'error',
+    GATE402_RELAYER_KEYS: key,
+  });
   const child = spawn(process.execPath, [BIN, 'facilitator'], { env, stdio: 'ignore' });
   t.teardown(() => {
     if (child.exitCode === null) child.kill('SIGKILL');
@@ -120,7 +126,10 @@ t.test('with keys of its own, the facilitator starts off the devnet and names on
   let supported: { signers?: Record<string, string[]> } | undefined;
   const deadline = Date.now() + 60_000;
   while (!supported && child.exitCode === null && Date.now() < deadline) {
-    supported = await fetch(`http://127.0.0.1:${port}/supported`).then((r) => (r.ok ? (r.json() as Promise<typeof supported>) : undefined), () => undefined);
+    supported = await fetch(`http://127.0.0.1:${port}/supported`).then(
+      (r) => (r.ok ? (r.json() as Promise<typeof supported>) : undefined),
+      () => undefined,
+    );
     if (!supported) await new Promise((r) => setTimeout(r, 200));
   }
   t.same(supported?.signers?.['eip155:*'], [privateKeyToAccount(key).address], 'the only signer is the configured relayer');

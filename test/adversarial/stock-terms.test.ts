@@ -57,7 +57,19 @@ const gw = await spawnFacilitator({
 });
 t.teardown(() => gw.stop());
 
-type Order = { orderId: string; status: string; payer: Address; recipient: Address; deliveredAtomic?: string; settlementTx?: string; swapTx?: Hex; refundTx?: Hex; refundAttempts?: number; failure?: { reason: string }; error?: string };
+type Order = {
+  orderId: string;
+  status: string;
+  payer: Address;
+  recipient: Address;
+  deliveredAtomic?: string;
+  settlementTx?: string;
+  swapTx?: Hex;
+  refundTx?: Hex;
+  refundAttempts?: number;
+  failure?: { reason: string };
+  error?: string;
+};
 type Answer = { status: number; body: Order; paymentRequired: string | null; paymentResponse: string | null };
 
 /** The gateway's 402 offer (with its signed quote) for a buy. */
@@ -74,12 +86,12 @@ async function paidPost(query: string, payment: PaymentPayload): Promise<Answer>
   return { status: res.status, body: (await res.json()) as Order, paymentRequired: res.headers.get('payment-required'), paymentResponse: res.headers.get('payment-response') };
 }
 
-const quoteOf = (offer: PaymentRequirements) => offer.extra?.['quote'] as SignedQuote;
+const quoteOf = (offer: PaymentRequirements) => offer.extra?.quote as SignedQuote;
 /** The same payment, its echoed quote replaced by `quote` (undefined removes it). */
 function withQuote(payment: PaymentPayload, quote: unknown): PaymentPayload {
   const extra: Record<string, unknown> = { ...payment.accepted.extra };
-  if (quote === undefined) delete extra['quote'];
-  else extra['quote'] = quote;
+  if (quote === undefined) delete extra.quote;
+  else extra.quote = quote;
   return { ...payment, accepted: { ...payment.accepted, extra } };
 }
 
@@ -288,7 +300,12 @@ t.test('a payment whose nonce was spent elsewhere first is rejected: the desk re
     witness: { to: elsewhere, validAfter: 0n },
   };
   const spent = await pub.waitForTransactionReceipt({
-    hash: await wallet.writeContract({ address: n.exactPermit2Proxy!, abi: exactPermit2ProxyAbi, functionName: 'settle', args: settleArgs(payer.address, other, await signWitnessPermit(payer, n.chainId, other)) }),
+    hash: await wallet.writeContract({
+      address: n.exactPermit2Proxy!,
+      abi: exactPermit2ProxyAbi,
+      functionName: 'settle',
+      args: settleArgs(payer.address, other, await signWitnessPermit(payer, n.chainId, other)),
+    }),
   });
   t.equal(spent.status, 'success', 'the nonce is spent on the other payment');
   const before = await snapshot([payer.address, elsewhere]);

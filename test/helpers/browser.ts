@@ -14,16 +14,7 @@ import { clientsFor } from './devnet.ts';
 export const CHROMIUM = process.env.GATE402_CHROMIUM ?? '/usr/bin/chromium';
 
 /** Without the background-networking flags, Chromium's own connections are refused on a closed network and slow it down. */
-export const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 export const VIEWPORTS = {
   desktop: { width: 1280, height: 800 },
@@ -41,11 +32,7 @@ export async function launchChromium(): Promise<Browser> {
 }
 
 export function newContext(browser: Browser, viewport: ViewportName): Promise<BrowserContext> {
-  return browser.newContext(
-    viewport === 'phone'
-      ? { viewport: VIEWPORTS.phone, isMobile: true, hasTouch: true, deviceScaleFactor: 1 }
-      : { viewport: VIEWPORTS.desktop, deviceScaleFactor: 1 },
-  );
+  return browser.newContext(viewport === 'phone' ? { viewport: VIEWPORTS.phone, isMobile: true, hasTouch: true, deviceScaleFactor: 1 } : { viewport: VIEWPORTS.desktop, deviceScaleFactor: 1 });
 }
 
 export interface TestWallet {

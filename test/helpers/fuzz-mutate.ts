@@ -120,7 +120,11 @@ function otherHex(rng: Rng, s: string, substitutes: readonly string[]): Json {
   if (s.length === 132) {
     // a 65-byte signature: the other y parity (in either spelling of v), a v no one accepts, 63 bytes
     const other = signatureMeaning(s)?.endsWith(':0') ? ['1c', '01'] : ['1b', '00'];
-    choices.push(() => `${s.slice(0, 130)}${rng.pick(other)}`, () => `${s.slice(0, 130)}${rng.pick(['ff', '1d', '02', ''])}`, () => s.slice(0, 128));
+    choices.push(
+      () => `${s.slice(0, 130)}${rng.pick(other)}`,
+      () => `${s.slice(0, 130)}${rng.pick(['ff', '1d', '02', ''])}`,
+      () => s.slice(0, 128),
+    );
   }
   if (s.length === 42) for (const sub of substitutes) if (sub.toLowerCase() !== s.toLowerCase()) choices.push(() => sub);
   const before = signatureMeaning(s);
@@ -132,7 +136,15 @@ function otherHex(rng: Rng, s: string, substitutes: readonly string[]): Json {
 }
 
 function otherString(rng: Rng, s: string): Json {
-  const choices: Json[] = ['', `${s}x`, s.slice(0, Math.floor(s.length / 2)), 'A'.repeat(rng.pick([300, 5000, 70_000])), '\u202e\u0000\ud800', `${s}\u0000`, s.toUpperCase() === s ? `${s}-` : `${s.toUpperCase()}!`];
+  const choices: Json[] = [
+    '',
+    `${s}x`,
+    s.slice(0, Math.floor(s.length / 2)),
+    'A'.repeat(rng.pick([300, 5000, 70_000])),
+    '\u202e\u0000\ud800',
+    `${s}\u0000`,
+    s.toUpperCase() === s ? `${s}-` : `${s.toUpperCase()}!`,
+  ];
   return rng.pick(choices.filter((c) => c !== s));
 }
 
@@ -196,7 +208,13 @@ export function garbageToken(rng: Rng, token: string, encode: (json: string) => 
     () => [token.slice(0, cut), `truncated to ${cut}`],
     () => [rng.bytes(rng.between(1, 600)).toString('base64'), 'random bytes, base64'],
     // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this replaces
-    () => [rng.bytes(rng.between(1, 300)).toString('latin1').replace(/[\x00-\x1f\x7f]/g, '?'), 'random latin1'],
+    () => [
+      rng
+        .bytes(rng.between(1, 300))
+        .toString('latin1')
+        .replace(/[\x00-\x1f\x7f]/g, '?'),
+      'random latin1',
+    ],
     () => [`${token}${rng.pick(['!', '%', '{', '"', '\\', '~~~~'])}`, 'trailing junk'],
     () => [`${rng.pick(['!', '%', '{'])}${token}`, 'leading junk'],
     () => [encode(rng.pick(['null', '[]', '{}', '0', '"x"', 'true', '{"x402Version":2}', '{"challenge":null,"payload":null}', '[{"x402Version":2}]'])), 'base64 of other JSON'],

@@ -22,7 +22,12 @@ export interface PaidGateway {
  * `{upstreamOrigin}/{slug}`) and relayers of its own (fresh keys, unless `reuse` gives the keys of an earlier run,
  * with its data directory). Breakers are raised out of the way unless `env` says otherwise.
  */
-export async function spawnPaidGateway(manifest: DevnetManifest, upstreamOrigin: string, env: Record<string, string> = {}, reuse: { relayerKeys?: string; relayers?: Address[]; dataDir?: string; port?: number } = {}): Promise<PaidGateway> {
+export async function spawnPaidGateway(
+  manifest: DevnetManifest,
+  upstreamOrigin: string,
+  env: Record<string, string> = {},
+  reuse: { relayerKeys?: string; relayers?: Address[]; dataDir?: string; port?: number } = {},
+): Promise<PaidGateway> {
   let relayerKeys = reuse.relayerKeys;
   let relayers = reuse.relayers;
   if (relayerKeys === undefined || relayers === undefined) {
@@ -88,7 +93,11 @@ export async function x402Credential(url: string, payer: LocalAccount, caip2: st
 /** A valid, never-sent `Authorization: Payment` credential for `url`, made by mppx (EIP-3009 on `n`). */
 export async function mppCredential(url: string, payer: LocalAccount, n: NetworkEntry): Promise<string> {
   const captured: Array<Record<string, string>> = [];
-  const mppx = Mppx.create({ methods: [evm({ account: payer, authorization: { name: n.stablecoin.name, version: n.stablecoin.version } })], polyfill: false, fetch: capturingFetch(['authorization'], captured) });
+  const mppx = Mppx.create({
+    methods: [evm({ account: payer, authorization: { name: n.stablecoin.name, version: n.stablecoin.version } })],
+    polyfill: false,
+    fetch: capturingFetch(['authorization'], captured),
+  });
   await mppx.fetch(url);
   const header = captured[0]?.authorization;
   if (!header) throw new Error(`mppx made no credential for ${url}`);

@@ -31,7 +31,9 @@ export async function fundedPayer(n: NetworkEntry, caip2: string, funder: Accoun
   if (caip2 === CAIP2.stockChain && (opts.approvePermit2 ?? true)) {
     await rpcCall(n.rpcUrl, 'anvil_setBalance', [payer.address, toHex(parseEther('1'))]);
     const own = clientsFor(n, payer);
-    await pub.waitForTransactionReceipt({ hash: await own.wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] }) });
+    await pub.waitForTransactionReceipt({
+      hash: await own.wallet.writeContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] }),
+    });
   }
   return payer;
 }

@@ -66,7 +66,6 @@ function dechunk(text: string): string {
   }
 }
 
-
 /** What came back for bytes written on a fresh TCP connection. */
 export interface RawAnswer {
   /** The status of the (final, non-1xx) response; undefined when the server closed or reset without one. */

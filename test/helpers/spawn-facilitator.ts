@@ -56,7 +56,10 @@ async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> 
       removeOwnDataDir();
       throw new Error(`${part} exited ${child.exitCode}:\n${log}`);
     }
-    const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false);
+    const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > deadline) {
       const exited = new Promise((r) => child.once('exit', r));

@@ -49,7 +49,18 @@ export async function buyInPool(n: NetworkEntry, trader: Account, stock: StockIn
     address: n.uniswap.router,
     abi: uniswapArtifacts.router.abi,
     functionName: 'exactInputSingle',
-    args: [{ tokenIn: n.stablecoin.address, tokenOut: stock.address, fee: stock.fee, recipient: trader.address, deadline: block.timestamp + 60n, amountIn: amount, amountOutMinimum: 0n, sqrtPriceLimitX96: 0n }],
+    args: [
+      {
+        tokenIn: n.stablecoin.address,
+        tokenOut: stock.address,
+        fee: stock.fee,
+        recipient: trader.address,
+        deadline: block.timestamp + 60n,
+        amountIn: amount,
+        amountOutMinimum: 0n,
+        sqrtPriceLimitX96: 0n,
+      },
+    ],
   });
   return pub.waitForTransactionReceipt({ hash });
 }

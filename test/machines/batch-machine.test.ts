@@ -14,7 +14,10 @@ import { statePath } from '../../src/metrics/metrics.ts';
 const network = 'eip155:8453';
 const multicall = '0xcA11bde05977b3631167028862bE2a173976CA11' as Address;
 const tx = (n: number): SignedTx => ({ hash: `0x${n.toString(16).padStart(64, '0')}` as Hex, data: '0x' as Hex }) as SignedTx;
-const member = (id: string) => ({ record: { id, attempt: `a-${id}`, network, payer: '', fingerprint: id, request: {} as VerifyRequest, state: 'simulating', txs: [], createdAt: 0, updatedAt: 0 } as PaymentRecord, call: { to: multicall, data: '0x' } as unknown as SettlementCall });
+const member = (id: string) => ({
+  record: { id, attempt: `a-${id}`, network, payer: '', fingerprint: id, request: {} as VerifyRequest, state: 'simulating', txs: [], createdAt: 0, updatedAt: 0 } as PaymentRecord,
+  call: { to: multicall, data: '0x' } as unknown as SettlementCall,
+});
 const newBatch = (over: Partial<BatchRecord> = {}): BatchRecord => ({ id: 'b1', network, members: [], txs: [], createdAt: 0, updatedAt: 0, ...over });
 
 interface Fakes {
@@ -97,14 +100,34 @@ t.test('a full batch is simulated, recorded with its members before it is sent, 
   for (const id of ['p1', 'p2', 'p3']) batch.send({ type: 'join', member: member(id) });
   const end = await h.end(batch);
   t.same(h.states, ['open', 'simulating', 'sending.signing', 'sending.signed', 'sent.waiting', 'mined']);
-  t.same(h.log, ['simulate', 'sign', 'write sending 1', 'broadcast', 'confirm', 'write sent 1', 'write mined 1'], 'the signed trail is on disk before the transaction is sent; one write per durable transition');
+  t.same(
+    h.log,
+    ['simulate', 'sign', 'write sending 1', 'broadcast', 'confirm', 'write sent 1', 'write mined 1'],
+    'the signed trail is on disk before the transaction is sent; one write per durable transition',
+  );
   const first = h.writes[0];
   t.same(first?.batch.members, ['p1', 'p2', 'p3'], 'the batch record names its members in call order');
-  t.same(first?.members.map((r) => [r.id, r.state, r.batch?.id, r.batch?.index, r.batch?.tx]), [['p1', 'broadcasting', 'b1', 0, tx(1).hash], ['p2', 'broadcasting', 'b1', 1, tx(1).hash], ['p3', 'broadcasting', 'b1', 2, tx(1).hash]], 'written with every member record naming it');
-  t.same(h.writes.slice(1).map((w) => w.members.length), [0, 0], 'members are written with the batch only when its trail grows');
+  t.same(
+    first?.members.map((r) => [r.id, r.state, r.batch?.id, r.batch?.index, r.batch?.tx]),
+    [
+      ['p1', 'broadcasting', 'b1', 0, tx(1).hash],
+      ['p2', 'broadcasting', 'b1', 1, tx(1).hash],
+      ['p3', 'broadcasting', 'b1', 2, tx(1).hash],
+    ],
+    'written with every member record naming it',
+  );
+  t.same(
+    h.writes.slice(1).map((w) => w.members.length),
+    [0, 0],
+    'members are written with the batch only when its trail grows',
+  );
   t.equal(end.context.mined?.tx.hash, tx(1).hash);
   t.ok(h.rejected(), 'an older trail handed in later is refused');
-  t.same(end.context.batch.txs.map((x) => x.hash), [tx(1).hash], 'and the trail kept');
+  t.same(
+    end.context.batch.txs.map((x) => x.hash),
+    [tx(1).hash],
+    'and the trail kept',
+  );
 });
 
 t.test('the window closes a batch that did not fill up', async (t) => {
@@ -134,13 +157,30 @@ t.test('a member whose call reverts is refused alone; the rest ride', async (t) 
   for (const id of ['p1', 'p2', 'p3']) batch.send({ type: 'join', member: member(id) });
   const end = await h.end(batch);
   t.equal(end.value, 'mined');
-  t.same(end.context.refused.map((r) => [r.id, r.reason]), [['p2', 'invalid_exact_evm_insufficient_balance']]);
+  t.same(
+    end.context.refused.map((r) => [r.id, r.reason]),
+    [['p2', 'invalid_exact_evm_insufficient_balance']],
+  );
   t.same(end.context.batch.members, ['p1', 'p3']);
-  t.same(h.writes[0]?.members.map((r) => [r.id, r.batch?.index]), [['p1', 0], ['p3', 1]], 'call indices are those of the transaction sent');
+  t.same(
+    h.writes[0]?.members.map((r) => [r.id, r.batch?.index]),
+    [
+      ['p1', 0],
+      ['p3', 1],
+    ],
+    'call indices are those of the transaction sent',
+  );
 });
 
 t.test('too few left after the simulation: dissolved, the rest settle alone', async (t) => {
-  const h = hosted({ simulate: () => ({ refused: [{ id: 'p1', reason: 'r', message: 'm' }, { id: 'p3', reason: 'r', message: 'm' }] }) });
+  const h = hosted({
+    simulate: () => ({
+      refused: [
+        { id: 'p1', reason: 'r', message: 'm' },
+        { id: 'p3', reason: 'r', message: 'm' },
+      ],
+    }),
+  });
   const batch = h.spawn(newBatch());
   for (const id of ['p1', 'p2', 'p3']) batch.send({ type: 'join', member: member(id) });
   const end = await h.end(batch);
@@ -155,7 +195,10 @@ t.test('a simulation that throws refuses every member; nothing is signed', async
   for (const id of ['p1', 'p2', 'p3']) batch.send({ type: 'join', member: member(id) });
   const end = await h.end(batch);
   t.same(h.states, ['open', 'simulating', 'dissolved']);
-  t.same(end.context.refused.map((r) => r.reason), ['simulation_error', 'simulation_error', 'simulation_error']);
+  t.same(
+    end.context.refused.map((r) => r.reason),
+    ['simulation_error', 'simulation_error', 'simulation_error'],
+  );
   t.notOk(h.log.includes('sign'));
 });
 
@@ -186,8 +229,19 @@ t.test('a replacement is written with every member naming it, before it is sent'
   const end = await h.end(batch);
   t.same(h.states, ['open', 'simulating', 'sending.signing', 'sending.signed', 'sent.waiting', 'sent.replaced', 'mined']);
   const replaced = h.writes.find((w) => w.batch.txs.length === 2);
-  t.same(replaced?.members.map((r) => [r.state, r.batch?.tx]), [['inFlight', tx(2).hash], ['inFlight', tx(2).hash], ['inFlight', tx(2).hash]]);
-  t.same(end.context.batch.txs.map((x) => x.hash), [tx(1).hash, tx(2).hash], 'the trail only grew');
+  t.same(
+    replaced?.members.map((r) => [r.state, r.batch?.tx]),
+    [
+      ['inFlight', tx(2).hash],
+      ['inFlight', tx(2).hash],
+      ['inFlight', tx(2).hash],
+    ],
+  );
+  t.same(
+    end.context.batch.txs.map((x) => x.hash),
+    [tx(1).hash, tx(2).hash],
+    'the trail only grew',
+  );
 });
 
 t.test('a restored batch with a trail is carried to its receipt, never signed anew; a failed one stays failed', async (t) => {
@@ -195,12 +249,18 @@ t.test('a restored batch with a trail is carried to its receipt, never signed an
   const batch = h.spawn(newBatch({ members: ['p1', 'p2'], txs: [tx(1)], state: 'sent' }), [member('p1'), member('p2')]);
   const end = await h.end(batch);
   t.same(h.states, ['sent.waiting', 'mined']);
-  t.same(h.log.filter((l) => !l.startsWith('write')), ['confirm']);
+  t.same(
+    h.log.filter((l) => !l.startsWith('write')),
+    ['confirm'],
+  );
   t.equal(end.context.mined?.tx.hash, tx(1).hash);
 
   const failed = hosted();
   const f = failed.spawn(newBatch({ members: ['p1', 'p2'], txs: [tx(1)], state: 'failed' }));
   await failed.end(f);
   t.same(failed.states, ['failed']);
-  t.same(failed.log.filter((l) => !l.startsWith('write')), []);
+  t.same(
+    failed.log.filter((l) => !l.startsWith('write')),
+    [],
+  );
 });

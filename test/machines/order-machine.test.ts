@@ -19,8 +19,25 @@ const signed = (hash: Hex): SignedTx => ({ hash }) as SignedTx;
 
 function newOrder(over: Partial<StockOrder> = {}): StockOrder {
   return {
-    id: 'o1', state: 'settling', network, symbol: 'ACME', stock: '0x4444444444444444444444444444444444444444', stockDecimals: 18, payer, recipient: payer,
-    amount: '5000000', payment: {} as VerifyRequest, paymentKey: 'permit2|k', quotedShares: '100', minShares: '95', swapTxs: [], refundTxs: [], refundAttempts: 0, createdAt: 0, updatedAt: 0, ...over,
+    id: 'o1',
+    state: 'settling',
+    network,
+    symbol: 'ACME',
+    stock: '0x4444444444444444444444444444444444444444',
+    stockDecimals: 18,
+    payer,
+    recipient: payer,
+    amount: '5000000',
+    payment: {} as VerifyRequest,
+    paymentKey: 'permit2|k',
+    quotedShares: '100',
+    minShares: '95',
+    swapTxs: [],
+    refundTxs: [],
+    refundAttempts: 0,
+    createdAt: 0,
+    updatedAt: 0,
+    ...over,
   };
 }
 
@@ -43,12 +60,21 @@ function happySteps(): Steps {
 function run(steps: Partial<Steps>, order = newOrder()) {
   const all = { ...happySteps(), ...steps };
   const calls: string[] = [];
-  const step = (name: keyof Steps) => fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => {
-    calls.push(name);
-    return all[name](input.order);
-  });
+  const step = (name: keyof Steps) =>
+    fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => {
+      calls.push(name);
+      return all[name](input.order);
+    });
   const machine = orderMachine.provide({
-    actors: { settle: step('settle'), checkPool: step('checkPool'), quote: step('quote'), swap: step('swap'), confirmSwap: step('confirmSwap'), refund: step('refund'), confirmRefund: step('confirmRefund') },
+    actors: {
+      settle: step('settle'),
+      checkPool: step('checkPool'),
+      quote: step('quote'),
+      swap: step('swap'),
+      confirmSwap: step('confirmSwap'),
+      refund: step('refund'),
+      confirmRefund: step('confirmRefund'),
+    },
     delays: { settleRetry: 1 },
   });
   return trace(machine, { order, refundRetryMs: 1 }).then((r) => ({ ...r, calls, order: r.snapshot.context.order }));
@@ -166,7 +192,10 @@ t.test('hosted durably: a signed swap is written before it is sent, one write pe
         return { ok: true, order: { ...input.order, swapTxs: [signed(swapTx)] } };
       }),
       confirmSwap: fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => {
-        const stale = await host.record(input.order.id, { type: 'trail', of: 'refundTxs', txs: [] }).then(() => 'taken', (err: unknown) => String(err));
+        const stale = await host.record(input.order.id, { type: 'trail', of: 'refundTxs', txs: [] }).then(
+          () => 'taken',
+          (err: unknown) => String(err),
+        );
         t.match(stale, /did not take/, 'a trail that does not grow is refused');
         return steps.confirmSwap(input.order);
       }),
@@ -175,7 +204,10 @@ t.test('hosted durably: a signed swap is written before it is sent, one write pe
   const host = new DurableHost({
     machine,
     log: createLogger('test', { write: () => {} }),
-    durable: (snapshot, state) => (state === 'routing' ? undefined : { key: `${state}|${snapshot.context.order.swapTxs.length}|${snapshot.context.order.refundTxs.length}`, value: { ...snapshot.context.order, state } as StockOrder }),
+    durable: (snapshot, state) =>
+      state === 'routing'
+        ? undefined
+        : { key: `${state}|${snapshot.context.order.swapTxs.length}|${snapshot.context.order.refundTxs.length}`, value: { ...snapshot.context.order, state } as StockOrder },
     write: async (order) => {
       await new Promise((r) => setTimeout(r, 1));
       log.push(`write ${order.state} ${order.swapTxs.length}`);

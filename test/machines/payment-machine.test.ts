@@ -40,12 +40,21 @@ function happySteps(): Steps {
 function run(steps: Partial<Steps>, record = newRecord(), confirmDeadlineMs = 1000) {
   const all = { ...happySteps(), ...steps };
   const calls: string[] = [];
-  const step = (name: keyof Steps) => fromPromise(async ({ input }: { input: { record: PaymentRecord } }) => {
-    calls.push(name);
-    return (all[name] as (r: PaymentRecord) => unknown)(input.record);
-  });
+  const step = (name: keyof Steps) =>
+    fromPromise(async ({ input }: { input: { record: PaymentRecord } }) => {
+      calls.push(name);
+      return (all[name] as (r: PaymentRecord) => unknown)(input.record);
+    });
   const machine = paymentMachine.provide({
-    actors: { verify: step('verify'), claim: step('claim'), simulate: step('simulate'), broadcast: step('broadcast'), confirm: step('confirm'), reconcile: step('reconcile'), release: step('release') } as never,
+    actors: {
+      verify: step('verify'),
+      claim: step('claim'),
+      simulate: step('simulate'),
+      broadcast: step('broadcast'),
+      confirm: step('confirm'),
+      reconcile: step('reconcile'),
+      release: step('release'),
+    } as never,
   });
   return trace(machine, { record, confirmDeadlineMs }).then((r) => ({ ...r, calls, record: r.snapshot.context.record }));
 }
@@ -119,7 +128,10 @@ t.test('a node that refuses the send: reconciled, then failed', async (t) => {
 });
 
 t.test('a step that throws after the claim is reconciled too', async (t) => {
-  for (const [step, reason] of [['simulate', 'simulation_error'], ['broadcast', 'broadcast_error']] as const) {
+  for (const [step, reason] of [
+    ['simulate', 'simulation_error'],
+    ['broadcast', 'broadcast_error'],
+  ] as const) {
     const { states, record } = await run({ [step]: () => Promise.reject(new Error('boom')) });
     t.equal(states.at(-1), 'failed', `${step} throws`);
     t.ok(states.includes('reconciling') && states.includes('releasing'), `${step}: reconciled and released`);
@@ -131,7 +143,11 @@ t.test('a reverted settlement transaction is reconciled and fails', async (t) =>
   const { states, calls, record } = await run({ confirm: (r) => ({ ok: false, reason: 'invalid_exact_evm_transaction_failed', message: `settlement ${r.txs.at(-1)?.hash} reverted` }) });
   t.same(states, ['verifying', 'claiming', 'simulating', 'broadcasting', 'inFlight.confirming', 'reconciling', 'releasing', 'failed']);
   t.equal(calls.filter((c) => c === 'broadcast').length, 1, 'not sent again');
-  t.same(record.txs.map((x) => x.hash), [ourTx], 'the record keeps the transaction it sent');
+  t.same(
+    record.txs.map((x) => x.hash),
+    [ourTx],
+    'the record keeps the transaction it sent',
+  );
 });
 
 t.test('past the confirm deadline the payment is pending, then settles when the receipt comes', async (t) => {
@@ -147,7 +163,10 @@ t.test('a confirm step that gives up leaves the payment stalled in flight, its c
   const { states, calls, record } = await run({ confirm: () => Promise.reject(new Error('stopped while the transaction was in flight')) });
   t.same(states, ['verifying', 'claiming', 'simulating', 'broadcasting', 'inFlight.confirming', 'stalled']);
   t.notOk(calls.includes('release') || calls.includes('reconcile'), 'nothing released: the transaction may still mine');
-  t.same(record.txs.map((x) => x.hash), [ourTx]);
+  t.same(
+    record.txs.map((x) => x.hash),
+    [ourTx],
+  );
 });
 
 t.test('a restored record resumes where it stood, never signing anew', async (t) => {
@@ -181,7 +200,10 @@ t.test('hosted durably: the trail only grows, and a failed confirm cannot write 
         // The transaction is priced out and replaced: the machine takes the grown trail, the host writes it.
         await host.record(input.record.id, { type: 'trail', txs: [...input.record.txs, replacement] });
         // A trail that is not the recorded one grown is refused, and nothing is written for it.
-        const stale = await host.record(input.record.id, { type: 'trail', txs: [signed(theirTx)] }).then(() => 'taken', (err: unknown) => String(err));
+        const stale = await host.record(input.record.id, { type: 'trail', txs: [signed(theirTx)] }).then(
+          () => 'taken',
+          (err: unknown) => String(err),
+        );
         t.match(stale, /did not take/, 'a stale trail is refused');
         // Then it reverts; the step read the trail when it started.
         return { ok: false, reason: 'invalid_exact_evm_transaction_failed', message: 'reverted' };
@@ -194,7 +216,8 @@ t.test('hosted durably: the trail only grows, and a failed confirm cannot write 
   const host = new DurableHost({
     machine,
     log: createLogger('test', { write: () => {} }),
-    durable: (snapshot, state) => (state === 'routing' || state === 'verifying' || state === 'claiming' ? undefined : { key: `${state}|${snapshot.context.record.txs.length}`, value: { ...snapshot.context.record, state } }),
+    durable: (snapshot, state) =>
+      state === 'routing' || state === 'verifying' || state === 'claiming' ? undefined : { key: `${state}|${snapshot.context.record.txs.length}`, value: { ...snapshot.context.record, state } },
     write: async (record) => {
       await new Promise((r) => setTimeout(r, 1));
       writes.push(record);
@@ -203,13 +226,21 @@ t.test('hosted durably: the trail only grows, and a failed confirm cannot write 
   const actor = host.spawn('eip3009|key', { record: newRecord({ state: 'inFlight', payer, txs: [signed(ourTx)] }), confirmDeadlineMs: 1000 });
   await toPromise(actor);
   await host.written('eip3009|key');
-  t.same(writes.map((w) => [w.state, w.txs.map((x) => x.hash)]), [
-    ['inFlight', [ourTx]],
-    ['inFlight', [ourTx, theirTx]],
-    ['reconciling', [ourTx, theirTx]],
-    ['releasing', [ourTx, theirTx]],
-    ['failed', [ourTx, theirTx]],
-  ], 'one write per durable transition and per grown trail; every later write keeps the replacement');
+  t.same(
+    writes.map((w) => [w.state, w.txs.map((x) => x.hash)]),
+    [
+      ['inFlight', [ourTx]],
+      ['inFlight', [ourTx, theirTx]],
+      ['reconciling', [ourTx, theirTx]],
+      ['releasing', [ourTx, theirTx]],
+      ['failed', [ourTx, theirTx]],
+    ],
+    'one write per durable transition and per grown trail; every later write keeps the replacement',
+  );
 
-  t.same(taken(newRecord({ txs: [signed(ourTx), replacement] }), newRecord({ txs: [signed(ourTx)] })).txs.map((x) => x.hash), [ourTx, theirTx], 'a step output with an older trail keeps the newer one');
+  t.same(
+    taken(newRecord({ txs: [signed(ourTx), replacement] }), newRecord({ txs: [signed(ourTx)] })).txs.map((x) => x.hash),
+    [ourTx, theirTx],
+    'a step output with an older trail keeps the newer one',
+  );
 });

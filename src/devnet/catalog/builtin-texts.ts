@@ -93,8 +93,7 @@ const TREASURY_QUERY: RouteParameter[] = [
 const ADDRESS = string({ pattern: '^0x[0-9a-fA-F]{40}$' });
 const TX_HASH = string({ pattern: '^0x[0-9a-fA-F]{64}$' });
 const CIK_JSON = p('company', 'Company id zero-padded to 10 digits, with the `.json` suffix.', string({ pattern: '^[0-9]{10}\\.json$' }), '0000320193.json');
-const COINS = (example: string): RouteParameter =>
-  p('coins', `${comma('coins')} Each is \`{chain}:{address}\` or \`coingecko:{id}\`.`, string({ minLength: 1 }), example);
+const COINS = (example: string): RouteParameter => p('coins', `${comma('coins')} Each is \`{chain}:{address}\` or \`coingecko:{id}\`.`, string({ minLength: 1 }), example);
 
 const CHAT_BODY: JsonSchema = {
   type: 'object',
@@ -132,9 +131,7 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
   },
   'chain-stocks-report': {
     summary: 'Tokenized stock market report',
-    description:
-      'A full report on the tokenized stock market. Query: a free-form `params` object forwarded verbatim. ' +
-      'POST takes an optional JSON object, forwarded verbatim.',
+    description: 'A full report on the tokenized stock market. Query: a free-form `params` object forwarded verbatim. ' + 'POST takes an optional JSON object, forwarded verbatim.',
     shape: {
       freeFormQuery: true,
       body: { required: false, description: 'Any JSON object, forwarded verbatim.', schema: { type: 'object', additionalProperties: true } },
@@ -179,12 +176,7 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
       'Current and hourly air quality (particulate matter, ozone, nitrogen dioxide, AQI) at a coordinate. ' +
       'Query: `latitude`, `longitude`, `current` (comma list of variables) and other upstream keys, e.g. `hourly`.',
     shape: {
-      query: [
-        LATITUDE,
-        LONGITUDE,
-        q('current', comma('current variables'), string(), 'european_aqi,pm10,pm2_5'),
-        q('hourly', comma('hourly variables'), string(), 'pm10,pm2_5'),
-      ],
+      query: [LATITUDE, LONGITUDE, q('current', comma('current variables'), string(), 'european_aqi,pm10,pm2_5'), q('hourly', comma('hourly variables'), string(), 'pm10,pm2_5')],
       freeFormQuery: true,
     },
   },
@@ -209,10 +201,7 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
     summary: 'Geocode a place name',
     description: 'Finds places by name and returns their coordinates, country, region, time zone and population. Query: `name`, `count`.',
     shape: {
-      query: [
-        q('name', 'Place name to search for.', string({ minLength: 1 }), 'Berlin', true),
-        q('count', 'Maximum number of results.', { type: 'integer', minimum: 1, maximum: 100 }, '5'),
-      ],
+      query: [q('name', 'Place name to search for.', string({ minLength: 1 }), 'Berlin', true), q('count', 'Maximum number of results.', { type: 'integer', minimum: 1, maximum: 100 }, '5')],
     },
   },
   'fx-currencies': {
@@ -232,7 +221,12 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
           'dates',
           '{dates}',
           'A date, or a date range joined by two dots.',
-          p('dates', 'A date `YYYY-MM-DD`, or a range `YYYY-MM-DD..YYYY-MM-DD` (open-ended when the end is left out).', string({ pattern: '^\\d{4}-\\d{2}-\\d{2}(\\.\\.(\\d{4}-\\d{2}-\\d{2})?)?$' }), '2024-01-02'),
+          p(
+            'dates',
+            'A date `YYYY-MM-DD`, or a range `YYYY-MM-DD..YYYY-MM-DD` (open-ended when the end is left out).',
+            string({ pattern: '^\\d{4}-\\d{2}-\\d{2}(\\.\\.(\\d{4}-\\d{2}-\\d{2})?)?$' }),
+            '2024-01-02',
+          ),
         ),
       ],
     },
@@ -297,10 +291,7 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
     summary: 'Search articles',
     description: 'Full-text search of encyclopedia articles, returning titles and excerpts. Query: `q`, `limit`.',
     shape: {
-      query: [
-        q('q', 'Search terms.', string({ minLength: 1 }), 'solar eclipse', true),
-        q('limit', 'Maximum number of results.', { type: 'integer', minimum: 1, maximum: 100 }, '5'),
-      ],
+      query: [q('q', 'Search terms.', string({ minLength: 1 }), 'solar eclipse', true), q('limit', 'Maximum number of results.', { type: 'integer', minimum: 1, maximum: 100 }, '5')],
     },
   },
   'wiki-summary': {
@@ -317,8 +308,7 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
   },
   'words-related': {
     summary: 'Related words',
-    description:
-      'Words related to a query, scored: similar meaning (`ml`), rhymes (`rel_rhy`), synonyms (`rel_syn`), spelling pattern (`sp`), at most `max` results.',
+    description: 'Words related to a query, scored: similar meaning (`ml`), rhymes (`rel_rhy`), synonyms (`rel_syn`), spelling pattern (`sp`), at most `max` results.',
     shape: {
       query: [
         q('ml', 'Means like: words with a similar meaning.', string(), 'ringing in the ears'),
@@ -349,8 +339,7 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
   'world-data-country': {
     summary: 'Country facts',
     description:
-      'Country facts (region, income level, capital, coordinates). Append a country ISO code to the path for one country, or leave it out for all. ' +
-      'Query: `format` (`json`), `per_page`.',
+      'Country facts (region, income level, capital, coordinates). Append a country ISO code to the path for one country, or leave it out for all. ' + 'Query: `format` (`json`), `per_page`.',
     shape: {
       query: [q('format', 'Response format; use `json`.', string(), 'json'), q('per_page', 'Records per page.', { type: 'integer', minimum: 1 }, '50')],
       segments: [seg('iso', '{iso}', 'One country.', p('iso', 'ISO 3166 alpha-2 or alpha-3 country code.', string({ pattern: '^[A-Za-z]{2,3}$' }), 'DE'))],
@@ -376,8 +365,7 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
   },
   'chain-explorer-address': {
     summary: 'Address details',
-    description:
-      'Balance and activity of an address. Append the address to the path, optionally followed by `transactions` or `token-balances`.',
+    description: 'Balance and activity of an address. Append the address to the path, optionally followed by `transactions` or `token-balances`.',
     shape: {
       segments: [
         seg('address', '{address}', 'The address.', p('address', 'Address.', ADDRESS, '0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045')),
@@ -403,12 +391,7 @@ export const ROUTE_TEXTS: Readonly<Record<string, RouteText>> = {
       query: [q('q', 'Token name or symbol to search for.', string(), 'USD')],
       segments: [
         seg('contract', '{address}', 'One token.', p('address', 'Token contract address.', ADDRESS, '0xdAC17F958D2ee523a2206206994597C13D831ec7')),
-        seg(
-          'holders',
-          '{address}/holders',
-          'Holders of one token.',
-          p('address', 'Token contract address.', ADDRESS, '0xdAC17F958D2ee523a2206206994597C13D831ec7'),
-        ),
+        seg('holders', '{address}/holders', 'Holders of one token.', p('address', 'Token contract address.', ADDRESS, '0xdAC17F958D2ee523a2206206994597C13D831ec7')),
       ],
     },
   },

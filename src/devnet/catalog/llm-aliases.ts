@@ -43,10 +43,7 @@ export function resolveModelId(model: unknown, aliases: LlmModelAliases = LLM_MO
   if (typeof model !== 'string') throw new ModelAliasError('model_not_string', '"model" must be a string');
   if (isLlmAlias(model)) return aliases[model];
   if (FULL_MODEL_ID.test(model)) return model;
-  throw new ModelAliasError(
-    'model_unknown',
-    `"model" must be one of ${LLM_ALIAS_NAMES.join(', ')} or a full model id of the form vendor/model`,
-  );
+  throw new ModelAliasError('model_unknown', `"model" must be one of ${LLM_ALIAS_NAMES.join(', ')} or a full model id of the form vendor/model`);
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -73,10 +70,7 @@ export function resolveModelAlias(body: unknown, aliases: LlmModelAliases = LLM_
  * rewriting (so the body is forwarded verbatim), else the re-serialized JSON. Throws {@link ModelAliasError}
  * (`body_not_json` for bytes that are not UTF-8 JSON).
  */
-export function resolveModelAliasInBody(
-  raw: Uint8Array,
-  aliases: LlmModelAliases = LLM_MODEL_ALIASES,
-): { body: Uint8Array; model: string; rewritten: boolean } {
+export function resolveModelAliasInBody(raw: Uint8Array, aliases: LlmModelAliases = LLM_MODEL_ALIASES): { body: Uint8Array; model: string; rewritten: boolean } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw));

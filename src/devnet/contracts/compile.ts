@@ -60,14 +60,7 @@ export const SOLC_SETTINGS = {
   metadata: { bytecodeHash: 'none' },
   outputSelection: {
     '*': {
-      '*': [
-        'abi',
-        'evm.bytecode.object',
-        'evm.bytecode.linkReferences',
-        'evm.deployedBytecode.object',
-        'evm.deployedBytecode.linkReferences',
-        'evm.deployedBytecode.immutableReferences',
-      ],
+      '*': ['abi', 'evm.bytecode.object', 'evm.bytecode.linkReferences', 'evm.deployedBytecode.object', 'evm.deployedBytecode.linkReferences', 'evm.deployedBytecode.immutableReferences'],
     },
   },
 } as const;
@@ -207,9 +200,7 @@ export function renderArtifactModule(contractName: string, contract: CompiledCon
 
 /** The text of `artifacts/index.ts`, re-exporting every artifact. */
 export function renderIndexModule(contractNames: readonly string[]): string {
-  const lines = [...contractNames]
-    .sort()
-    .map((name) => `export { ${artifactExportName(name)} } from './${artifactFileName(name)}';`);
+  const lines = [...contractNames].sort().map((name) => `export { ${artifactExportName(name)} } from './${artifactFileName(name)}';`);
   return [GENERATED_HEADER, ...lines, ''].join('\n');
 }
 

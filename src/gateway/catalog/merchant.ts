@@ -131,10 +131,7 @@ function copyRoute(r: MerchantRoute): MerchantRoute {
  * uploaded file's name. An in-process upstream shows as a URL one: how a merchant is served is not the buyer's business.
  */
 export function publicMerchant(m: Merchant): PublicMerchant {
-  const upstream: PublicUpstream =
-    m.upstream.kind === 'file'
-      ? { kind: 'file', sha256: m.upstream.sha256, contentType: m.upstream.contentType, size: m.upstream.size }
-      : { kind: 'url' };
+  const upstream: PublicUpstream = m.upstream.kind === 'file' ? { kind: 'file', sha256: m.upstream.sha256, contentType: m.upstream.contentType, size: m.upstream.size } : { kind: 'url' };
   return {
     slug: m.slug,
     name: m.name,

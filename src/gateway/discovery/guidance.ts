@@ -26,10 +26,7 @@ function describeNetwork(n: Network): string {
       `(Permit2 ${n.permit2 ?? PERMIT2_ADDRESS}, spender = the exact-permit proxy ${n.exactPermit2Proxy ?? EXACT_PERMIT2_PROXY_ADDRESS}, witness.to = the recipient)`
     );
   }
-  return (
-    `${n.caip2} (${coin}): an EIP-3009 TransferWithAuthorization signature over the token's EIP-712 domain ` +
-    `(name "${n.stablecoin.name}", version "${n.stablecoin.version}")`
-  );
+  return `${n.caip2} (${coin}): an EIP-3009 TransferWithAuthorization signature over the token's EIP-712 domain ` + `(name "${n.stablecoin.name}", version "${n.stablecoin.version}")`;
 }
 
 /** The guidance text for the given accepted networks (in the order given). */
@@ -39,8 +36,8 @@ export function guidanceText(networks: Network[], baseUrl: string, info: Challen
   const timeout = info.maxTimeoutSeconds !== undefined ? ` Challenges and authorizations are valid for ${info.maxTimeoutSeconds} seconds.` : '';
   const lines = [
     'Every operation here is paid per request with a USD stablecoin over HTTP 402: no account, API key or session, only a wallet. ' +
-      'Funds go directly from the payer to the merchant\'s wallet (x-payment-info.recipient); the gateway never holds them. ' +
-      'Each operation\'s x-payment-info gives its price (price.amount in USD, amount in atomic units with 6 decimals) and one offer per accepted network (offers[]).',
+      "Funds go directly from the payer to the merchant's wallet (x-payment-info.recipient); the gateway never holds them. " +
+      "Each operation's x-payment-info gives its price (price.amount in USD, amount in atomic units with 6 decimals) and one offer per accepted network (offers[]).",
     '1. Call the operation without payment. The answer is 402 Payment Required (Cache-Control: no-store) carrying two equivalent challenges; nothing is charged: ' +
       'a PAYMENT-REQUIRED header (x402 version 2: standard base64 of the JSON {x402Version: 2, resource, accepts: [payment requirements]}) and ' +
       `WWW-Authenticate: Payment headers (MPP: id, realm${info.realm !== undefined ? ` "${info.realm}"` : ''}, method "evm", intent "charge", request, expires).${timeout}`,
@@ -50,7 +47,7 @@ export function guidanceText(networks: Network[], baseUrl: string, info: Challen
     '   MPP: an Authorization: Payment header, the base64url of the JSON credential {challenge: <the challenge parameters, verbatim>, source, payload}, method "evm", intent "charge": ' +
       'the payload is an EIP-3009 authorization {type: "authorization", from, to, value, validAfter, validBefore, nonce, signature} with to = recipient, value = amount and nonce = keccak256(id + realm).',
     '3. The gateway verifies the credential, settles the transfer on-chain (it pays the gas), and only then forwards the request to the merchant. ' +
-      'Success is 200 with the merchant\'s response passed through verbatim, plus a PAYMENT-RESPONSE header (x402: base64 JSON settlement result with the transaction hash) ' +
+      "Success is 200 with the merchant's response passed through verbatim, plus a PAYMENT-RESPONSE header (x402: base64 JSON settlement result with the transaction hash) " +
       `or a Payment-Receipt header (MPP: base64url JSON receipt with the transaction reference${info.receiptSigner !== undefined ? `, signed by ${info.receiptSigner}` : ''}).`,
     '4. 202 means the settlement transaction was broadcast but not yet confirmed (settlement pending; the transaction hash is in the response): ' +
       'retry the identical request with the same credential later; a credential is settled at most once, so never sign a second payment for it. ' +
@@ -62,8 +59,6 @@ export function guidanceText(networks: Network[], baseUrl: string, info: Challen
         `a wallet without native gas can get that approval sponsored with POST ${sponsor} and the JSON body {"address": "<wallet>"}.`,
     );
   }
-  lines.push(
-    `Each merchant's discovery document is GET ${baseUrl}/m/{slug}/openapi.json (free); the list of paid resources is GET ${baseUrl}/.well-known/x402.`,
-  );
+  lines.push(`Each merchant's discovery document is GET ${baseUrl}/m/{slug}/openapi.json (free); the list of paid resources is GET ${baseUrl}/.well-known/x402.`);
   return lines.join('\n');
 }

@@ -11,16 +11,7 @@
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS } from '../../chain/canonical.ts';
 import type { Network, NetworkRegistry } from '../../chain/networks.ts';
 import { parseDecimalAmount } from '../../protocol/amounts.ts';
-import {
-  publicMerchant,
-  routePath,
-  type HttpMethod,
-  type JsonSchema,
-  type Merchant,
-  type MerchantRoute,
-  type PublicMerchant,
-  type RouteParameter,
-} from '../catalog/merchant.ts';
+import { publicMerchant, routePath, type HttpMethod, type JsonSchema, type Merchant, type MerchantRoute, type PublicMerchant, type RouteParameter } from '../catalog/merchant.ts';
 import { guidanceText, isPermit2Network, type ChallengeInfo } from './guidance.ts';
 
 export type { ChallengeInfo } from './guidance.ts';
@@ -91,9 +82,7 @@ function offerFor(route: MerchantRoute, merchant: PublicMerchant, n: Network): O
     network: n.caip2,
     recipient: merchant.payTo,
     scheme: 'exact',
-    extra: isPermit2Network(n)
-      ? { assetTransferMethod: 'permit2', spender: n.exactPermit2Proxy ?? EXACT_PERMIT2_PROXY_ADDRESS }
-      : { name: n.stablecoin.name, version: n.stablecoin.version },
+    extra: isPermit2Network(n) ? { assetTransferMethod: 'permit2', spender: n.exactPermit2Proxy ?? EXACT_PERMIT2_PROXY_ADDRESS } : { name: n.stablecoin.name, version: n.stablecoin.version },
   };
 }
 
@@ -140,12 +129,12 @@ function components(): Record<string, unknown> {
         type: 'apiKey',
         in: 'header',
         name: 'PAYMENT-SIGNATURE',
-        description: 'x402 version 2: base64 of the JSON PaymentPayload answering this request\'s 402 PAYMENT-REQUIRED challenge. Signed per request; there is no key to obtain.',
+        description: "x402 version 2: base64 of the JSON PaymentPayload answering this request's 402 PAYMENT-REQUIRED challenge. Signed per request; there is no key to obtain.",
       },
       mpp: {
         type: 'http',
         scheme: 'Payment',
-        description: 'MPP (method evm, intent charge): `Authorization: Payment <base64url credential>` answering this request\'s `WWW-Authenticate: Payment` challenge.',
+        description: "MPP (method evm, intent charge): `Authorization: Payment <base64url credential>` answering this request's `WWW-Authenticate: Payment` challenge.",
       },
     },
     headers: {
@@ -187,8 +176,7 @@ function components(): Record<string, unknown> {
         content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
       },
       SettlementPending: {
-        description:
-          'Settlement pending: the payment transaction was broadcast but not yet confirmed. Retry the identical request with the same credential later; it is settled at most once.',
+        description: 'Settlement pending: the payment transaction was broadcast but not yet confirmed. Retry the identical request with the same credential later; it is settled at most once.',
         headers: { 'PAYMENT-RESPONSE': { $ref: '#/components/headers/PaymentResponse' } },
         content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } },
       },

@@ -250,7 +250,12 @@ export class MerchantRegistry {
       await this.#write(slug, { merchant, builtin: false, nonces });
       return ok({ action: registration.action, merchant });
     });
-    if (result.ok) this.#log?.info('merchant ' + (result.value.action === 'delete' ? 'deleted' : result.value.action === 'update' ? 'updated' : 'registered'), { slug: registration.slug, owner: signer, upstreamKind: result.value.merchant.upstream.kind });
+    if (result.ok)
+      this.#log?.info(`merchant ${result.value.action === 'delete' ? 'deleted' : result.value.action === 'update' ? 'updated' : 'registered'}`, {
+        slug: registration.slug,
+        owner: signer,
+        upstreamKind: result.value.merchant.upstream.kind,
+      });
     else this.#log?.info('merchant registration refused', { slug: registration.slug, action: registration.action, status: result.error.status });
     return result;
   }

@@ -6,9 +6,7 @@ import type { MerchantRoute } from '../catalog/merchant.ts';
 
 export type RegistrationAction = 'register' | 'update' | 'delete';
 
-export type UpstreamInput =
-  | { kind: 'url'; baseUrl: string; secretHeaders?: Record<string, string> }
-  | { kind: 'file'; fileName: string; contentType: string; contentBase64: string };
+export type UpstreamInput = { kind: 'url'; baseUrl: string; secretHeaders?: Record<string, string> } | { kind: 'file'; fileName: string; contentType: string; contentBase64: string };
 
 export interface RouteInput {
   route: string;
@@ -47,9 +45,7 @@ export interface RegistrationRequest {
   signature: `0x${string}`;
 }
 
-export type ValidatedUpstream =
-  | { kind: 'url'; baseUrl: string; secretHeaders: Record<string, string> }
-  | { kind: 'file'; fileName: string; contentType: string; content: Uint8Array };
+export type ValidatedUpstream = { kind: 'url'; baseUrl: string; secretHeaders: Record<string, string> } | { kind: 'file'; fileName: string; contentType: string; content: Uint8Array };
 
 /** A register/update registration after validation: normalised (checksummed payTo, lower-case header names). */
 export interface ValidatedUpsert {

@@ -6,7 +6,7 @@
  * Nothing here touches the network or the store: the upstream's DNS check is `../upstream-guard/guard.ts`,
  * signature, ownership and nonce checks are the registry's.
  */
-import type { ErrorObject, SchemaObject, ValidateFunction } from 'ajv';
+import type { ErrorObject, SchemaObject } from 'ajv';
 import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
 import { checkAddress } from '../../protocol/address.ts';
 import { ok, refusal, type Err, type HttpFailure, type Ok } from '../../protocol/result.ts';
@@ -14,15 +14,7 @@ import { createAjv } from '../../protocol/x402/codec.ts';
 import type { MerchantRoute } from '../catalog/merchant.ts';
 import { UpstreamAllowlist, urlPort } from '../upstream-guard/guard.ts';
 import { decodeCanonicalBase64 } from './base64.ts';
-import type {
-  DeleteRegistration,
-  Registration,
-  RegistrationRequest,
-  RouteInput,
-  UpstreamInput,
-  ValidatedRegistration,
-  ValidatedUpstream,
-} from './types.ts';
+import type { DeleteRegistration, Registration, RegistrationRequest, RouteInput, UpstreamInput, ValidatedRegistration, ValidatedUpstream } from './types.ts';
 
 /** A registration check's result: every refusal is answered 400 with its message. */
 export type Checked<T> = Ok<T> | Err<HttpFailure<'invalid_registration' | 'invalid_address'>>;
@@ -103,26 +95,125 @@ const URL_TEXT = /^[\x21-\x7e]+$/;
 
 /** Slugs that would shadow the gateway's own paths or confuse buyers. */
 export const RESERVED_SLUGS: ReadonlySet<string> = new Set([
-  'api', 'm', 'health', 'healthz', 'ready', 'readyz', 'live', 'livez', 'metrics', 'openapi', 'openapi.json', 'well-known', '.well-known',
-  'admin', 'administrator', 'root', 'system', 'internal', 'operator', 'gate402', 'gateway', 'x402', 'mpp', 'pay', 'payment', 'payments',
-  'merchant', 'merchants', 'register', 'registry', 'login', 'logout', 'signin', 'signup', 'account', 'accounts', 'auth', 'oauth',
-  'static', 'assets', 'public', 'docs', 'doc', 'help', 'support', 'status', 'about', 'www', 'mail', 'ftp', 'llms', 'llms.txt',
-  'robots', 'robots.txt', 'favicon', 'favicon.ico', 'sitemap', 'discovery', 'catalog', 'facilitator', 'verify', 'settle', 'supported',
-  'dashboard', 'settings', 'new', 'null', 'undefined', 'test', 'example', 'localhost',
+  'api',
+  'm',
+  'health',
+  'healthz',
+  'ready',
+  'readyz',
+  'live',
+  'livez',
+  'metrics',
+  'openapi',
+  'openapi.json',
+  'well-known',
+  '.well-known',
+  'admin',
+  'administrator',
+  'root',
+  'system',
+  'internal',
+  'operator',
+  'gate402',
+  'gateway',
+  'x402',
+  'mpp',
+  'pay',
+  'payment',
+  'payments',
+  'merchant',
+  'merchants',
+  'register',
+  'registry',
+  'login',
+  'logout',
+  'signin',
+  'signup',
+  'account',
+  'accounts',
+  'auth',
+  'oauth',
+  'static',
+  'assets',
+  'public',
+  'docs',
+  'doc',
+  'help',
+  'support',
+  'status',
+  'about',
+  'www',
+  'mail',
+  'ftp',
+  'llms',
+  'llms.txt',
+  'robots',
+  'robots.txt',
+  'favicon',
+  'favicon.ico',
+  'sitemap',
+  'discovery',
+  'catalog',
+  'facilitator',
+  'verify',
+  'settle',
+  'supported',
+  'dashboard',
+  'settings',
+  'new',
+  'null',
+  'undefined',
+  'test',
+  'example',
+  'localhost',
 ]);
 
 /** Request headers a merchant may not set on its upstream requests: hop-by-hop, framing and routing headers. */
 export const FORBIDDEN_SECRET_HEADERS: ReadonlySet<string> = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'content-length',
-  'content-encoding', 'content-type', 'expect', 'proxy-authorization', 'proxy-authenticate', 'http2-settings', 'forwarded',
-  'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via', 'date', 'range', 'if-range',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'content-length',
+  'content-encoding',
+  'content-type',
+  'expect',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'http2-settings',
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'x-real-ip',
+  'via',
+  'date',
+  'range',
+  'if-range',
 ]);
 
 /** Media types the gateway will not serve from its own origin (active content: stored XSS). */
 export const FORBIDDEN_CONTENT_TYPES: ReadonlySet<string> = new Set([
-  'text/html', 'application/xhtml+xml', 'image/svg+xml', 'text/javascript', 'application/javascript', 'application/ecmascript',
-  'text/ecmascript', 'application/x-javascript', 'text/xml', 'application/xml', 'application/xslt+xml', 'text/xsl', 'multipart/x-mixed-replace',
-  'application/x-shockwave-flash', 'text/cache-manifest', 'application/x-msdownload',
+  'text/html',
+  'application/xhtml+xml',
+  'image/svg+xml',
+  'text/javascript',
+  'application/javascript',
+  'application/ecmascript',
+  'text/ecmascript',
+  'application/x-javascript',
+  'text/xml',
+  'application/xml',
+  'application/xslt+xml',
+  'text/xsl',
+  'multipart/x-mixed-replace',
+  'application/x-shockwave-flash',
+  'text/cache-manifest',
+  'application/x-msdownload',
 ]);
 
 // ---------------------------------------------------------------------------------------------
@@ -242,7 +333,11 @@ function describe(errors: ErrorObject[] | null | undefined, prefix: string): str
   if (e.keyword === 'required' && typeof params.missingProperty === 'string') return `${path}/${params.missingProperty}: is required`;
   if (e.keyword === 'additionalProperties' && typeof params.additionalProperty === 'string') return `${path}/${params.additionalProperty}: is not allowed`;
   path ||= '/';
-  const field = e.instancePath.split('/').filter((s) => s !== '' && !/^\d+$/.test(s)).pop() ?? '';
+  const field =
+    e.instancePath
+      .split('/')
+      .filter((s) => s !== '' && !/^\d+$/.test(s))
+      .pop() ?? '';
   switch (e.keyword) {
     case 'pattern': {
       const hint = PATTERN_HINTS[field];

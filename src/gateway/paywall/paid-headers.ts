@@ -39,7 +39,7 @@ export function sendableHeaders(headers: Record<string, string>): Record<string,
 export function paidAnswerHeaders(upstream: Record<string, string>, payment: Record<string, string>): Record<string, string> {
   const headers = sendableHeaders(upstream);
   headers['cache-control'] = PAID_CACHE_CONTROL;
-  headers['vary'] = PAID_VARY;
+  headers.vary = PAID_VARY;
   headers['x-content-type-options'] = 'nosniff';
   if (rendersActiveContent(headers['content-type'])) headers['content-security-policy'] = ACTIVE_CONTENT_CSP;
   return { ...headers, ...payment };

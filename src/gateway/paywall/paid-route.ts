@@ -185,7 +185,7 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
   const memo = new ChallengeMemo();
   // Not `async`: the unpaid 402 is answered synchronously, before the server's route callback returns.
   return (req) => {
-    const slug = req.params['slug'] ?? '';
+    const slug = req.params.slug ?? '';
     const merchant = deps.merchant(slug);
     if (!merchant) return json(404, { error: `no merchant '${slug}'` });
     // The path is checked before anything else: a path that could leave the route is refused, whatever is paid.
@@ -296,7 +296,7 @@ function challenge(
   memo?: ChallengeMemo,
 ): HttpResponse {
   const invalid = credential.kind === 'invalid' ? credential : undefined;
-  const error = invalid || extra.detail ? extra.detail ?? invalid?.detail : undefined;
+  const error = invalid || extra.detail ? (extra.detail ?? invalid?.detail) : undefined;
   const headers = paymentRequiredHeaders(deps, req, route, terms, error);
   deps.metrics.challengeIssued('x402');
   let challengeId: string | undefined;
@@ -366,7 +366,12 @@ async function paid(
   }
   if (!settlement.success) {
     deps.breakers.release(slug);
-    return challenge(deps, req, merchant, route, terms, credential, deps.now(), { settle: settlement, problem: 'verification-failed', detail: `payment refused: ${settlement.errorReason ?? 'unknown'}`, ...bound });
+    return challenge(deps, req, merchant, route, terms, credential, deps.now(), {
+      settle: settlement,
+      problem: 'verification-failed',
+      detail: `payment refused: ${settlement.errorReason ?? 'unknown'}`,
+      ...bound,
+    });
   }
   // Claimed as `serving` (durably) before the upstream is called: a crash from here on leaves the credential redeemable.
   let claim: Awaited<ReturnType<typeof claimForServing>>;
@@ -377,7 +382,12 @@ async function paid(
     deps.log.error('could not claim a settled payment for service', { payment: key, error: err });
     return json(
       502,
-      { error: 'the gateway could not record your settled payment; nothing else was charged', transaction: settlement.transaction, network: settlement.network, retry: 'send the same request with the same credential; it will not be charged again' },
+      {
+        error: 'the gateway could not record your settled payment; nothing else was charged',
+        transaction: settlement.transaction,
+        network: settlement.network,
+        retry: 'send the same request with the same credential; it will not be charged again',
+      },
       paymentHeaders,
     );
   }
@@ -389,7 +399,12 @@ async function paid(
     await releaseServing(deps.served, claim).catch((err: unknown) => deps.log.error('could not release a served claim', { payment: key, error: err }));
     return json(
       502,
-      { error: 'the merchant upstream failed after your payment settled', transaction: settlement.transaction, network: settlement.network, retry: 'send the same request with the same credential; it will not be charged again' },
+      {
+        error: 'the merchant upstream failed after your payment settled',
+        transaction: settlement.transaction,
+        network: settlement.network,
+        retry: 'send the same request with the same credential; it will not be charged again',
+      },
       paymentHeaders,
     );
   };

@@ -264,7 +264,11 @@ export function guardedLookup(allowlist: UpstreamAllowlist | readonly string[], 
     };
     if (resolve) {
       resolve(hostname).then(
-        (addresses) => done(null, addresses.map((address) => ({ address, family: familyOf(address) }))),
+        (addresses) =>
+          done(
+            null,
+            addresses.map((address) => ({ address, family: familyOf(address) })),
+          ),
         (e: unknown) => done(e instanceof Error ? e : new Error(String(e)), []),
       );
       return;

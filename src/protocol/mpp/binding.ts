@@ -27,7 +27,11 @@ export function boundMethod(method: string): string {
 
 /** base64url of the first 18 bytes of SHA-256(`merchant\nroute\nmethod`): 24 characters. */
 export function routeTag(merchant: string, route: string, method: string): string {
-  return createHash('sha256').update(`${merchant}\n${route}\n${boundMethod(method)}`, 'utf8').digest().subarray(0, 18).toString('base64url');
+  return createHash('sha256')
+    .update(`${merchant}\n${route}\n${boundMethod(method)}`, 'utf8')
+    .digest()
+    .subarray(0, 18)
+    .toString('base64url');
 }
 
 /** The `opaque` auth-param of a challenge for the route with this tag. */

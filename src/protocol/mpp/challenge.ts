@@ -17,24 +17,13 @@
 import { Buffer } from 'node:buffer';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { SchemaObject } from 'ajv';
-import {
-  MAX_HEADER_BYTES,
-  createAjv,
-  decodeBase64Json,
-  describeAjvError,
-  encodeBase64Url,
-  fail,
-  ok,
-  utf8,
-  type Result,
-} from '../x402/codec.ts';
+import { MAX_HEADER_BYTES, createAjv, decodeBase64Json, describeAjvError, encodeBase64Url, fail, ok, utf8, type Result } from '../x402/codec.ts';
 import { err, type Err, type Failure, type Ok } from '../result.ts';
 import { ADDRESS_PATTERN, UINT256_PATTERN } from '../x402/schemas.ts';
 import { canonicalJson } from './canonical-json.ts';
 import { CHARGE_INTENT, EVM_METHOD, PAYMENT_SCHEME, type ChallengeIdFields, type ChargeRequest, type PaymentChallenge } from './types.ts';
 
-export const RFC3339_PATTERN =
-  '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$';
+export const RFC3339_PATTERN = '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$';
 export const BASE64URL_PATTERN = '^[A-Za-z0-9_-]+$';
 const RFC3339 = new RegExp(RFC3339_PATTERN);
 const METHOD_PATTERN = '^[a-z][a-z0-9:_-]*$';
@@ -274,7 +263,9 @@ const MAX_SALT_CHARS = 64;
  * so a caller may keep it for as long as the template lives.
  */
 export function templateMac(key: Uint8Array, template: ChallengeTemplate, digest: string | undefined, opaqueHead: string): string {
-  return createHmac('sha256', key).update(`${template.idInputHead}${digest ?? ''}|${opaqueHead}`, 'utf8').digest('base64url');
+  return createHmac('sha256', key)
+    .update(`${template.idInputHead}${digest ?? ''}|${opaqueHead}`, 'utf8')
+    .digest('base64url');
 }
 
 /**

@@ -107,14 +107,7 @@ export type SignedPaymentReceipt = PaymentReceipt & {
   signature: HexString;
 };
 
-export type ProblemCode =
-  | 'payment-required'
-  | 'payment-insufficient'
-  | 'payment-expired'
-  | 'verification-failed'
-  | 'malformed-credential'
-  | 'invalid-challenge'
-  | 'method-unsupported';
+export type ProblemCode = 'payment-required' | 'payment-insufficient' | 'payment-expired' | 'verification-failed' | 'malformed-credential' | 'invalid-challenge' | 'method-unsupported';
 
 /** RFC 9457 problem details body (`application/problem+json`). */
 export type Problem = {

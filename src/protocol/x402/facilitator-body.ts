@@ -6,12 +6,7 @@
  * {@link MAX_BODY_BYTES}) is `too_large` before parsing. A UTF-8 BOM is not accepted (`not_json`).
  */
 import { MAX_BODY_BYTES, bodyTooLarge, fail, parseJsonBytes, parseJsonText, type Result } from './codec.ts';
-import {
-  validateFacilitatorRequest,
-  validateSettleResponse,
-  validateSupportedResponse,
-  validateVerifyResponse,
-} from './schemas.ts';
+import { validateFacilitatorRequest, validateSettleResponse, validateSupportedResponse, validateVerifyResponse } from './schemas.ts';
 import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from './types.ts';
 
 function decodeBody<T>(body: Uint8Array | string, maxBytes: number, validate: (v: unknown) => Result<T>): Result<T> {

@@ -13,15 +13,7 @@
  */
 import type { SchemaObject, ValidateFunction } from 'ajv';
 import { MAX_SIGNATURE_BYTES, createAjv, describeAjvError, fail, ok, type Result } from './codec.ts';
-import type {
-  PaymentPayload,
-  PaymentRequired,
-  PaymentRequirements,
-  SettleResponse,
-  SupportedResponse,
-  VerifyRequest,
-  VerifyResponse,
-} from './types.ts';
+import type { PaymentPayload, PaymentRequired, PaymentRequirements, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from './types.ts';
 
 export const ADDRESS_PATTERN = '^0x[0-9a-fA-F]{40}$';
 export const UINT256_PATTERN = '^(0|[1-9][0-9]{0,77})$';

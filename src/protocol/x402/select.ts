@@ -28,9 +28,7 @@ function valuesMatch(declared: unknown, given: unknown, depth: number): boolean 
   }
   if (Array.isArray(given)) return false;
   const g = given as Record<string, unknown>;
-  return Object.entries(declared as Record<string, unknown>).every(
-    ([k, d]) => d === undefined || (Object.hasOwn(g, k) && valuesMatch(d, g[k], depth + 1)),
-  );
+  return Object.entries(declared as Record<string, unknown>).every(([k, d]) => d === undefined || (Object.hasOwn(g, k) && valuesMatch(d, g[k], depth + 1)));
 }
 
 /** True when `accepted` carries every declared field of `offer` unchanged. */

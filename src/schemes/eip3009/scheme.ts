@@ -29,7 +29,7 @@ export const eip3009Scheme: PaymentScheme = {
   assetCheckedFirst: false,
 
   /** Requirements that name no transfer method, or EIP-3009, ask for it (the reference's default). */
-  asks: (req) => req.extra?.['assetTransferMethod'] === undefined || req.extra['assetTransferMethod'] === 'eip3009',
+  asks: (req) => req.extra?.assetTransferMethod === undefined || req.extra.assetTransferMethod === 'eip3009',
   requirementsExtra: (network) => ({ name: network.stablecoin.name, version: network.stablecoin.version }),
   carries,
   payer: (payload) => own(payload).authorization.from,
@@ -49,7 +49,7 @@ export const eip3009Scheme: PaymentScheme = {
       amount: BigInt(a.value),
       job: {
         kind: 'eip3009',
-        domain: { name: String(req.extra?.['name']), version: String(req.extra?.['version']), chainId: network.chainId, verifyingContract: token.address },
+        domain: { name: String(req.extra?.name), version: String(req.extra?.version), chainId: network.chainId, verifyingContract: token.address },
         authorization: a,
         signature: payload.signature,
       },

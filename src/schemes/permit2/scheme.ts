@@ -27,7 +27,7 @@ export const permit2Scheme: PaymentScheme = {
   },
   assetCheckedFirst: true,
 
-  asks: (req) => req.extra?.['assetTransferMethod'] === 'permit2',
+  asks: (req) => req.extra?.assetTransferMethod === 'permit2',
   requirementsExtra: (network) => (network.exactPermit2Proxy ? { assetTransferMethod: 'permit2', spender: network.exactPermit2Proxy } : undefined),
   carries,
   payer: (payload) => own(payload).permit2Authorization.from,

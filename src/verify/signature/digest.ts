@@ -62,14 +62,10 @@ function keccakUtf8(s: string): Uint8Array {
 
 export const EIP712_DOMAIN_TYPE = 'EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)';
 export const PERMIT2_DOMAIN_TYPE = 'EIP712Domain(string name,uint256 chainId,address verifyingContract)';
-export const TRANSFER_WITH_AUTHORIZATION_TYPE =
-  'TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)';
+export const TRANSFER_WITH_AUTHORIZATION_TYPE = 'TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)';
 export const TOKEN_PERMISSIONS_TYPE = 'TokenPermissions(address token,uint256 amount)';
 export const WITNESS_TYPE = 'Witness(address to,uint256 validAfter)';
-export const PERMIT_WITNESS_TRANSFER_FROM_TYPE =
-  'PermitWitnessTransferFrom(TokenPermissions permitted,address spender,uint256 nonce,uint256 deadline,Witness witness)' +
-  TOKEN_PERMISSIONS_TYPE +
-  WITNESS_TYPE;
+export const PERMIT_WITNESS_TRANSFER_FROM_TYPE = `PermitWitnessTransferFrom(TokenPermissions permitted,address spender,uint256 nonce,uint256 deadline,Witness witness)${TOKEN_PERMISSIONS_TYPE}${WITNESS_TYPE}`;
 
 const EIP712_DOMAIN_TYPEHASH = keccakUtf8(EIP712_DOMAIN_TYPE);
 const PERMIT2_DOMAIN_TYPEHASH = keccakUtf8(PERMIT2_DOMAIN_TYPE);

@@ -144,7 +144,13 @@ function moduleBytes(): Uint8Array {
     ...section(1, vector([[0x60, 1, 0x7f, 0]])), // type 0: (i32) -> ()
     ...section(3, vector([[0]])), // function 0 has type 0
     ...section(5, vector([[0x00, 1]])), // one memory of one page
-    ...section(7, vector([[...utf8Name('memory'), 0x02, 0], [...utf8Name('absorb'), 0x00, 0]])),
+    ...section(
+      7,
+      vector([
+        [...utf8Name('memory'), 0x02, 0],
+        [...utf8Name('absorb'), 0x00, 0],
+      ]),
+    ),
     ...section(10, vector([[...uleb(body.length), ...body]])),
   ]);
 }

@@ -4,7 +4,7 @@
  */
 import { ApiError } from './api.ts';
 import { byId, el, replaceChildren } from './dom.ts';
-import { shortAddress, Wallet, WalletError } from './wallet.ts';
+import { shortAddress, type Wallet, WalletError } from './wallet.ts';
 
 export type MessageKind = 'error' | 'info' | 'success' | 'progress';
 

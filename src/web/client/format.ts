@@ -55,6 +55,7 @@ export function parseAmount(text: string, limits: { min: bigint; max: bigint }):
   const m = /^(\d{1,9})(?:\.(\d{0,6}))?$/.exec(t);
   if (!m) return { ok: false, error: /^\d*\.\d{7,}$/.test(t) ? 'Use at most 6 decimals.' : 'Enter an amount as a number, for example 5 or 12.50.' };
   const atomic = BigInt(m[1] ?? '0') * 1_000_000n + BigInt((m[2] ?? '').padEnd(6, '0'));
-  if (atomic < limits.min || atomic > limits.max) return { ok: false, error: `Enter an amount from ${fromAtomic(limits.min, 6).replace(/\.0+$/, '')} to ${fromAtomic(limits.max, 6).replace(/\.0+$/, '')}.` };
+  if (atomic < limits.min || atomic > limits.max)
+    return { ok: false, error: `Enter an amount from ${fromAtomic(limits.min, 6).replace(/\.0+$/, '')} to ${fromAtomic(limits.max, 6).replace(/\.0+$/, '')}.` };
   return { ok: true, atomic, decimal: fromAtomic(atomic, 6) };
 }

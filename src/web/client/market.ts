@@ -75,24 +75,24 @@ function exampleText(value: unknown): string {
 /** A small value that fits `schema`: its example, first enum value, or a placeholder of its type. */
 export function exampleFor(schema: Json | undefined, depth = 0): unknown {
   if (!schema || depth > 6) return 'value';
-  const examples = schema['examples'];
+  const examples = schema.examples;
   if (Array.isArray(examples) && examples.length) return examples[0];
-  if ('example' in schema) return schema['example'];
-  const en = schema['enum'];
+  if ('example' in schema) return schema.example;
+  const en = schema.enum;
   if (Array.isArray(en) && en.length) return en.includes('user') ? 'user' : en[0];
-  const anyOf = schema['anyOf'] ?? schema['oneOf'];
+  const anyOf = schema.anyOf ?? schema.oneOf;
   if (Array.isArray(anyOf) && anyOf.length) return exampleFor(anyOf[0] as Json, depth + 1);
-  switch (schema['type']) {
+  switch (schema.type) {
     case 'object': {
-      const props = (schema['properties'] ?? {}) as Record<string, Json>;
-      const required = (schema['required'] ?? []) as string[];
+      const props = (schema.properties ?? {}) as Record<string, Json>;
+      const required = (schema.required ?? []) as string[];
       return Object.fromEntries(required.map((k) => [k, exampleFor(props[k], depth + 1)]));
     }
     case 'array':
-      return [exampleFor(schema['items'] as Json | undefined, depth + 1)];
+      return [exampleFor(schema.items as Json | undefined, depth + 1)];
     case 'integer':
     case 'number':
-      return typeof schema['minimum'] === 'number' ? schema['minimum'] : 1;
+      return typeof schema.minimum === 'number' ? schema.minimum : 1;
     case 'boolean':
       return true;
     case 'string':
@@ -108,7 +108,8 @@ function exampleUrl(base: string, v: Variant): string {
   const query: string[] = [];
   for (const p of v.op.parameters ?? []) {
     if (p.in === 'path') path = path.replace(`{${p.name}}`, encodeURIComponent(p.example === undefined ? p.name : exampleText(p.example)));
-    else if (p.schema?.['type'] !== 'object' && (p.required || p.example !== undefined)) query.push(`${encodeURIComponent(p.name)}=${encodeURIComponent(p.example === undefined ? '' : exampleText(p.example))}`);
+    else if (p.schema?.type !== 'object' && (p.required || p.example !== undefined))
+      query.push(`${encodeURIComponent(p.name)}=${encodeURIComponent(p.example === undefined ? '' : exampleText(p.example))}`);
   }
   return `${base}${path}${query.length ? `?${query.join('&')}` : ''}`;
 }
@@ -147,13 +148,13 @@ function codeBlock(label: string, text: string): HTMLElement {
 
 function schemaSummary(schema: Json | undefined): string {
   if (!schema) return 'any JSON';
-  if (schema['type'] === 'object') {
-    const props = Object.keys((schema['properties'] ?? {}) as Json);
-    const required = new Set((schema['required'] ?? []) as string[]);
-    if (props.length === 0) return schema['additionalProperties'] === false ? 'an empty object' : 'a JSON object';
+  if (schema.type === 'object') {
+    const props = Object.keys((schema.properties ?? {}) as Json);
+    const required = new Set((schema.required ?? []) as string[]);
+    if (props.length === 0) return schema.additionalProperties === false ? 'an empty object' : 'a JSON object';
     return `a JSON object: ${props.map((p) => (required.has(p) ? `${p} (required)` : p)).join(', ')}`;
   }
-  return typeof schema['type'] === 'string' ? schema['type'] : 'JSON';
+  return typeof schema.type === 'string' ? schema.type : 'JSON';
 }
 
 /** Text with `backticked` spans shown as code. */
@@ -162,8 +163,8 @@ function withCode(text: string): Array<Node | string> {
 }
 
 function inputsOf(v: Variant): HTMLElement {
-  const params = (v.op.parameters ?? []).filter((p) => p.schema?.['type'] !== 'object');
-  const freeForm = (v.op.parameters ?? []).some((p) => p.schema?.['type'] === 'object');
+  const params = (v.op.parameters ?? []).filter((p) => p.schema?.type !== 'object');
+  const freeForm = (v.op.parameters ?? []).some((p) => p.schema?.type === 'object');
   const body = v.op.requestBody;
   return el(
     'div',
@@ -185,7 +186,14 @@ function inputsOf(v: Variant): HTMLElement {
         )
       : el('p', { class: 'hint', text: v.method === 'GET' && !freeForm && !body ? 'No inputs.' : '' }),
     freeForm ? el('p', { class: 'hint', text: 'Any other query keys are forwarded to the merchant as they are.' }) : null,
-    body ? el('p', { class: 'hint' }, `${v.method} body${body.required ? ' (required)' : ''}: `, ...withCode(`${body.description ? `${body.description} ` : ''}${schemaSummary(body.content?.['application/json']?.schema)}.`)) : null,
+    body
+      ? el(
+          'p',
+          { class: 'hint' },
+          `${v.method} body${body.required ? ' (required)' : ''}: `,
+          ...withCode(`${body.description ? `${body.description} ` : ''}${schemaSummary(body.content?.['application/json']?.schema)}.`),
+        )
+      : null,
   );
 }
 
@@ -236,9 +244,22 @@ function merchantCard(base: string, slug: string, tagText: string | undefined, m
   return el(
     'section',
     { class: 'card merchant', attrs: { 'data-merchant': slug, 'aria-labelledby': `m-${slug}` } },
-    el('div', { class: 'card-head' }, el('h2', { attrs: { id: `m-${slug}` } }, name, ' ', el('span', { class: 'slug', text: `/m/${slug}` })), el('a', { text: 'openapi.json', attrs: { href: `/m/${slug}/openapi.json` } })),
+    el(
+      'div',
+      { class: 'card-head' },
+      el('h2', { attrs: { id: `m-${slug}` } }, name, ' ', el('span', { class: 'slug', text: `/m/${slug}` })),
+      el('a', { text: 'openapi.json', attrs: { href: `/m/${slug}/openapi.json` } }),
+    ),
     el('p', { text: description }),
-    m ? el('p', { class: 'hint' }, 'Paid to ', el('code', { text: shortAddress(m.payTo), title: m.payTo }), ` · ${m.networks.map(networkName).join(', ')}${m.upstream.kind === 'file' ? ` · a file (${m.upstream.contentType ?? ''})` : ''}`) : null,
+    m
+      ? el(
+          'p',
+          { class: 'hint' },
+          'Paid to ',
+          el('code', { text: shortAddress(m.payTo), title: m.payTo }),
+          ` · ${m.networks.map(networkName).join(', ')}${m.upstream.kind === 'file' ? ` · a file (${m.upstream.contentType ?? ''})` : ''}`,
+        )
+      : null,
     el('div', { class: 'routes' }, ...groups.map((g) => routeCard(base, g))),
   );
 }
@@ -248,10 +269,10 @@ function applyFilter(): void {
   let routes = 0;
   let merchants = 0;
   for (const card of ui.merchants.querySelectorAll<HTMLElement>('.merchant')) {
-    const merchantText = `${card.dataset['merchant'] ?? ''} ${card.querySelector('h2')?.textContent ?? ''} ${card.querySelector(':scope > p')?.textContent ?? ''}`.toLowerCase();
+    const merchantText = `${card.dataset.merchant ?? ''} ${card.querySelector('h2')?.textContent ?? ''} ${card.querySelector(':scope > p')?.textContent ?? ''}`.toLowerCase();
     let visible = 0;
     for (const route of card.querySelectorAll<HTMLElement>('.route')) {
-      const text = `${merchantText} ${route.dataset['search'] ?? ''}`;
+      const text = `${merchantText} ${route.dataset.search ?? ''}`;
       const show = words.every((w) => text.includes(w));
       route.hidden = !show;
       if (show) visible++;

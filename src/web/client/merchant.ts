@@ -80,7 +80,7 @@ function routeRow(r?: Partial<RouteInput>): HTMLElement {
   const n = ++routeCount;
   const field = (label: string, key: string, input: HTMLInputElement | HTMLTextAreaElement) => {
     input.id = `route-${n}-${key}`;
-    input.dataset['field'] = key;
+    input.dataset.field = key;
     return el('div', { class: `field edit-${key}` }, el('label', { text: label, attrs: { for: input.id } }), input);
   };
   const methods = el(
@@ -253,7 +253,21 @@ async function loadMine(): Promise<void> {
           'div',
           { class: 'card' },
           el('h2', { text: 'Your listings' }),
-          el('ul', { class: 'mine-list' }, ...mine.map((m) => el('li', {}, el('strong', { text: m.name }), ' ', el('code', { text: `/m/${m.slug}` }), ` · ${m.routes.length} route${m.routes.length === 1 ? '' : 's'} `, el('button', { class: 'small secondary', text: 'Edit', attrs: { type: 'button' }, on: { click: () => void guarded(undefined, ui.message, () => loadMerchant(m.slug)) } })))),
+          el(
+            'ul',
+            { class: 'mine-list' },
+            ...mine.map((m) =>
+              el(
+                'li',
+                {},
+                el('strong', { text: m.name }),
+                ' ',
+                el('code', { text: `/m/${m.slug}` }),
+                ` · ${m.routes.length} route${m.routes.length === 1 ? '' : 's'} `,
+                el('button', { class: 'small secondary', text: 'Edit', attrs: { type: 'button' }, on: { click: () => void guarded(undefined, ui.message, () => loadMerchant(m.slug)) } }),
+              ),
+            ),
+          ),
         )
       : el('p', { class: 'hint', text: 'This wallet has no listing yet.' }),
   );
@@ -289,7 +303,18 @@ async function submit(): Promise<void> {
   const typed = registrationTypedData(registration, fileSha256);
   showMessage(ui.message, 'progress', 'Sign the listing in your wallet. Signing costs nothing and sends no transaction.');
   const signature = await wallet.signTypedData(
-    { types: { EIP712Domain: [{ name: 'name', type: 'string' }, { name: 'version', type: 'string' }], ...REGISTRATION_TYPES }, domain: typed.domain, primaryType: typed.primaryType, message: typed.message },
+    {
+      types: {
+        EIP712Domain: [
+          { name: 'name', type: 'string' },
+          { name: 'version', type: 'string' },
+        ],
+        ...REGISTRATION_TYPES,
+      },
+      domain: typed.domain,
+      primaryType: typed.primaryType,
+      message: typed.message,
+    },
     'signing the listing',
   );
   showMessage(ui.message, 'progress', 'Sending the signed listing…');

@@ -40,8 +40,8 @@ export interface PermitToSign {
 
 /** The permit paying `offer` from `from`: exactly its amount and asset, to its payTo, through its spender. */
 export function permitFor(offer: PaymentRequirements, from: `0x${string}`, permit2: `0x${string}`, nowSeconds: number): PermitToSign {
-  const spender = offer.extra?.['spender'];
-  if (offer.extra?.['assetTransferMethod'] !== 'permit2' || typeof spender !== 'string') throw new Error('the offer is not a Permit2 payment');
+  const spender = offer.extra?.spender;
+  if (offer.extra?.assetTransferMethod !== 'permit2' || typeof spender !== 'string') throw new Error('the offer is not a Permit2 payment');
   const chainId = Number(offer.network.slice('eip155:'.length));
   const limit = Math.min(offer.maxTimeoutSeconds, 300);
   const lifetime = limit > 2 * DEADLINE_MARGIN_SECONDS ? limit - DEADLINE_MARGIN_SECONDS : Math.ceil(limit / 2);

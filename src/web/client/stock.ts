@@ -100,8 +100,21 @@ function renderPrices(): void {
         'tr',
         { class: chosen ? 'chosen' : '', attrs: { 'data-symbol': s.symbol } },
         el('th', { attrs: { scope: 'row' } }, el('span', { class: 'symbol', text: s.symbol }), el('span', { class: 'name', text: s.name })),
-        el('td', { class: 'num', text: s.priceUsd === null ? 'unavailable' : `$${cents(s.priceUsd)}`, title: s.priceUsd === null ? 'the pool could not be read just now' : `${s.priceUsd} USD per share` }),
-        el('td', { class: 'pick' }, el('button', { class: chosen ? 'small chosen' : 'small', text: chosen ? 'Chosen' : 'Choose', attrs: { type: 'button', 'aria-pressed': chosen ? 'true' : 'false', 'aria-label': `Choose ${s.symbol}` }, on: { click: () => choose(s.symbol) } })),
+        el('td', {
+          class: 'num',
+          text: s.priceUsd === null ? 'unavailable' : `$${cents(s.priceUsd)}`,
+          title: s.priceUsd === null ? 'the pool could not be read just now' : `${s.priceUsd} USD per share`,
+        }),
+        el(
+          'td',
+          { class: 'pick' },
+          el('button', {
+            class: chosen ? 'small chosen' : 'small',
+            text: chosen ? 'Chosen' : 'Choose',
+            attrs: { type: 'button', 'aria-pressed': chosen ? 'true' : 'false', 'aria-label': `Choose ${s.symbol}` },
+            on: { click: () => choose(s.symbol) },
+          }),
+        ),
       );
     }),
   );
@@ -362,8 +375,16 @@ function renderSteps(steps: Step[], status: string): void {
 
 /** The steps as an order's record shows them (or, before there is one, how far the buyer got). */
 function stepsFor(phase: 'quoted' | 'signing' | 'settling', terms: BuyChallenge['terms'], order?: StockOrderView): Step[] {
-  const quoteStep: Step = { title: 'Quoted on chain', state: 'done', detail: `About ${shares(terms.estimatedShares)} ${terms.symbol}, at least ${shares(terms.minimumShares)}; total ${money(terms.total.amount)} stablecoin B.` };
-  const sign: Step = { title: 'Payment signed in your wallet', state: phase === 'quoted' ? 'pending' : phase === 'signing' ? 'active' : 'done', detail: phase === 'signing' ? 'Confirm the signature in your wallet. No gas is spent.' : undefined };
+  const quoteStep: Step = {
+    title: 'Quoted on chain',
+    state: 'done',
+    detail: `About ${shares(terms.estimatedShares)} ${terms.symbol}, at least ${shares(terms.minimumShares)}; total ${money(terms.total.amount)} stablecoin B.`,
+  };
+  const sign: Step = {
+    title: 'Payment signed in your wallet',
+    state: phase === 'quoted' ? 'pending' : phase === 'signing' ? 'active' : 'done',
+    detail: phase === 'signing' ? 'Confirm the signature in your wallet. No gas is spent.' : undefined,
+  };
   const settle: Step = { title: 'Payment settled', state: phase === 'settling' ? 'active' : 'pending', detail: phase === 'settling' ? 'The gateway is settling your payment on chain…' : undefined };
   const swap: Step = { title: 'Swapping on the pool', state: 'pending' };
   const end: Step = { title: 'Delivered to your wallet', state: 'pending' };
@@ -379,9 +400,17 @@ function stepsFor(phase: 'quoted' | 'signing' | 'settling', terms: BuyChallenge[
     }
     if (['refunding', 'refundWaiting', 'confirmingRefund', 'refunded'].includes(s)) {
       Object.assign(swap, { state: 'failed', detail: reasonInWords(order.failure?.reason, 'The swap did not happen.'), tx: order.swapTx });
-      Object.assign(end, s === 'refunded'
-        ? { state: 'done', title: `Refunded ${money(order.stableAmount)} stablecoin B`, detail: 'Your payment was sent back to your wallet.', tx: order.refundTx }
-        : { state: 'active', title: 'Refunding your payment', detail: s === 'refundWaiting' ? 'The refund could not be sent yet; it is queued and will be retried.' : 'The refund is on its way…', tx: order.refundTx });
+      Object.assign(
+        end,
+        s === 'refunded'
+          ? { state: 'done', title: `Refunded ${money(order.stableAmount)} stablecoin B`, detail: 'Your payment was sent back to your wallet.', tx: order.refundTx }
+          : {
+              state: 'active',
+              title: 'Refunding your payment',
+              detail: s === 'refundWaiting' ? 'The refund could not be sent yet; it is queued and will be retried.' : 'The refund is on its way…',
+              tx: order.refundTx,
+            },
+      );
     }
   }
   return [quoteStep, sign, settle, swap, end];
@@ -460,7 +489,10 @@ async function buy(symbol: string, amount: string, payer: Hex): Promise<void> {
   let order: StockOrderView | undefined = answer.body.orderId ? answer.body : live;
   if (answer.status === 402 && !answer.body.orderId) {
     renderSteps(stepsFor('quoted', terms), 'refused');
-    throw new ApiError(402, `${answer.body.error ? `${answer.body.error.charAt(0).toUpperCase()}${answer.body.error.slice(1)}` : 'The payment was not accepted; nothing was charged'}. Try the buy again.`);
+    throw new ApiError(
+      402,
+      `${answer.body.error ? `${answer.body.error.charAt(0).toUpperCase()}${answer.body.error.slice(1)}` : 'The payment was not accepted; nothing was charged'}. Try the buy again.`,
+    );
   }
   // Still running (202), or placed by a concurrent request (409): follow the order until it is over.
   while (order && !FINAL_ORDER_STATES.has(order.status)) {
@@ -477,7 +509,12 @@ async function buy(symbol: string, amount: string, payer: Hex): Promise<void> {
   renderFacts(order);
   if (order.status === 'delivered') {
     const stock = stockOf(order.symbol);
-    const held = stock ? await wallet.call(stock.address, erc20.balanceOf(order.recipient)).then(uint).catch(() => undefined) : undefined;
+    const held = stock
+      ? await wallet
+          .call(stock.address, erc20.balanceOf(order.recipient))
+          .then(uint)
+          .catch(() => undefined)
+      : undefined;
     showMessage(
       ui.buyMessage,
       'success',
@@ -485,7 +522,13 @@ async function buy(symbol: string, amount: string, payer: Hex): Promise<void> {
       held !== undefined && stock ? ` It now holds ${shares(fromAtomic(held, stock.decimals))} ${order.symbol}.` : '',
     );
   } else if (order.status === 'refunded') {
-    showMessage(ui.buyMessage, 'error', `Not bought. ${reasonInWords(order.failure?.reason, 'The swap did not happen.')} Your ${money(order.stableAmount)} stablecoin B was refunded in `, txLink(order.refundTx ?? ''), '.');
+    showMessage(
+      ui.buyMessage,
+      'error',
+      `Not bought. ${reasonInWords(order.failure?.reason, 'The swap did not happen.')} Your ${money(order.stableAmount)} stablecoin B was refunded in `,
+      txLink(order.refundTx ?? ''),
+      '.',
+    );
   } else {
     showMessage(ui.buyMessage, 'error', `Your payment did not settle. ${reasonInWords(order.failure?.reason, 'The gateway refused it.')} Nothing was charged.`);
   }
