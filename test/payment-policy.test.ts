@@ -9,7 +9,7 @@ const relayer = '0x3333333333333333333333333333333333333333';
 const engine: PaymentPolicy = { refusedPayees: new Set([relayer]), minAmount: 1n };
 const reason = (policy: PaymentPolicy, terms: { kind?: 'eip3009' | 'permit2'; payer?: string; payee?: string; amount?: bigint }) => {
   const r = checkPaymentPolicy(policy, { kind: 'eip3009', payer, payee, amount: 10n, ...terms });
-  return r.ok ? 'ok' : r.reason;
+  return r.ok ? 'ok' : r.error.code;
 };
 
 t.test('what the engine never settles', async (t) => {

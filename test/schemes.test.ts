@@ -53,7 +53,7 @@ const input = (req: PaymentRequirements, payload: Eip3009Payload | Permit2Payloa
   now: NOW,
   ...over,
 });
-const reasonOf = (c: ReturnType<typeof eip3009Scheme.check>) => (c.ok ? 'ok' : c.reason);
+const reasonOf = (c: ReturnType<typeof eip3009Scheme.check>) => (c.ok ? 'ok' : c.error.code);
 
 t.test('the registry picks the scheme of requirements and of payloads', async (t) => {
   t.equal(schemeForRequirements(eip3009Req), eip3009Scheme, 'a token domain and no transfer method: EIP-3009');
@@ -116,7 +116,7 @@ t.test('EIP-3009: the pure checks, in the reference order, with its reason codes
   t.equal(reasonOf(eip3009Scheme.check(input(eip3009Req, eip3009Payload({ value: '999' }), base))), 'invalid_exact_evm_payload_authorization_value_mismatch');
   t.equal(reasonOf(eip3009Scheme.check(input({ ...eip3009Req, extra: { name: 'USDC', version: '2' } }, eip3009Payload(), base))), 'invalid_exact_evm_token_name_mismatch');
   const refused = eip3009Scheme.check(input(eip3009Req, eip3009Payload({ to: PAYER }), base));
-  t.equal(!refused.ok && refused.payer, PAYER, 'a refusal past the shape names the payer');
+  t.equal(!refused.ok && refused.error.payer, PAYER, 'a refusal past the shape names the payer');
 });
 
 t.test('Permit2: the pure checks, in the reference order, with its reason codes', async (t) => {

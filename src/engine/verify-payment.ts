@@ -59,10 +59,10 @@ export async function precheckPayment(deps: Pick<VerifyDeps, 'networks' | 'signa
   if (!token) return refused(GatewayReason.unsupportedAsset, `asset ${req.asset} is not a configured stablecoin on ${req.network}`);
   const scheme = schemeForRequirements(req);
   const checked = scheme.check({ requirements: req, accepted, payload: request.paymentPayload.payload, network, token, now: deps.now() });
-  if (!checked.ok) return checked;
+  if (!checked.ok) return refused(checked.error.code, checked.error.message, checked.error.payer);
   const { payer, job, call } = checked;
   const policed = checkPaymentPolicy(policy, { kind: scheme.name, payer, payee: checked.payee, amount: checked.amount });
-  if (!policed.ok) return refused(policed.reason, policed.message, payer);
+  if (!policed.ok) return refused(policed.error.code, policed.error.message, payer);
   const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
   return { ok: true, payer, network, scheme, token, call, job, signedByKey };
 }

@@ -14,9 +14,11 @@ import type { Address } from 'viem';
 import { ConfigError, envInt, envPositiveNumber, envString } from '../config/env.ts';
 import type { Precheck } from '../engine/verify-payment.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
+import { ok, type Err, type Ok } from '../protocol/result.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
+import { refusedPayer, type PaymentRefusal } from '../verify/checks.ts';
 import { stricterPolicy, type PaymentPolicy } from '../verify/payment-policy.ts';
-import { GatewayReason, type InvalidReason } from '../verify/reasons.ts';
+import { GatewayReason } from '../verify/reasons.ts';
 
 export interface FacilitatorAdmissionConfig {
   payerRate: { capacity: number; refillPerSecond: number };
@@ -45,7 +47,8 @@ export function facilitatorAdmissionConfigFromEnv(env: NodeJS.ProcessEnv = proce
   };
 }
 
-export type Admission = { ok: true; payer: Address } | { ok: false; reason: InvalidReason; message: string; payer?: Address };
+/** Admitted (the payer is named), or refused with the protocol's reason code as the failure's code. */
+export type Admission = Ok<{ payer: Address }> | Err<PaymentRefusal>;
 
 export interface AdmissionDeps {
   /** The engine's refusals, which this adds to. */
@@ -75,11 +78,11 @@ export class PaymentAdmission {
 
   async admit(request: VerifyRequest): Promise<Admission> {
     const pre = await this.#deps.precheck(request, this.#policy);
-    if (!pre.ok) return pre;
+    if (!pre.ok) return refusedPayer({ code: pre.reason, message: pre.message }, pre.payer);
     // A signature no key made counts against a separate bucket: a forger cannot use up a real payer's quota.
     const key = `${pre.signedByKey ? 'key' : 'unproven'}:${pre.payer.toLowerCase()}`;
     const taken = this.#quota.take(key);
-    if (!taken.allowed) return { ok: false, reason: GatewayReason.payerRateLimited, message: `too many payments from ${pre.payer}; try again in ${taken.retryAfterSeconds} s`, payer: pre.payer };
-    return { ok: true, payer: pre.payer };
+    if (!taken.allowed) return refusedPayer({ code: GatewayReason.payerRateLimited, message: `too many payments from ${pre.payer}; try again in ${taken.retryAfterSeconds} s` }, pre.payer);
+    return ok({ payer: pre.payer });
   }
 }

@@ -3,6 +3,8 @@ import type { StablecoinInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
 import type { ExactEvmPayload, PaymentRequirements, VerifyRequest } from '../protocol/x402/types.ts';
 import type { InvalidReason } from '../verify/reasons.ts';
+import type { Err } from '../protocol/result.ts';
+import type { PaymentRefusal } from '../verify/checks.ts';
 import type { VerifyJob } from '../verify/signature/jobs.ts';
 
 /**
@@ -110,7 +112,7 @@ export type Checked =
       job: VerifyJob;
       call: SettlementCall;
     }
-  | { ok: false; reason: InvalidReason; message: string; payer?: Address };
+  | Err<PaymentRefusal>;
 
 /** Where a settlement call goes: the chain's contracts and its configured stablecoin. */
 export interface SettlementSite {

@@ -1,6 +1,6 @@
 import { schemeNamed } from '../schemes/registry.ts';
 import type { SchemeName } from '../schemes/scheme.ts';
-import { fail, type CheckResult } from './checks.ts';
+import { fail, pass, type CheckResult } from './checks.ts';
 import { GatewayReason } from './reasons.ts';
 
 /**
@@ -36,7 +36,7 @@ export function checkPaymentPolicy(policy: PaymentPolicy, terms: PaymentTerms): 
   if (payer === payee) return fail(GatewayReason.payerIsPayee, 'the payer pays itself: nothing would move but our gas');
   if (policy.refusedPayees.has(payee)) return fail(GatewayReason.payeeRefused, `${terms.payee} is one of this facilitator's relayers or contracts: it is never paid`);
   if (policy.payeeAllowlist && !policy.payeeAllowlist.has(payee)) return fail(GatewayReason.payeeRefused, `${terms.payee} is not a payee this facilitator settles for`);
-  return { ok: true };
+  return pass;
 }
 
 /** Two policies in one: refused by either is refused, the higher minimum holds, and an allowlist narrows. */

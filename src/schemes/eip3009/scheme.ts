@@ -1,6 +1,8 @@
 import type { Address } from 'viem';
 import type { Eip3009Payload, ExactEvmPayload } from '../../protocol/x402/types.ts';
 import { eip3009NonceKey } from './nonce-key.ts';
+import { err } from '../../protocol/result.ts';
+import { refusedPayer } from '../../verify/checks.ts';
 import { Eip3009Reason } from '../../verify/reasons.ts';
 import type { PaymentScheme } from '../scheme.ts';
 import { checkEip3009Envelope, checkEip3009Terms } from './checks.ts';
@@ -35,13 +37,13 @@ export const eip3009Scheme: PaymentScheme = {
   payer: (payload) => own(payload).authorization.from,
 
   check({ requirements: req, accepted, payload, network, token, now }) {
-    if (!carries(payload)) return { ok: false, reason: Eip3009Reason.scheme, message: 'requirements ask for an EIP-3009 authorization' };
+    if (!carries(payload)) return err(Eip3009Reason.scheme, 'requirements ask for an EIP-3009 authorization');
     const a = payload.authorization;
     const payer: Address = a.from;
     const envelope = checkEip3009Envelope(req, accepted);
-    if (!envelope.ok) return { ...envelope, payer };
+    if (!envelope.ok) return refusedPayer(envelope.error, payer);
     const terms = checkEip3009Terms(req, payload, token, now);
-    if (!terms.ok) return { ...terms, payer };
+    if (!terms.ok) return refusedPayer(terms.error, payer);
     return {
       ok: true,
       payer,

@@ -1,5 +1,7 @@
 import type { ExactEvmPayload, Permit2Payload } from '../../protocol/x402/types.ts';
 import { permit2NonceKey } from './nonce-key.ts';
+import { err } from '../../protocol/result.ts';
+import { refusedPayer } from '../../verify/checks.ts';
 import { Permit2Reason } from '../../verify/reasons.ts';
 import type { PaymentScheme } from '../scheme.ts';
 import { checkPermit2Terms } from './checks.ts';
@@ -33,13 +35,13 @@ export const permit2Scheme: PaymentScheme = {
   payer: (payload) => own(payload).permit2Authorization.from,
 
   check({ requirements: req, accepted, payload, network, now }) {
-    if (!carries(payload)) return { ok: false, reason: Permit2Reason.payloadType, message: 'requirements ask for a Permit2 payload' };
+    if (!carries(payload)) return err(Permit2Reason.payloadType, 'requirements ask for a Permit2 payload');
     const proxy = network.exactPermit2Proxy;
-    if (!proxy) return { ok: false, reason: Permit2Reason.proxyNotDeployed, message: `no exact-permit proxy is configured on ${req.network}` };
+    if (!proxy) return err(Permit2Reason.proxyNotDeployed, `no exact-permit proxy is configured on ${req.network}`);
     const p = payload.permit2Authorization;
     const payer = p.from;
     const terms = checkPermit2Terms(req, accepted, payload, proxy, now);
-    if (!terms.ok) return { ...terms, payer };
+    if (!terms.ok) return refusedPayer(terms.error, payer);
     return {
       ok: true,
       payer,
