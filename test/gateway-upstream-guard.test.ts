@@ -181,10 +181,10 @@ t.test('an allowlist entry with a port allows that port only', async (t) => {
   t.ok(a.allowsHost('127.0.0.1', undefined), 'an unknown port (a DNS lookup) is left to the connect-time check');
   const check = (url: string) => checkUpstreamUrl(url, { allowlist: a, resolve: async () => ['127.0.0.1'] });
   t.match(await check('http://127.0.0.1:4100/x'), { ok: true });
-  t.match(await check('http://127.0.0.1:8545/'), { ok: false, code: 'forbidden_address' });
-  t.match(await check('http://127.0.0.1/'), { ok: false, code: 'forbidden_address' }, 'the default port is a port too');
+  t.match(await check('http://127.0.0.1:8545/'), { ok: false, error: { code: 'forbidden_address' } });
+  t.match(await check('http://127.0.0.1/'), { ok: false, error: { code: 'forbidden_address' } }, 'the default port is a port too');
   t.match(await check('http://fixtures.local:4100/'), { ok: true });
-  t.match(await check('http://fixtures.local:4101/'), { ok: false, code: 'forbidden_address' });
+  t.match(await check('http://fixtures.local:4101/'), { ok: false, error: { code: 'forbidden_address' } });
 
   // At request time: the guarded dispatcher refuses another port of an allowlisted address before connecting.
   const served = createServer((_req, res) => res.end('ok'));
@@ -225,21 +225,21 @@ t.test('checkUpstreamUrl', async (t) => {
   });
   const ok = await checkUpstreamUrl('https://api.example.com/v1', { allowlist: [], resolve });
   t.ok(ok.ok, 'a public name is accepted');
-  if (ok.ok) t.same(ok.addresses, ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946']);
+  if (ok.ok) t.same(ok.value.addresses, ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946']);
 
   const priv = await checkUpstreamUrl('https://internal.example.com/', { allowlist: [], resolve });
-  t.match(priv, { ok: false, code: 'forbidden_address' }, 'a name resolving to 10.0.0.5 is refused');
+  t.match(priv, { ok: false, error: { code: 'forbidden_address' } }, 'a name resolving to 10.0.0.5 is refused');
   if (!priv.ok) {
-    t.notMatch(priv.error, /10\.0\.0\.5/, 'the merchant-facing error does not reveal the resolved address');
-    t.match(priv.detail, /10\.0\.0\.5: private network/, 'the operator detail does');
+    t.notMatch(priv.error.message, /10\.0\.0\.5/, 'the merchant-facing error does not reveal the resolved address');
+    t.match(priv.error.detail, /10\.0\.0\.5: private network/, 'the operator detail does');
   }
-  t.match(await checkUpstreamUrl('https://mixed.example.com/', { allowlist: [], resolve }), { ok: false, code: 'forbidden_address' }, 'one bad answer is enough');
-  t.match(await checkUpstreamUrl('https://empty.example.com/', { allowlist: [], resolve }), { ok: false, code: 'unresolvable' });
-  t.match(await checkUpstreamUrl('https://nowhere.example.com/', { allowlist: [], resolve }), { ok: false, code: 'unresolvable' });
-  t.match(await checkUpstreamUrl('http://127.0.0.1:8545/', { allowlist: [], resolve }), { ok: false, code: 'forbidden_address' });
-  t.match(await checkUpstreamUrl('http://[::ffff:127.0.0.1]/', { allowlist: [], resolve }), { ok: false, code: 'forbidden_address' });
-  t.match(await checkUpstreamUrl('http://0x7f.1/', { allowlist: [], resolve }), { ok: false, code: 'forbidden_address' }, 'URL parsing normalises legacy IPv4 spellings');
-  t.match(await checkUpstreamUrl('http://[fe80::1]/', { allowlist: [], resolve }), { ok: false, code: 'forbidden_address' });
+  t.match(await checkUpstreamUrl('https://mixed.example.com/', { allowlist: [], resolve }), { ok: false, error: { code: 'forbidden_address' } }, 'one bad answer is enough');
+  t.match(await checkUpstreamUrl('https://empty.example.com/', { allowlist: [], resolve }), { ok: false, error: { code: 'unresolvable' } });
+  t.match(await checkUpstreamUrl('https://nowhere.example.com/', { allowlist: [], resolve }), { ok: false, error: { code: 'unresolvable' } });
+  t.match(await checkUpstreamUrl('http://127.0.0.1:8545/', { allowlist: [], resolve }), { ok: false, error: { code: 'forbidden_address' } });
+  t.match(await checkUpstreamUrl('http://[::ffff:127.0.0.1]/', { allowlist: [], resolve }), { ok: false, error: { code: 'forbidden_address' } });
+  t.match(await checkUpstreamUrl('http://0x7f.1/', { allowlist: [], resolve }), { ok: false, error: { code: 'forbidden_address' } }, 'URL parsing normalises legacy IPv4 spellings');
+  t.match(await checkUpstreamUrl('http://[fe80::1]/', { allowlist: [], resolve }), { ok: false, error: { code: 'forbidden_address' } });
 
   const allowed = await checkUpstreamUrl('http://127.0.0.1:8545/', { allowlist: ['127.0.0.1'], resolve });
   t.ok(allowed.ok, 'an allowlisted 127.0.0.1 is accepted');
@@ -247,10 +247,10 @@ t.test('checkUpstreamUrl', async (t) => {
   t.ok((await checkUpstreamUrl('http://devnet.local/', { allowlist: ['devnet.local'], resolve })).ok, 'an allowlisted host name');
   t.ok((await checkUpstreamUrl('http://internal.example.com/', { allowlist: ['10.0.0.0/8'], resolve })).ok, 'an allowlisted CIDR');
 
-  t.match(await checkUpstreamUrl('ftp://api.example.com/', { allowlist: [], resolve }), { ok: false, code: 'unsupported_scheme' });
-  t.match(await checkUpstreamUrl('not a url', { allowlist: [], resolve }), { ok: false, code: 'invalid_url' });
+  t.match(await checkUpstreamUrl('ftp://api.example.com/', { allowlist: [], resolve }), { ok: false, error: { code: 'unsupported_scheme' } });
+  t.match(await checkUpstreamUrl('not a url', { allowlist: [], resolve }), { ok: false, error: { code: 'invalid_url' } });
   const slow: Resolver = () => new Promise(() => {});
-  t.match(await checkUpstreamUrl('https://slow.example.com/', { allowlist: [], resolve: slow, resolveTimeoutMs: 50 }), { ok: false, code: 'unresolvable' });
+  t.match(await checkUpstreamUrl('https://slow.example.com/', { allowlist: [], resolve: slow, resolveTimeoutMs: 50 }), { ok: false, error: { code: 'unresolvable' } });
 });
 
 async function startLocalServer(t: { teardown(fn: () => unknown): void }): Promise<{ port: number; hits: () => number }> {

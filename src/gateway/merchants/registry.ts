@@ -270,8 +270,8 @@ export class MerchantRegistry {
         ...(this.#resolveTimeoutMs !== undefined ? { resolveTimeoutMs: this.#resolveTimeoutMs } : {}),
       });
       if (!check.ok) {
-        this.#log?.warn('merchant upstream refused', { slug: r.slug, code: check.code, detail: check.detail });
-        return refuse(400, check.error);
+        this.#log?.warn('merchant upstream refused', { slug: r.slug, code: check.error.code, detail: check.error.detail });
+        return refuse(400, check.error.message);
       }
       return ok({ kind: 'url', baseUrl: u.baseUrl, secretHeaders: { ...u.secretHeaders } });
     }

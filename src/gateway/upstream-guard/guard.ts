@@ -18,6 +18,7 @@ import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { Agent, buildConnector } from 'undici';
 import { cidrContains, parseCidr, parseIp, unmapCidr, unmapIp, type Cidr } from '../../http/ip.ts';
 import { forbiddenAddressReason } from './ip-ranges.ts';
+import { ok, type Err, type Failure, type Ok } from '../../protocol/result.ts';
 
 /** Resolves a host name to its IP addresses (text). */
 export type Resolver = (host: string) => Promise<string[]>;
@@ -114,13 +115,18 @@ function addressVerdict(allowlist: UpstreamAllowlist, host: string, address: str
 
 export type UpstreamCheckCode = 'invalid_url' | 'unsupported_scheme' | 'unresolvable' | 'forbidden_address';
 
-export type UpstreamCheck =
-  | { ok: true; url: URL; host: string; addresses: string[] }
-  /**
-   * `error` is safe to show the merchant (it never contains a resolved address: the gateway's view of DNS is not
-   * the merchant's business). `detail` may name the address and its range; for operator logs only.
-   */
-  | { ok: false; code: UpstreamCheckCode; error: string; detail?: string };
+/**
+ * Why an upstream URL is refused. The `message` is safe to show the merchant (it never contains a resolved address:
+ * the gateway's view of DNS is not the merchant's business). `detail` may name the address and its range: a field
+ * for operator logs only, never answered.
+ */
+export interface UpstreamRefusal extends Failure<UpstreamCheckCode> {
+  detail?: string;
+}
+
+export type UpstreamCheck = Ok<{ url: URL; host: string; addresses: string[] }> | Err<UpstreamRefusal>;
+
+const upstreamRefused = (code: UpstreamCheckCode, message: string, detail?: string): Err<UpstreamRefusal> => ({ ok: false, error: { code, message, ...(detail !== undefined ? { detail } : {}) } });
 
 export interface CheckUpstreamOptions {
   allowlist: UpstreamAllowlist | readonly string[];
@@ -164,16 +170,16 @@ export async function checkUpstreamUrl(url: string | URL, options: CheckUpstream
   try {
     parsed = typeof url === 'string' ? new URL(url) : new URL(url.href);
   } catch {
-    return { ok: false, code: 'invalid_url', error: 'upstream URL is not a valid absolute URL' };
+    return upstreamRefused('invalid_url', 'upstream URL is not a valid absolute URL');
   }
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
-    return { ok: false, code: 'unsupported_scheme', error: `upstream URL scheme ${parsed.protocol} is not http(s)` };
+    return upstreamRefused('unsupported_scheme', `upstream URL scheme ${parsed.protocol} is not http(s)`);
   }
   let allowlist: UpstreamAllowlist;
   try {
     allowlist = toAllowlist(options.allowlist);
   } catch (e) {
-    return { ok: false, code: 'invalid_url', error: 'upstream allowlist is misconfigured', detail: e instanceof Error ? e.message : String(e) };
+    return upstreamRefused('invalid_url', 'upstream allowlist is misconfigured', e instanceof Error ? e.message : String(e));
   }
   const host = stripBrackets(parsed.hostname);
   const publicError = `upstream host ${host} does not resolve to a public address`;
@@ -184,15 +190,15 @@ export async function checkUpstreamUrl(url: string | URL, options: CheckUpstream
     try {
       addresses = await withTimeout((options.resolve ?? systemResolver)(host), options.resolveTimeoutMs ?? 5000);
     } catch (e) {
-      return { ok: false, code: 'unresolvable', error: publicError, detail: e instanceof Error ? e.message : String(e) };
+      return upstreamRefused('unresolvable', publicError, e instanceof Error ? e.message : String(e));
     }
-    if (!Array.isArray(addresses) || addresses.length === 0) return { ok: false, code: 'unresolvable', error: publicError, detail: 'no addresses' };
+    if (!Array.isArray(addresses) || addresses.length === 0) return upstreamRefused('unresolvable', publicError, 'no addresses');
   }
   for (const address of addresses) {
     const reason = typeof address === 'string' ? addressVerdict(allowlist, host, address, urlPort(parsed)) : 'not an IP address';
-    if (reason !== undefined) return { ok: false, code: 'forbidden_address', error: publicError, detail: `${String(address)}: ${reason}` };
+    if (reason !== undefined) return upstreamRefused('forbidden_address', publicError, `${String(address)}: ${reason}`);
   }
-  return { ok: true, url: parsed, host, addresses: [...addresses] };
+  return ok({ url: parsed, host, addresses: [...addresses] });
 }
 
 /** The connection error of a {@link guardedDispatcher} refusing an address. */
