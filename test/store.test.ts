@@ -114,21 +114,21 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
   t.teardown(() => store.close());
   const payments = store.collection<{ state: string }>('payments');
   await payments.put('p', { state: 'broadcasting' });
-  t.same(store.health(), { ok: true });
+  t.same(store.health(), { ok: true, value: undefined });
 
   state.failing = true;
   await t.rejects(payments.put('p', { state: 'settled' }), /No space left/, 'the write says it failed');
   await t.rejects(store.nonces.claim('n', 'holder'), /No space left/);
   t.same(payments.get('p'), { state: 'broadcasting' }, 'the record is where its last durable write left it');
   t.equal(store.nonces.holder('n'), undefined, 'and the claim was not taken');
-  t.match(store.health(), { ok: false, error: /No space left/ }, 'unhealthy');
+  t.match(store.health(), { ok: false, error: { code: 'store_unwritable', message: /No space left/ } }, 'unhealthy');
   t.match(await store.probe(), { ok: false }, 'a probe while the disk is full fails too');
 
   state.failing = false;
   await new Promise((r) => setTimeout(r, 1100)); // probes are at most once a second
   t.match(await store.probe(), { ok: false }, 'a write succeeds again, but a failure is remembered for a while');
   await new Promise((r) => setTimeout(r, 500));
-  t.same(await store.probe(), { ok: true }, 'then healthy again');
+  t.same(await store.probe(), { ok: true, value: undefined }, 'then healthy again');
   await payments.put('p', { state: 'settled' });
   t.same(payments.get('p'), { state: 'settled' });
   await new Promise((r) => setTimeout(r, 50));

@@ -26,7 +26,7 @@ export async function runFacilitator(
 ): Promise<RunningFacilitator> {
   const health = async () => {
     const store = await running.store.probe();
-    if (!store.ok) throw new Error(`the data store cannot write (since ${new Date(store.since).toISOString()})`);
+    if (!store.ok) throw new Error(`the data store cannot write (since ${new Date(store.error.since).toISOString()})`);
     const chains = await Promise.all(
       networks.all().map(async (n) => {
         const pool = running.relayers.get(n.caip2);

@@ -148,7 +148,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   server
     .route('GET', '/health', async () => {
       const store = await parts.store.probe();
-      if (!store.ok) return json(503, { ok: false, store: { ok: false, error: 'the data store cannot write', since: new Date(store.since).toISOString() } });
+      if (!store.ok) return json(503, { ok: false, store: { ok: false, error: 'the data store cannot write', since: new Date(store.error.since).toISOString() } });
       return json(200, { ok: true, merchants: parts.merchants.list().length, inFlight: parts.engine.inFlight });
     })
     .route('GET', '/openapi.json', () => json(200, rootOpenApi(parts.merchants.list(), discovery)))

@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase, type RootDatabaseOptionsWithPath } from 'lmdb';
+import { ok, type Err, type Failure, type Ok } from '../protocol/result.ts';
 import { DurableCollection } from './durable-collection.ts';
 import { NonceClaims } from './nonce-claims.ts';
 
@@ -27,7 +28,14 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export type StoreHealth = { ok: true } | { ok: false; error: string; since: number };
+/** Why the store is not healthy: the last failed write's error as the message, and since when (ms since the epoch). */
+export interface StoreFailure extends Failure<'store_unwritable'> {
+  since: number;
+}
+
+export type StoreHealth = Ok<undefined> | Err<StoreFailure>;
+
+const unwritable = (failure: { error: string; since: number }): Err<StoreFailure> => ({ ok: false, error: { code: 'store_unwritable', message: failure.error, since: failure.since } });
 
 export interface StoreOptions {
   /** Told how long each durable write took, from the write until it was on disk (metrics). */
@@ -84,9 +92,9 @@ export function openStore(path: string, opts: StoreOptions = {}): Store {
     }
   };
   const health = (): StoreHealth => {
-    if (failing !== undefined) return { ok: false, ...failing };
-    if (lastFailure !== undefined && Date.now() - lastFailure.at < failureMemoryMs) return { ok: false, error: lastFailure.error, since: lastFailure.since };
-    return { ok: true };
+    if (failing !== undefined) return unwritable(failing);
+    if (lastFailure !== undefined && Date.now() - lastFailure.at < failureMemoryMs) return unwritable(lastFailure);
+    return ok(undefined);
   };
   return {
     path,
