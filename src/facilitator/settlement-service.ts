@@ -42,7 +42,10 @@ export function settlementService(
       try {
         const admitted = admission ? await admission.admit(d.value) : undefined;
         if (admitted && !admitted.ok) {
-          return { status: 200, body: { isValid: false, invalidReason: admitted.error.code, invalidMessage: admitted.error.message, ...(admitted.error.payer ? { payer: admitted.error.payer } : {}) } };
+          return {
+            status: 200,
+            body: { isValid: false, invalidReason: admitted.error.code, invalidMessage: admitted.error.message, ...(admitted.error.payer ? { payer: admitted.error.payer } : {}) },
+          };
         }
         return { status: 200, body: await engine.verify(d.value) };
       } catch (err) {
@@ -59,7 +62,14 @@ export function settlementService(
             const admitted = await admission.admit(request);
             if (admitted.ok) return undefined;
             const network = request.paymentRequirements.network as SettleResponse['network'];
-            return { success: false, errorReason: admitted.error.code, errorMessage: admitted.error.message, transaction: '', network, ...(admitted.error.payer ? { payer: admitted.error.payer } : {}) };
+            return {
+              success: false,
+              errorReason: admitted.error.code,
+              errorMessage: admitted.error.message,
+              transaction: '',
+              network,
+              ...(admitted.error.payer ? { payer: admitted.error.payer } : {}),
+            };
           }
         : undefined;
       try {

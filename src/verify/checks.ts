@@ -17,7 +17,10 @@ export interface PaymentRefusal extends Failure<InvalidReason> {
 export const pass: CheckResult = ok(undefined);
 export const fail = (reason: InvalidReason, message: string): CheckResult => err(reason, message);
 /** A check's refusal, naming the payer it is about. */
-export const refusedPayer = (failure: Failure<InvalidReason>, payer: Address | undefined): Err<PaymentRefusal> => ({ ok: false, error: { code: failure.code, message: failure.message, ...(payer ? { payer } : {}) } });
+export const refusedPayer = (failure: Failure<InvalidReason>, payer: Address | undefined): Err<PaymentRefusal> => ({
+  ok: false,
+  error: { code: failure.code, message: failure.message, ...(payer ? { payer } : {}) },
+});
 export const sameAddress = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
 
 /** Seconds an authorization must still be valid for when it is checked: room to broadcast and mine. */
