@@ -80,7 +80,8 @@ export class BlockWatcher {
       for (const h of waiter.hashes) {
         let set = this.#waiters.get(h);
         if (!set) {
-          this.#waiters.set(h, (set = new Set()));
+          set = new Set();
+          this.#waiters.set(h, set);
           this.#fresh.add(h);
         }
         set.add(waiter);

@@ -94,7 +94,10 @@ const sharedWatchers = new WeakMap<object, BlockWatcher>();
 function watcherOf(c: Courier): BlockWatcher {
   if (c.watcher) return c.watcher;
   let watcher = sharedWatchers.get(c.client);
-  if (!watcher) sharedWatchers.set(c.client, (watcher = new BlockWatcher({ client: c.client, pollMs: c.pollMs, timeoutMs: 10_000, log: c.log })));
+  if (!watcher) {
+    watcher = new BlockWatcher({ client: c.client, pollMs: c.pollMs, timeoutMs: 10_000, log: c.log });
+    sharedWatchers.set(c.client, watcher);
+  }
   return watcher;
 }
 

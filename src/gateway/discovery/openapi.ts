@@ -302,7 +302,8 @@ function document(all: Merchant[], ctx: DiscoveryContext, title: string, descrip
       const id = operation.operationId as string;
       if (ids.has(id)) throw new DiscoveryError(`duplicate operationId ${id}`);
       ids.add(id);
-      const item = (paths[path] ??= {});
+      paths[path] ??= {};
+      const item = paths[path];
       if (item[method] !== undefined) throw new DiscoveryError(`duplicate operation ${method.toUpperCase()} ${path}`);
       item[method] = operation;
     }

@@ -67,7 +67,10 @@ export class CircuitBreakers {
   /** An upstream call paid by `credential` (a payment's nonce key) failed. */
   failure(key: string, credential: string): void {
     let s = this.#state.get(key);
-    if (!s) this.#state.set(key, (s = { failures: 0, trial: false, failed: new Set() }));
+    if (!s) {
+      s = { failures: 0, trial: false, failed: new Set() };
+      this.#state.set(key, s);
+    }
     s.trial = false;
     if (s.failed.has(credential)) return;
     s.failed.add(credential);

@@ -19,6 +19,7 @@ const refuse = (message: string): PathRefusal => refusal('invalid_path', message
 export type ConfinedPath = Ok<{ route: string; segments: string[] }> | PathRefusal;
 
 /** C0 controls, DEL and the C1 controls: never part of a resource name, and read as separators by some servers. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the pattern exists to find control characters and refuse them
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 /** A segment decoded, or `undefined` for a malformed escape or invalid UTF-8. */

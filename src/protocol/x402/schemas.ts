@@ -121,6 +121,7 @@ export const permit2PayloadSchema: SchemaObject = {
 export const exactEvmPayloadSchema: SchemaObject = {
   type: 'object',
   if: { type: 'object', properties: { permit2Authorization: true }, required: ['permit2Authorization'] },
+  // biome-ignore lint/suspicious/noThenProperty: `then` is the JSON-schema keyword paired with `if`
   then: permit2PayloadSchema,
   else: eip3009PayloadSchema,
 };
