@@ -6,7 +6,12 @@ import { clientIp, parseTrustProxy } from '../src/http/trust-proxy.ts';
 
 function clock(start = 1_000_000) {
   let ms = start;
-  return { now: () => ms, advance: (d: number) => void (ms += d) };
+  return {
+    now: () => ms,
+    advance: (d: number) => {
+      ms += d;
+    },
+  };
 }
 
 t.test('a fresh key gets the whole burst, then is refused', async (t) => {

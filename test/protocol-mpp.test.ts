@@ -87,7 +87,10 @@ t.test('canonical JSON (RFC 8785) matches the vectors and mppx/ox on random valu
 
   // Random values against the independent implementation in mppx (PaymentRequest.serialize = base64url(ox canonicalize)).
   let seed = 8785;
-  const rnd = (): number => (seed = (seed * 1103515245 + 12345) >>> 0) / 4294967296;
+  const rnd = (): number => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return seed / 4294967296;
+  };
   const chars = ['a', 'Z', '0', '9', '_', '-', '"', '\\', '\n', '\t', '\u0001', '\u007f', '\u00e9', '\u20ac', '\ud83d\ude00', ' ', '1', '10'];
   const str = (): string => Array.from({ length: Math.floor(rnd() * 6) }, () => chars[Math.floor(rnd() * chars.length)]).join('');
   const num = (): number => [rnd() * 1e6, -rnd(), Math.floor(rnd() * 1e15), rnd() * 1e-9, 1e25 * rnd(), 0][Math.floor(rnd() * 6)] as number;
@@ -533,7 +536,10 @@ t.test('body digest: as mppx BodyDigest computes it; mismatches explained', asyn
 
 t.test('fuzz: MPP decoders never throw and always return a typed result', async (t) => {
   let seed = 7;
-  const rnd = (): number => (seed = (seed * 1664525 + 1013904223) >>> 0) / 4294967296;
+  const rnd = (): number => {
+    seed = (seed * 1664525 + 1013904223) >>> 0;
+    return seed / 4294967296;
+  };
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
   const c = fresh({ description: 'd' });
   const header = formatWwwAuthenticate(c);

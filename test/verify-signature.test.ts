@@ -318,7 +318,7 @@ t.test('wrong key, tampered fields, high s, bad v, bad length and garbage: undef
       signature: sig,
     },
   ];
-  garbageJobs.forEach((job, i) => t.equal(recoverJobSync(job as VerifyJob), undefined, `garbage job #${i}`));
+  for (const [i, job] of garbageJobs.entries()) t.equal(recoverJobSync(job as VerifyJob), undefined, `garbage job #${i}`);
   t.notOk(matchesSigner(undefined, signer.address));
   t.notOk(matchesSigner(signer.address, undefined));
 });
@@ -389,7 +389,7 @@ async function jobCorpus(signer: LocalAccount): Promise<{ job: VerifyJob; want: 
     { ...p, permit: { ...p.permit, witness: null } },
     { ...p, permit: { ...p.permit, spender: 'proxy' } },
   ];
-  garbage.forEach((job, i) => out.push({ job: job as VerifyJob, want: undefined, label: `garbage job #${i}` }));
+  for (const [i, job] of garbage.entries()) out.push({ job: job as VerifyJob, want: undefined, label: `garbage job #${i}` });
   return out;
 }
 

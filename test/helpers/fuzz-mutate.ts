@@ -212,6 +212,7 @@ export function garbageToken(rng: Rng, token: string, encode: (json: string) => 
       rng
         .bytes(rng.between(1, 300))
         .toString('latin1')
+        // biome-ignore lint/suspicious/noControlCharactersInRegex: strips control characters from random header text on purpose
         .replace(/[\x00-\x1f\x7f]/g, '?'),
       'random latin1',
     ],
