@@ -15,7 +15,10 @@ parentPort?.on('message', async ({ keys, requirements, from, to }: { keys: Hex[]
   for (let i = from; i < to; i++) {
     const key = keys[i % keys.length] as Hex;
     let account = accounts.get(key);
-    if (!account) accounts.set(key, (account = privateKeyToAccount(key)));
+    if (!account) {
+      account = privateKeyToAccount(key);
+      accounts.set(key, account);
+    }
     headers.push(encodePaymentSignatureHeader(await officialPayment(account, requirements)));
   }
   parentPort?.postMessage(headers);

@@ -105,7 +105,8 @@ const nextSalt = saltSource();
 function issueMpp(deps: PaywallDeps, issuer: MppIssuer, digest: string | undefined): { id: string; header: string | FilledHeader } {
   const salt = nextSalt();
   if (digest !== undefined) return issueFromTemplate(issuer.template, templateMac(deps.mppKey, issuer.template, digest, issuer.tag), { digest, opaqueHead: issuer.tag, salt });
-  const id = `${(issuer.mac ??= templateMac(deps.mppKey, issuer.template, undefined, issuer.tag))}${salt}`;
+  issuer.mac ??= templateMac(deps.mppKey, issuer.template, undefined, issuer.tag);
+  const id = `${issuer.mac}${salt}`;
   issuer.header ??= headerTemplate(saltedHeaderParts(issuer.template));
   return { id, header: fillHeader(issuer.header, [id, `${issuer.tag}${salt}`]) };
 }
