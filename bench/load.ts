@@ -194,8 +194,11 @@ async function loadWithNode(make: (i: number) => LoadRequest | undefined, second
               else {
                 const length = CONTENT_LENGTH.exec(head);
                 if (length === null) state = Parse.UntilClose;
-                else if ((remaining = Number(length[1])) === 0) complete();
-                else state = Parse.Body;
+                else {
+                  remaining = Number(length[1]);
+                  if (remaining === 0) complete();
+                  else state = Parse.Body;
+                }
               }
               continue;
             }
@@ -244,7 +247,8 @@ async function loadWithNode(make: (i: number) => LoadRequest | undefined, second
       };
       const open = () => {
         pending = undefined;
-        const s = (socket = connect({ host, port }));
+        const s = connect({ host, port });
+        socket = s;
         s.setNoDelay(true);
         s.on('data', onData);
         s.on('error', () => {}); // 'close' follows and decides

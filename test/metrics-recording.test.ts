@@ -4,7 +4,7 @@ import { createActor, createMachine } from 'xstate';
 import { createHttpServer, json } from '../src/http/server.ts';
 import { metricsRoute } from '../src/metrics/endpoint.ts';
 import { createMetrics } from '../src/metrics/metrics.ts';
-import { parseExposition, scrape, valueOf } from './helpers/prometheus.ts';
+import { parseExposition, scrape, valueOf as metricValue } from './helpers/prometheus.ts';
 
 const REQUESTS = 'gate402_http_request_duration_seconds_count';
 
@@ -22,18 +22,18 @@ t.test('HTTP responses are counted by route template, never by raw path; odd met
   t.equal((await fetch(`${base}/m/weather/forecast`, { method: 'POST', body: 'far more than ten bytes' })).status, 413);
 
   const m = await scrape(`${base}/metrics`);
-  t.equal(valueOf(m, REQUESTS, { server: 'gateway', route: '/m/:slug/*', method: 'GET', status: '402' }), 3, 'three 402s under the template');
-  t.equal(valueOf(m, REQUESTS, { route: 'unmatched', method: 'GET', status: '404' }), 1, 'an unknown path counts as unmatched');
-  t.equal(valueOf(m, REQUESTS, { route: 'unmatched', method: 'OTHER', status: '405' }), 1, 'a made-up method is OTHER');
-  t.equal(valueOf(m, REQUESTS, { route: 'unmatched', method: 'POST', status: '413' }), 1);
-  t.ok((valueOf(m, 'gate402_http_request_duration_seconds_sum', { route: '/m/:slug/*' }) ?? 0) > 0, 'latency is observed');
+  t.equal(metricValue(m, REQUESTS, { server: 'gateway', route: '/m/:slug/*', method: 'GET', status: '402' }), 3, 'three 402s under the template');
+  t.equal(metricValue(m, REQUESTS, { route: 'unmatched', method: 'GET', status: '404' }), 1, 'an unknown path counts as unmatched');
+  t.equal(metricValue(m, REQUESTS, { route: 'unmatched', method: 'OTHER', status: '405' }), 1, 'a made-up method is OTHER');
+  t.equal(metricValue(m, REQUESTS, { route: 'unmatched', method: 'POST', status: '413' }), 1);
+  t.ok((metricValue(m, 'gate402_http_request_duration_seconds_sum', { route: '/m/:slug/*' }) ?? 0) > 0, 'latency is observed');
   const values = m.samples.flatMap((s) => Object.values(s.labels));
   t.notOk(
     values.some((v) => /weather|catjoke|0x|deadbeef|PURGE/i.test(v)),
     'no raw path, address or method in any label',
   );
   t.equal(m.types.get('gate402_http_request_duration_seconds'), 'histogram');
-  t.ok(valueOf(m, 'gate402_process_cpu_seconds_total') !== undefined, 'the default process metrics are there, prefixed');
+  t.ok(metricValue(m, 'gate402_process_cpu_seconds_total') !== undefined, 'the default process metrics are there, prefixed');
 });
 
 t.test('with GATE402_METRICS_TOKEN set, /metrics wants the bearer token', async (t) => {
@@ -65,9 +65,9 @@ t.test('an actor: every transition counted, the time in each state it left obser
     ['quoting', 'swapping'],
     ['swapping', 'delivered'],
   ]) {
-    t.equal(valueOf(m, 'gate402_actor_transitions_total', { machine: 'order', from: from as string, to: to as string }), 1, `${from} -> ${to}`);
+    t.equal(metricValue(m, 'gate402_actor_transitions_total', { machine: 'order', from: from as string, to: to as string }), 1, `${from} -> ${to}`);
   }
-  t.equal(valueOf(m, 'gate402_actor_state_duration_seconds_sum', { machine: 'order', state: 'quoting' }), 1.5);
-  t.equal(valueOf(m, 'gate402_actor_state_duration_seconds_sum', { machine: 'order', state: 'swapping' }), 0.25);
-  t.equal(valueOf(m, 'gate402_actor_state_duration_seconds_count', { machine: 'order', state: 'delivered' }), undefined, 'a final state has no duration');
+  t.equal(metricValue(m, 'gate402_actor_state_duration_seconds_sum', { machine: 'order', state: 'quoting' }), 1.5);
+  t.equal(metricValue(m, 'gate402_actor_state_duration_seconds_sum', { machine: 'order', state: 'swapping' }), 0.25);
+  t.equal(metricValue(m, 'gate402_actor_state_duration_seconds_count', { machine: 'order', state: 'delivered' }), undefined, 'a final state has no duration');
 });

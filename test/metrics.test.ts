@@ -9,7 +9,7 @@ import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from '../src/devnet/acc
 import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
 import { freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor } from './helpers/payments.ts';
-import { scrape, valueOf, type Exposition } from './helpers/prometheus.ts';
+import { scrape, valueOf as metricValue, type Exposition } from './helpers/prometheus.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 
 const manifest = testDevnet();
@@ -26,7 +26,7 @@ const gw = await spawnFacilitator({
 t.teardown(() => gw.stop());
 
 const PAID_ROUTE = { server: 'gateway', route: '/m/:slug/*', method: 'GET' };
-const count = (m: Exposition, name: string, labels: Record<string, string> = {}) => valueOf(m, name, labels) ?? 0;
+const count = (m: Exposition, name: string, labels: Record<string, string> = {}) => metricValue(m, name, labels) ?? 0;
 
 t.test('a paid request moves the gateway counters and histograms', async (t) => {
   const before = await scrape(`${gw.url}/metrics`);
@@ -93,8 +93,8 @@ t.test('a paid request moves the gateway counters and histograms', async (t) => 
     t.ok(count(after, 'gate402_relayer_balance_ether', { network: CAIP2.stockChain, relayer }) > 0, `relayer ${relayer} has gas`);
     t.equal(count(after, 'gate402_relayer_in_flight', { network: CAIP2.stockChain, relayer }), 0);
   }
-  t.ok(valueOf(after, 'gate402_worker_pool_utilization', { pool: 'signatures' }) !== undefined);
-  t.ok(valueOf(after, 'gate402_worker_pool_queue_depth', { pool: 'signatures' }) !== undefined);
+  t.ok(metricValue(after, 'gate402_worker_pool_utilization', { pool: 'signatures' }) !== undefined);
+  t.ok(metricValue(after, 'gate402_worker_pool_queue_depth', { pool: 'signatures' }) !== undefined);
   t.ok(count(after, 'gate402_process_resident_memory_bytes') > 0, 'default process metrics');
   const labelValues = after.samples.flatMap((s) => Object.values(s.labels));
   t.notOk(

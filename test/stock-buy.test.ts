@@ -8,7 +8,7 @@ import { uniswapArtifacts } from '../src/devnet/contracts/uniswap.ts';
 import { clientsFor, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { fundedPayer, postJson, stableBalance } from './helpers/payments.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
-import { scrape, valueOf } from './helpers/prometheus.ts';
+import { scrape, valueOf as metricValue } from './helpers/prometheus.ts';
 import { buyInPool, gassedKey, officialBuyer, tokenBalance } from './helpers/stock.ts';
 import { sharePriceFromSlot0, sharePriceFromTick } from './helpers/pool-price.ts';
 import { poolsOf } from './helpers/stock-pools.ts';
@@ -207,11 +207,11 @@ t.test('20 concurrent buys by different buyers all complete; the feed lists them
 
 t.test('/metrics counts the orders, the refund and the sponsorship', async (t) => {
   const m = await scrape(`${gw.url}/metrics`);
-  t.ok((valueOf(m, 'gate402_stock_orders_total', { symbol: 'TSLA', outcome: 'delivered' }) ?? 0) >= 1, 'delivered TSLA orders');
-  t.equal(valueOf(m, 'gate402_stock_orders_total', { symbol: 'TSLA', outcome: 'refunded' }), 1, 'the refunded order');
-  t.equal(valueOf(m, 'gate402_stock_refunds_total', { reason: 'below_slippage_floor' }), 1, 'its refund, by reason');
-  t.equal(valueOf(m, 'gate402_stock_sponsorships_total', { outcome: 'sent' }), 1, 'one sponsorship sent');
-  t.equal(valueOf(m, 'gate402_stock_sponsorships_total', { outcome: 'already_sponsored' }), 1, 'one refused');
-  t.ok((valueOf(m, 'gate402_actor_transitions_total', { machine: 'order', from: 'swapping', to: 'confirmingSwap' }) ?? 0) >= 20, 'order actor transitions');
-  t.ok((valueOf(m, 'gate402_stock_order_volume_usd_total', { symbol: 'TSLA' }) ?? 0) >= 5, 'volume in USD');
+  t.ok((metricValue(m, 'gate402_stock_orders_total', { symbol: 'TSLA', outcome: 'delivered' }) ?? 0) >= 1, 'delivered TSLA orders');
+  t.equal(metricValue(m, 'gate402_stock_orders_total', { symbol: 'TSLA', outcome: 'refunded' }), 1, 'the refunded order');
+  t.equal(metricValue(m, 'gate402_stock_refunds_total', { reason: 'below_slippage_floor' }), 1, 'its refund, by reason');
+  t.equal(metricValue(m, 'gate402_stock_sponsorships_total', { outcome: 'sent' }), 1, 'one sponsorship sent');
+  t.equal(metricValue(m, 'gate402_stock_sponsorships_total', { outcome: 'already_sponsored' }), 1, 'one refused');
+  t.ok((metricValue(m, 'gate402_actor_transitions_total', { machine: 'order', from: 'swapping', to: 'confirmingSwap' }) ?? 0) >= 20, 'order actor transitions');
+  t.ok((metricValue(m, 'gate402_stock_order_volume_usd_total', { symbol: 'TSLA' }) ?? 0) >= 5, 'volume in USD');
 });

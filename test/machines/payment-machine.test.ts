@@ -153,7 +153,16 @@ t.test('a reverted settlement transaction is reconciled and fails', async (t) =>
 t.test('past the confirm deadline the payment is pending, then settles when the receipt comes', async (t) => {
   let mine!: () => void;
   const mined = new Promise<void>((resolve) => (mine = resolve));
-  const done = run({ confirm: async (r) => (await mined, { ok: true, record: settledBy(r, ourTx) }) }, newRecord(), 5);
+  const done = run(
+    {
+      confirm: async (r) => {
+        await mined;
+        return { ok: true, record: settledBy(r, ourTx) };
+      },
+    },
+    newRecord(),
+    5,
+  );
   setTimeout(() => mine(), 40);
   const { states } = await done;
   t.same(states, ['verifying', 'claiming', 'simulating', 'broadcasting', 'inFlight.confirming', 'inFlight.pending', 'settled']);
