@@ -95,7 +95,7 @@ export class GasSponsor {
       record = next;
       await this.#o.records.put(key, next);
     };
-    let sent;
+    let sent: Awaited<ReturnType<typeof sendDurably>>;
     try {
       sent = await sendDurably(this.#o.courier, { to: address, data: '0x', gas: 21_000n, value: amountWei }, [], (txs) => save({ ...record, txs }));
     } catch (err) {

@@ -79,7 +79,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
   }
 
   async function challenge(req: { query: string }, input: BuyInput, error?: string): Promise<HttpResponse> {
-    let t;
+    let t: Awaited<ReturnType<typeof terms>>;
     try {
       t = await terms(input);
     } catch {
@@ -223,7 +223,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       if (typeof address !== 'string') return json(400, { error: 'address is required: {"address": "0x..."}' }, NO_STORE);
       const checked = parseAddress(address, 'address');
       if (!checked.ok) return refused(checked.error);
-      let outcome;
+      let outcome: Awaited<ReturnType<typeof o.sponsor.sponsor>>;
       try {
         outcome = await o.sponsor.sponsor(checked.value);
       } catch {

@@ -62,7 +62,7 @@ export class MerchantFiles {
   }
 
   async #syncDir(): Promise<void> {
-    let dh;
+    let dh: Awaited<ReturnType<typeof open>> | undefined;
     try {
       dh = await open(this.dir, 'r');
       await dh.sync();

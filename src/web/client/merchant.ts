@@ -318,7 +318,7 @@ async function submit(): Promise<void> {
     'signing the listing',
   );
   showMessage(ui.message, 'progress', 'Sending the signed listing…');
-  let answer;
+  let answer: Awaited<ReturnType<typeof postJson<{ merchant: PublicMerchant }>>>;
   try {
     answer = await postJson<{ merchant: PublicMerchant }>('/api/merchants', { registration, signature }, { timeoutMs: 60_000 });
   } catch (err) {

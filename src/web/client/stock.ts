@@ -473,7 +473,7 @@ async function buy(symbol: string, amount: string, payer: Hex): Promise<void> {
       }
     }
   })();
-  let answer;
+  let answer: Awaited<ReturnType<typeof api<StockOrderView>>>;
   try {
     answer = await api<StockOrderView>(`/api/stock/buy?${query}`, {
       method: 'POST',
