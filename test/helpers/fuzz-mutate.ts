@@ -207,7 +207,6 @@ export function garbageToken(rng: Rng, token: string, encode: (json: string) => 
   const choices: Array<() => [string, string]> = [
     () => [token.slice(0, cut), `truncated to ${cut}`],
     () => [rng.bytes(rng.between(1, 600)).toString('base64'), 'random bytes, base64'],
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this replaces
     () => [
       rng
         .bytes(rng.between(1, 300))
