@@ -11,7 +11,8 @@ import { openStore, type Store } from '../store/open-store.ts';
 import { SignatureVerifier } from '../verify/signature/pool.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { RelayerPool } from './relayer-pool.ts';
-import { SettlementEngine } from './settlement-engine.ts';
+import type { AdmissionLimits } from './settlement-admission.ts';
+import { DEFAULT_ADMISSION, SettlementEngine } from './settlement-engine.ts';
 
 export interface EngineConfig {
   dataDir: string;
@@ -29,6 +30,8 @@ export interface EngineConfig {
   batchEager: boolean;
   /** How many blocks below the head are searched for the transaction that consumed a failed settlement's authorization. */
   consumedLookbackBlocks: number;
+  /** Backpressure: new payments of a network are turned away (503, nothing charged) while its settlement is behind. */
+  admission: AdmissionLimits;
   /** Relayer keys; required unless the caller gives default relayers (the devnet's). */
   relayerKeys: `0x${string}`[];
 }
@@ -53,6 +56,11 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
     batchWindowMs: envInt(env, 'GATE402_BATCH_WINDOW_MS', 10, { min: 0, max: 10_000 }),
     batchEager: envBool(env, 'GATE402_BATCH_EAGER', true),
     consumedLookbackBlocks: envInt(env, 'GATE402_CONSUMED_LOOKBACK_BLOCKS', 2000, { min: 1, max: 1_000_000 }),
+    admission: {
+      maxQueued: envInt(env, 'GATE402_SETTLE_QUEUE_MAX', DEFAULT_ADMISSION.maxQueued, { min: 1, max: 1_000_000 }),
+      maxWaitMs: envInt(env, 'GATE402_SETTLE_QUEUE_WAIT_MS', DEFAULT_ADMISSION.maxWaitMs, { min: 10, max: 600_000 }),
+      maxTxsPerRelayer: envInt(env, 'GATE402_SETTLE_RELAYER_TXS_MAX', DEFAULT_ADMISSION.maxTxsPerRelayer, { min: 1, max: 100_000 }),
+    },
   };
 }
 
@@ -105,6 +113,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     simulateOnVerify: config.simulateOnVerify,
     batch: { maxSize: config.batchMax, windowMs: config.batchWindowMs, eager: config.batchEager },
     consumedLookbackBlocks: BigInt(config.consumedLookbackBlocks),
+    admission: config.admission,
     log,
     metrics,
   });

@@ -74,6 +74,13 @@ export class RelayerPool {
     return this.#relayers.map((r) => r.account.address);
   }
 
+  /** How many relayers there are, and their transactions signed and not yet mined (backpressure reads it). */
+  load(): { relayers: number; unminedTxs: number } {
+    let unminedTxs = 0;
+    for (const r of this.#relayers) unminedTxs += r.inFlight;
+    return { relayers: this.#relayers.length, unminedTxs };
+  }
+
   /** Reads every relayer's pending nonce and balance from the chain. Call after re-broadcasting restored transactions. */
   async init(): Promise<void> {
     await Promise.all(

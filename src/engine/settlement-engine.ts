@@ -16,6 +16,7 @@ import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { currentTxOf, fingerprintOf, isFinished, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
+import { SettlementAdmission, type AdmissionLimits, type Shed } from './settlement-admission.ts';
 import { SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
 import type { SettlementCall } from '../schemes/scheme.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from './tx-courier.ts';
@@ -43,6 +44,8 @@ export interface EngineOptions extends VerifyDeps {
    * settlement failed or its outcome is unknown (see `authorization-consumption.ts`).
    */
   consumedLookbackBlocks?: bigint;
+  /** Backpressure: when a network's settlement falls behind, new payments are turned away before anything is done. */
+  admission?: AdmissionLimits;
   log: Logger;
   metrics: EngineMetrics;
   clockMs?: () => number;
@@ -55,6 +58,12 @@ type PaymentActor = ReturnType<DurableHost<typeof paymentMachine, PaymentRecord>
 
 /** States after the claim: the record exists and each of them is written as it is entered. */
 const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'reconciling', 'releasing', 'settled', 'failed', 'stalled']);
+
+/** States of a payment between its admission and its transaction's send: the queue backpressure bounds. */
+const QUEUED_STATES = new Set(['verifying', 'claiming', 'simulating', 'broadcasting']);
+
+/** Unless configured: 256 payments queued per network, the oldest for at most 500 ms, 64 unmined transactions per relayer. */
+export const DEFAULT_ADMISSION: AdmissionLimits = { maxQueued: 256, maxWaitMs: 500, maxTxsPerRelayer: 64 };
 
 /** How many blocks below the head are searched for a consuming transaction, unless configured. */
 export const DEFAULT_CONSUMED_LOOKBACK_BLOCKS = 2000n;
@@ -79,9 +88,11 @@ export class SettlementEngine {
   readonly #batcher: SettlementBatcher;
   readonly #clock: () => number;
   readonly #abort = new AbortController();
+  readonly #admission: SettlementAdmission;
 
   constructor(opts: EngineOptions) {
     this.#o = opts;
+    this.#admission = new SettlementAdmission(opts.admission ?? DEFAULT_ADMISSION);
     this.#records = opts.store.collection<PaymentRecord>('payments');
     this.#batches = opts.store.collection<BatchRecord>('payment-batches');
     this.#clock = opts.clockMs ?? Date.now;
@@ -142,6 +153,24 @@ export class SettlementEngine {
   /** Payments this process is settling now. */
   get inFlight(): number {
     return this.#host.size;
+  }
+
+  /** Payments of `network` admitted and not yet sent. */
+  queued(network: string): number {
+    return this.#admission.queued(network);
+  }
+
+  /**
+   * Whether `request` must be turned away now because its network's settlement is behind (see
+   * `settlement-admission.ts`): asked before anything is verified or settled, so a turned-away payment costs nothing
+   * and charges nothing. A payment this engine already knows is never turned away: its answer costs no settlement.
+   */
+  shedding(request: VerifyRequest): Shed | undefined {
+    const network = request.paymentRequirements.network;
+    if (!this.#o.networks.has(network)) return undefined;
+    const shed = this.#admission.shed(network, this.#clock(), this.#o.relayers(network).load());
+    if (shed === undefined || this.#known(request) !== undefined) return undefined;
+    return shed;
   }
 
   /**
@@ -215,7 +244,26 @@ export class SettlementEngine {
       createdAt: now,
       updatedAt: now,
     };
-    return this.#answer(this.#spawn(record));
+    const actor = this.#spawn(record);
+    this.#queue(actor, record.network, now);
+    return this.#answer(actor);
+  }
+
+  /** Keeps a new payment in its network's queue until its transaction is sent, or it ends without one. */
+  #queue(actor: PaymentActor, network: string, now: number): void {
+    const ticket = this.#admission.enter(network, now);
+    const leave = () => {
+      ticket.sent();
+      subscription.unsubscribe();
+    };
+    const subscription = actor.subscribe({
+      next: (snapshot) => {
+        if (snapshot.status !== 'active' || !QUEUED_STATES.has(stateName(snapshot))) leave();
+      },
+      error: leave,
+      complete: leave,
+    });
+    if (actor.getSnapshot().status !== 'active') leave();
   }
 
   /** The answer for a payment in flight or settled under this nonce; undefined when it is new here. */

@@ -44,7 +44,7 @@ const NO_STORE = { 'cache-control': 'no-store' };
 
 function answer(a: ServiceAnswer): HttpResponse {
   if (a === null || typeof a !== 'object' || !Number.isInteger(a.status)) throw new TypeError('service returned no {status, body}');
-  return json(a.status, a.body, NO_STORE);
+  return json(a.status, a.body, a.headers ? { ...NO_STORE, ...a.headers } : NO_STORE);
 }
 
 export async function startFacilitatorHttp(service: FacilitatorService, opts: FacilitatorHttpOptions): Promise<FacilitatorHttp> {

@@ -41,7 +41,15 @@ export async function runFacilitator(
     admission.config,
   );
   const server = await startFacilitatorHttp(
-    settlementService(running.engine, networks, http.maxBodyBytes, health, door, (route, err) => log.error(`facilitator: unexpected ${route} error`, { error: err })),
+    settlementService(
+      running.engine,
+      networks,
+      http.maxBodyBytes,
+      health,
+      door,
+      (route, err) => log.error(`facilitator: unexpected ${route} error`, { error: err }),
+      (network, reason) => metrics.paymentShed(network, reason),
+    ),
     {
       host: http.host,
       port: http.port,

@@ -10,6 +10,8 @@ export type { SupportedResponse };
 export interface ServiceAnswer {
   status: number;
   body: unknown;
+  /** Extra response headers (`Retry-After` of a 503). */
+  headers?: Record<string, string>;
 }
 
 export interface FacilitatorService {

@@ -20,6 +20,7 @@ export function settlementService(
   health: () => Promise<Record<string, unknown>>,
   admission?: PaymentAdmission,
   onUnexpected: (route: 'verify' | 'settle', err: unknown) => void = () => {},
+  onShed?: (network: string, reason: string) => void,
 ): FacilitatorService {
   /** The request of a body, or the answer that refuses it (its body is the protocol's, so it is the error itself). */
   const decode = (body: Uint8Array): Ok<VerifyRequest> | Err<ServiceAnswer> => {
@@ -72,6 +73,17 @@ export function settlementService(
             };
           }
         : undefined;
+      // Settlement behind: a new payment is turned away before anything is checked or charged (the same payment
+      // asked again later is settled as if it came then; one the engine already knows is always answered).
+      const shed = engine.shedding(d.value);
+      if (shed !== undefined) {
+        onShed?.(d.value.paymentRequirements.network, shed.reason);
+        return {
+          status: 503,
+          body: { error: 'settlement is behind right now; nothing was settled', reason: shed.reason },
+          headers: { 'retry-after': String(shed.retryAfterSeconds) },
+        };
+      }
       try {
         return { status: 200, body: await engine.settle(d.value, admit) };
       } catch (err) {

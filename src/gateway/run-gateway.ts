@@ -118,6 +118,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   const paid = paidRouteHandler({
     networks: parts.networks,
     settle: (request) => parts.engine.settle(request),
+    shedding: (request) => parts.engine.shedding(request),
     verify: (request) => parts.engine.verify(request),
     merchant: (slug) => parts.merchants.get(slug),
     served: parts.store.claims('served'),

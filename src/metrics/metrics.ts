@@ -61,6 +61,8 @@ export interface Metrics {
   watchActor(machine: MachineName, actor: AnyActorRef): void;
   /** A payment actor finished in `outcome` (its final state), `seconds` after the payment was first seen. */
   settlement(network: string, outcome: string, seconds: number): void;
+  /** A new payment turned away (503, nothing charged) because its network's settlement is behind. */
+  paymentShed(network: string, reason: string): void;
   /** The observer for the RPC transport of one chain (`eip155:...`). */
   rpcObserver(chain: string): RpcObserver;
   /** One durable LMDB write: from the write until it was committed and flushed to disk. */
@@ -151,6 +153,12 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     help: 'Finished settlements by network and outcome (the final state: settled, failed, rejected, duplicate, stalled), from first sight of the payment to the end; `_count` is the settlement count',
     labelNames: ['network', 'outcome'],
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300],
+  });
+
+  const shed = counter({
+    name: 'gate402_payments_shed_total',
+    help: "New paid requests turned away with 503 and Retry-After, before anything was verified or charged, because their network's settlement was behind, by network and reason (queue_full, queue_slow, relayers_busy)",
+    labelNames: ['network', 'reason'],
   });
 
   const pendingSources: Array<() => number> = [];
@@ -296,6 +304,10 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
 
     settlement(network, outcome, seconds) {
       settlements.labels(network, outcome).observe(seconds);
+    },
+
+    paymentShed(network, reason) {
+      shed.labels(network, reason).inc();
     },
 
     rpcObserver(chain) {

@@ -11,6 +11,7 @@ import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.t
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
 import type { SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
+import type { Shed } from '../../engine/settlement-admission.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
 import { SCHEMES } from '../../schemes/registry.ts';
@@ -44,6 +45,11 @@ export interface PaywallDeps {
   networks: NetworkRegistry;
   settle(request: VerifyRequest): Promise<SettleResponse>;
   /**
+   * Whether a new payment must be turned away now because settlement is behind (see `settlement-admission.ts`):
+   * asked before its credential is verified or settled, so the 503 it gets charged nothing.
+   */
+  shedding?(request: VerifyRequest): Shed | undefined;
+  /**
    * Verification short of settling, run on a credential before its request's body is read: a credential whose
    * signature is not the payer's is refused without reading (or buffering) the body.
    */
@@ -70,7 +76,7 @@ export interface PaywallDeps {
   now(): number;
 }
 
-export type PaywallMetrics = Pick<Metrics, 'challengeIssued' | 'upstreamCall' | 'revenue'>;
+export type PaywallMetrics = Pick<Metrics, 'challengeIssued' | 'upstreamCall' | 'revenue' | 'paymentShed'>;
 
 const json = (status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse => ({
   status,
@@ -333,6 +339,17 @@ async function paid(
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail, ...bound });
   };
   if (servedState(deps.served.holder(key)) !== 'free') return used('this payment has already been used for a request');
+  // Settlement behind: turned away before anything is verified, read or charged; the credential stays good.
+  const shed = deps.shedding?.(credential.request);
+  if (shed !== undefined) {
+    deps.breakers.release(slug);
+    deps.metrics.paymentShed(credential.request.paymentRequirements.network, shed.reason);
+    return json(
+      503,
+      { error: 'settlement is behind right now; nothing was charged', reason: shed.reason, retry: 'send the same request with the same credential after Retry-After seconds' },
+      { 'retry-after': String(shed.retryAfterSeconds) },
+    );
+  }
   // A body is read only for a credential whose signature checks: a forged one is refused before a byte of it is.
   if (deps.verify && sendsBody(req)) {
     const verdict = await deps.verify(credential.request);
