@@ -31,10 +31,7 @@ const gw = await spawnFacilitator({
   await stopDevnet();
   throw err;
 });
-t.teardown(async () => {
-  (await import('node:fs')).copyFileSync(gw.logPath, '/tmp/bp-gw.log');
-  await gw.stop();
-});
+t.teardown(() => gw.stop());
 
 const n = devnet.manifest.networks[CAIP2.base] as NetworkEntry;
 const url = `${gw.url}/m/catjoke/joke`;
