@@ -7,6 +7,8 @@ import { killOnExit, tempDir } from './temp-dir.ts';
 /** Debian's `prometheus` package (installed by .ci/run) puts both here. */
 export const PROMETHEUS = '/usr/bin/prometheus';
 export const PROMTOOL = '/usr/bin/promtool';
+/** The longest a Prometheus started here lives, whatever happens to the test that started it. */
+const LIFETIME_SECONDS = 600;
 
 export interface PrometheusServer {
   url: string;
@@ -70,10 +72,15 @@ export async function startPrometheus(opts: { jobs: ScrapeJob[]; ruleFiles?: str
 
 async function startOnce(dir: string, configPath: string, port: number): Promise<PrometheusServer> {
   const logPath = join(dir, `prometheus-${port}.log`);
-  const child = spawn(PROMETHEUS, [`--config.file=${configPath}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'], {
-    stdio: ['ignore', openSync(logPath, 'a'), openSync(logPath, 'a')],
-  });
-  killOnExit(child);
+  // Under coreutils' timeout, which passes SIGTERM on: a test killed before its teardown leaves no Prometheus for long.
+  const child = spawn(
+    'timeout',
+    ['--kill-after=5', String(LIFETIME_SECONDS), PROMETHEUS, `--config.file=${configPath}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+    {
+      stdio: ['ignore', openSync(logPath, 'a'), openSync(logPath, 'a')],
+    },
+  );
+  killOnExit(child, 'SIGTERM');
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
