@@ -81,9 +81,10 @@ const series = (m: Exposition, name: string, labels: Record<string, string>) =>
 
 // --- Prometheus during a paid run ----------------------------------------------------------------------------------
 
-// The shipped rules with every `for:` at 0 s (their expressions untouched), so a condition fires on the next evaluation.
+// The shipped rules with every `for:` at 2 s (their expressions untouched): a condition fires within seconds, and one
+// slow scrape on a busy machine (up == 0 once) fires nothing.
 const shipped = readFileSync(ALERTS, 'utf8');
-const fastRules = shipped.replace(/^(\s+for:\s*)\S+$/gm, '$10s');
+const fastRules = shipped.replace(/^(\s+for:\s*)\S+$/gm, '$12s');
 const prometheus = await startPrometheus({
   jobs: [
     { name: 'gate402-gateway', target: new URL(gw.url).host },
@@ -108,7 +109,7 @@ t.test('promtool: the rules and the example configuration are valid, and each al
   t.match(promtool(['check', 'config', 'prometheus/prometheus.yml']), /SUCCESS/);
   t.match(promtool(['test', 'rules', 'alerts.test.yml'], 'prometheus'), /SUCCESS/);
   const changed = fastRules.split('\n').filter((line, i) => line !== shipped.split('\n')[i]);
-  t.ok(changed.length > 0 && changed.every((line) => /^\s+for: 0s$/.test(line)), 'the rules Prometheus runs here differ from the shipped ones in `for:` only');
+  t.ok(changed.length > 0 && changed.every((line) => /^\s+for: 2s$/.test(line)), 'the rules Prometheus runs here differ from the shipped ones in `for:` only');
   const alerts = alertNames(readFileSync(ALERTS, 'utf8'));
   const tested = new Set([...readFileSync('prometheus/alerts.test.yml', 'utf8').matchAll(/alertname: (\w+)/g)].map((m) => m[1]));
   t.same(
@@ -243,7 +244,11 @@ t.test('the shipped rules are loaded, and none fires while all is well', async (
     [],
     'every rule evaluates',
   );
-  t.same((await prometheus.api<{ alerts: Alert[] }>('alerts')).alerts, [], 'no alert');
+  t.same(
+    (await prometheus.api<{ alerts: Alert[] }>('alerts')).alerts.filter((a) => a.state === 'firing'),
+    [],
+    'no alert firing',
+  );
 });
 
 t.test('a relayer drained of gas: the gas alerts fire for it, and only for it', async (t) => {
