@@ -71,3 +71,62 @@ t.test('an actor: every transition counted, the time in each state it left obser
   t.equal(metricValue(m, 'gate402_actor_state_duration_seconds_sum', { machine: 'order', state: 'swapping' }), 0.25);
   t.equal(metricValue(m, 'gate402_actor_state_duration_seconds_count', { machine: 'order', state: 'delivered' }), undefined, 'a final state has no duration');
 });
+
+t.test('declared from the machine: every transition and state an actor can report exists at zero before it runs', async (t) => {
+  const metrics = createMetrics({ defaultMetrics: false });
+  // A transient router (as the payment and order machines resume), a compound state, a transition on the parent.
+  const machine = createMachine({
+    id: 'order',
+    initial: 'routing',
+    context: { resume: false },
+    states: {
+      routing: { always: [{ guard: ({ context }) => context.resume, target: 'busy.waiting' }, { target: 'idle' }] },
+      idle: { on: { GO: 'busy' } },
+      busy: {
+        initial: 'working',
+        on: { FAIL: 'failed' },
+        states: { working: { on: { WAIT: 'waiting' } }, waiting: { on: { DONE: '#order.done' } } },
+      },
+      done: { type: 'final' },
+      failed: { type: 'final' },
+    },
+  });
+  metrics.declareMachine('order', machine);
+  const transitions = (m: ReturnType<typeof parseExposition>) =>
+    m.samples
+      .filter((s) => s.name === 'gate402_actor_transitions_total')
+      .map((s) => `${s.labels.from} -> ${s.labels.to} = ${s.value}`)
+      .sort();
+  const declared = parseExposition((await metrics.scrape()).body);
+  t.same(transitions(declared), [
+    'busy.waiting -> done = 0',
+    'busy.waiting -> failed = 0',
+    'busy.working -> busy.waiting = 0',
+    'busy.working -> failed = 0',
+    'idle -> busy.working = 0',
+    'start -> busy.waiting = 0',
+    'start -> idle = 0',
+  ]);
+  t.same(
+    declared.samples
+      .filter((s) => s.name === 'gate402_actor_state_duration_seconds_count')
+      .map((s) => s.labels.state)
+      .sort(),
+    ['busy.waiting', 'busy.working', 'idle'],
+    'the states it rests in, not the transient router nor the final states',
+  );
+  const actor = createActor(machine);
+  metrics.watchActor('order', actor);
+  actor.start();
+  for (const type of ['GO', 'WAIT', 'DONE']) actor.send({ type });
+  const ran = parseExposition((await metrics.scrape()).body);
+  t.same(
+    transitions(ran).map((s) => s.replace(/ = \d+$/, '')),
+    transitions(declared).map((s) => s.replace(/ = \d+$/, '')),
+    'the run made no series that was not declared',
+  );
+  t.same(
+    transitions(ran).filter((s) => s.endsWith('= 1')),
+    ['busy.waiting -> done = 1', 'busy.working -> busy.waiting = 1', 'idle -> busy.working = 1', 'start -> idle = 1'],
+  );
+});

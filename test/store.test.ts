@@ -5,7 +5,9 @@ import { open } from 'lmdb';
 import { join } from 'node:path';
 import { eip3009NonceKey } from '../src/schemes/eip3009/nonce-key.ts';
 import { permit2NonceKey } from '../src/schemes/permit2/nonce-key.ts';
+import { createMetrics } from '../src/metrics/metrics.ts';
 import { openStore } from '../src/store/open-store.ts';
+import { parseExposition, valueOf as metricValue } from './helpers/prometheus.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
 const made: string[] = [];
@@ -110,11 +112,15 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
   const onUnhandled = (e: unknown) => unhandled.push(e);
   process.on('unhandledRejection', onUnhandled);
   t.teardown(() => void process.off('unhandledRejection', onUnhandled));
-  const store = openStore(dir(), { openLmdb: failingLmdb(state) as never, failureMemoryMs: 1500 });
+  const metrics = createMetrics({ defaultMetrics: false });
+  const store = openStore(dir(), { openLmdb: failingLmdb(state) as never, failureMemoryMs: 1500, onError: () => metrics.storeError('lmdb') });
+  metrics.declareStore('lmdb');
+  const storeErrors = async () => metricValue(parseExposition((await metrics.scrape()).body), 'gate402_store_errors_total', { store: 'lmdb' });
   t.teardown(() => store.close());
   const payments = store.collection<{ state: string }>('payments');
   await payments.put('p', { state: 'broadcasting' });
   t.same(store.health(), { ok: true, value: undefined });
+  t.equal(await storeErrors(), 0, 'the error counter is there, at zero');
 
   state.failing = true;
   await t.rejects(payments.put('p', { state: 'settled' }), /No space left/, 'the write says it failed');
@@ -123,6 +129,7 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
   t.equal(store.nonces.holder('n'), undefined, 'and the claim was not taken');
   t.match(store.health(), { ok: false, error: { code: 'store_unwritable', message: /No space left/ } }, 'unhealthy');
   t.match(await store.probe(), { ok: false }, 'a probe while the disk is full fails too');
+  t.equal(await storeErrors(), 3, 'each failed write counted: the record, the claim, the probe');
 
   state.failing = false;
   await new Promise((r) => setTimeout(r, 1100)); // probes are at most once a second

@@ -6,10 +6,12 @@ import { knownContracts } from '../chain/known-addresses.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';
+import { machineSeries } from '../metrics/machine-series.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { openStore, type Store } from '../store/open-store.ts';
 import { SignatureVerifier } from '../verify/signature/pool.ts';
 import { ChainInspector } from './chain-inspector.ts';
+import { paymentMachine } from './payment-machine.ts';
 import { RelayerPool } from './relayer-pool.ts';
 import type { AdmissionLimits } from './settlement-admission.ts';
 import { DEFAULT_ADMISSION, SettlementEngine } from './settlement-engine.ts';
@@ -81,7 +83,14 @@ export interface EngineOptions {
 export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics, opts: EngineOptions = {}): Promise<RunningEngine> {
   const accounts: LocalAccount[] = config.relayerKeys.length ? config.relayerKeys.map((k) => privateKeyToAccount(k)) : [...(opts.defaultRelayers ?? [])];
   if (!accounts.length) throw new ConfigError('GATE402_RELAYER_KEYS is required off the devnet (the relayers that pay settlement gas)');
-  const store = openStore(config.dataDir, { onCommit: (seconds) => metrics.lmdbCommit(seconds) });
+  const store = openStore(config.dataDir, { onCommit: (seconds) => metrics.lmdbCommit(seconds), onError: () => metrics.storeError('lmdb') });
+  metrics.declareStore('lmdb');
+  metrics.declareRelayerMinBalance(config.relayerMinBalanceWei);
+  metrics.declareMachine('payment', paymentMachine);
+  metrics.declareSettlements(
+    networks.all().map((n) => n.caip2),
+    machineSeries(paymentMachine).finals,
+  );
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();
   const relayers = new Map<string, RelayerPool>();

@@ -115,6 +115,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   const discovery = { baseUrl: config.baseUrl, networks: parts.networks, contactEmail: config.contactEmail };
   const breakers = new CircuitBreakers(config.breaker);
   parts.metrics.watchBreakers(() => parts.merchants.list().map((m) => [m.slug, breakers.state(m.slug)]));
+  parts.metrics.watchMerchants(() => parts.merchants.list().map((m) => m.slug));
   const paid = paidRouteHandler({
     networks: parts.networks,
     settle: (request) => parts.engine.settle(request),

@@ -10,9 +10,11 @@
  * pushed on their account in between.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { AnyActorRef, StateValue } from 'xstate';
+import type { AnyActorRef, AnyStateMachine, StateValue } from 'xstate';
 import type { RpcObserver } from '../chain/clients.ts';
 import type { ResponseObserver } from '../http/server.ts';
+import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
+import { machineSeries } from './machine-series.ts';
 
 export const METRIC_PREFIX = 'gate402_';
 
@@ -21,6 +23,7 @@ export type MachineName = 'payment' | 'order';
 export type ChallengeProtocol = 'x402' | 'mpp';
 export type HttpServerName = 'gateway' | 'facilitator';
 export type BreakerStateName = 'closed' | 'half-open' | 'open';
+export type StoreKind = 'lmdb' | 'postgres';
 
 export interface RelayerSample {
   network: string;
@@ -72,11 +75,31 @@ export interface Metrics {
   /** A paid request was settled: the route's price, in USD. */
   revenue(merchant: string, protocol: ChallengeProtocol, usd: number): void;
 
+  /** A durable write of the store failed (a full disk, an I/O error, a lost database connection). */
+  storeError(store: StoreKind): void;
+
+  /**
+   * Series that exist before their first event, at zero (Prometheus's instrumentation practice: a panel shows 0,
+   * not "No data", and an alert on `rate()` or `increase()` sees the first event). Each declares what is known when
+   * the part starts.
+   */
+  /** The machine's transitions and the states it rests in, as {@link watchActor} counts and times them. */
+  declareMachine(machine: MachineName, definition: AnyStateMachine): void;
+  /** Settlements on each network ending in each outcome (the payment machine's final states). */
+  declareSettlements(networks: readonly string[], outcomes: readonly string[]): void;
+  /** The store this process writes to, and the relayers' minimum gas balance (below it they take no new work). */
+  declareStore(store: StoreKind): void;
+  declareRelayerMinBalance(wei: bigint): void;
+  /** The stock desk's symbols, order outcomes, refund reasons and sponsorship outcomes. */
+  declareStock(known: { symbols: readonly string[]; outcomes: readonly string[]; refundReasons: readonly string[]; sponsorshipOutcomes: readonly string[] }): void;
+
   /** Scrape-time sources. Each may be called more than once (e.g. one per chain); all sources are read. */
   watchPendingPayments(read: () => number): void;
   watchRelayers(read: () => Iterable<RelayerSample>): void;
   watchWorkerPool(pool: string, read: () => WorkerPoolSample): void;
   watchBreakers(read: () => Iterable<[merchant: string, state: BreakerStateName]>): void;
+  /** The merchants served: each one's revenue and upstream calls exist at zero from the first scrape that lists it. */
+  watchMerchants(read: () => Iterable<string>): void;
 
   /** Stock orders (issue 5), incremented by the stock desk. */
   readonly stockOrders: Counter<'symbol' | 'outcome'>;
@@ -88,6 +111,13 @@ export interface Metrics {
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']);
 const BREAKER_VALUE: Record<BreakerStateName, number> = { closed: 0, 'half-open': 1, open: 2 };
 const WEI_PER_ETHER = 10n ** 18n;
+const PROTOCOLS: readonly ChallengeProtocol[] = ['x402', 'mpp'];
+const INVALID_REASONS = [...new Set([...Object.values(Eip3009Reason), ...Object.values(Permit2Reason), ...Object.values(GatewayReason)])];
+
+const ether = (wei: bigint): number => {
+  const whole = wei / WEI_PER_ETHER;
+  return Number(whole) + Number(wei - whole * WEI_PER_ETHER) / 1e18;
+};
 
 /** `inFlight.confirming` for `{inFlight: 'confirming'}`; parallel regions joined with `,`. */
 export function statePath(value: StateValue): string {
@@ -135,6 +165,8 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     help: 'Payment verifications (facilitator /verify and each settlement) by result and invalid reason',
     labelNames: ['result', 'reason'],
   });
+  verifications.labels('valid', 'none').inc(0);
+  for (const reason of INVALID_REASONS) verifications.labels('invalid', reason).inc(0);
 
   const transitions = counter({
     name: 'gate402_actor_transitions_total',
@@ -181,11 +213,13 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     help: 'Native gas balance of each relayer, in ether, as last read from the chain',
     labelNames: ['network', 'relayer'],
     collect() {
-      eachRelayer(this, (r) => {
-        const whole = r.balanceWei / WEI_PER_ETHER;
-        return Number(whole) + Number(r.balanceWei - whole * WEI_PER_ETHER) / 1e18;
-      });
+      eachRelayer(this, (r) => ether(r.balanceWei));
     },
+  });
+  const relayerMinBalance = gauge({
+    name: 'gate402_relayer_min_balance_ether',
+    help: 'Gas balance below which a relayer takes no new settlements (GATE402_RELAYER_MIN_BALANCE_GWEI), in ether',
+    labelNames: [],
   });
   gauge({
     name: 'gate402_relayer_in_flight',
@@ -248,6 +282,8 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     },
   });
 
+  const storeErrors = counter({ name: 'gate402_store_errors_total', help: 'Durable writes that failed, by store (lmdb, postgres)', labelNames: ['store'] });
+
   const revenue = counter({ name: 'gate402_revenue_usd_total', help: 'Price of the paid requests served, in USD, by merchant and protocol', labelNames: ['merchant', 'protocol'] });
 
   const stockOrders = counter({ name: 'gate402_stock_orders_total', help: 'Finished stock orders by symbol and outcome', labelNames: ['symbol', 'outcome'] });
@@ -257,10 +293,27 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
 
   if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
 
+  // Merchants are read when Prometheus scrapes, before the exposition is written; each is initialised once.
+  const merchantSources: Array<() => Iterable<string>> = [];
+  const merchantsSeen = new Set<string>();
+  const declareMerchants = () => {
+    for (const read of merchantSources) {
+      for (const merchant of read()) {
+        if (merchantsSeen.has(merchant)) continue;
+        merchantsSeen.add(merchant);
+        for (const p of PROTOCOLS) revenue.labels(merchant, p).inc(0);
+        // One outcome only: a histogram child is 15 series, and merchants are registered by anyone. The served
+        // outcome is what the latency panels read; error outcomes appear with the first error.
+        upstream.zero({ merchant, outcome: '2xx' });
+      }
+    }
+  };
+
   return {
     registry,
     definitions,
     async scrape() {
+      declareMerchants();
       return { contentType: registry.contentType, body: await registry.metrics() };
     },
 
@@ -342,6 +395,36 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     },
     watchBreakers(read) {
       breakerSources.push(read);
+    },
+    watchMerchants(read) {
+      merchantSources.push(read);
+    },
+
+    storeError(store) {
+      storeErrors.labels(store).inc();
+    },
+
+    declareMachine(machine, definition) {
+      const series = machineSeries(definition);
+      for (const [from, to] of series.transitions) transitions.labels(machine, from, to).inc(0);
+      for (const state of series.states) stateDuration.zero({ machine, state });
+    },
+    declareSettlements(networks, outcomes) {
+      for (const network of networks) for (const outcome of outcomes) settlements.zero({ network, outcome });
+    },
+    declareStore(store) {
+      storeErrors.labels(store).inc(0);
+    },
+    declareRelayerMinBalance(wei) {
+      relayerMinBalance.set(ether(wei));
+    },
+    declareStock(known) {
+      for (const symbol of known.symbols) {
+        stockOrderVolumeUsd.labels(symbol).inc(0);
+        for (const outcome of known.outcomes) stockOrders.labels(symbol, outcome).inc(0);
+      }
+      for (const reason of known.refundReasons) stockRefunds.labels(reason).inc(0);
+      for (const outcome of known.sponsorshipOutcomes) stockSponsorships.labels(outcome).inc(0);
     },
 
     stockOrders,

@@ -13,10 +13,12 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { SettlePort } from '../ports/settle.ts';
 import type { UpstreamPort } from '../ports/upstream.ts';
 import type { Store } from '../store/open-store.ts';
-import { GasSponsor, type Sponsorship } from './gas-sponsor.ts';
+import { GasSponsor, SPONSOR_REFUSAL_CODES, type Sponsorship } from './gas-sponsor.ts';
 import { stockHandlers } from './http.ts';
 import { StockMarket } from './market.ts';
 import { StockDesk } from './order-desk.ts';
+import { orderMachine } from './order-machine.ts';
+import { FINAL_ORDER_STATES, REFUND_REASONS } from './order-states.ts';
 import { stockData } from './stock-data.ts';
 
 export interface StockConfig {
@@ -91,6 +93,13 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
   const pool = new RelayerPool({ chainId: network.chainId, client, accounts: [account] });
   const market = new StockMarket(network, client);
   const log = parts.log;
+  parts.metrics?.declareMachine('order', orderMachine);
+  parts.metrics?.declareStock({
+    symbols: market.stocks.map((s) => s.symbol),
+    outcomes: [...FINAL_ORDER_STATES],
+    refundReasons: REFUND_REASONS,
+    sponsorshipOutcomes: ['sent', ...SPONSOR_REFUSAL_CODES],
+  });
   const desk = new StockDesk({
     market,
     pool,

@@ -23,7 +23,8 @@ export interface Sponsorship {
 }
 
 /** Why a sponsorship is refused; the code is the `condition` the API answers with. */
-export type SponsorRefusalCode = 'already_sponsored' | 'no_stablecoin_b' | 'already_approved' | 'sponsor_unavailable';
+export const SPONSOR_REFUSAL_CODES = ['already_sponsored', 'no_stablecoin_b', 'already_approved', 'sponsor_unavailable'] as const;
+export type SponsorRefusalCode = (typeof SPONSOR_REFUSAL_CODES)[number];
 
 export type SponsorOutcome = Ok<Sponsorship> | Err<HttpFailure<SponsorRefusalCode>>;
 

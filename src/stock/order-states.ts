@@ -17,3 +17,6 @@ export type OrderState =
 
 /** The order is over: nothing more will be sent for it. */
 export const FINAL_ORDER_STATES: ReadonlySet<string> = new Set(['delivered', 'refunded', 'rejected']);
+
+/** Why a paid order is refunded: the first step that failed after the payment settled (the refunds metric's label). */
+export const REFUND_REASONS = ['pool_check_failed', 'pool_mismatch', 'quote_failed', 'below_slippage_floor', 'swap_would_revert', 'swap_not_sent', 'swap_reverted'] as const;

@@ -40,6 +40,8 @@ const unwritable = (failure: { error: string; since: number }): Err<StoreFailure
 export interface StoreOptions {
   /** Told how long each durable write took, from the write until it was on disk (metrics). */
   onCommit?: (seconds: number) => void;
+  /** Told of each durable write that failed (metrics). */
+  onError?: () => void;
   /** How long a failed write keeps the store unhealthy after writes succeed again (default 60 s). */
   failureMemoryMs?: number;
   /** Opens the LMDB environment; `lmdb`'s `open` unless given (tests give one whose writes fail). */
@@ -86,6 +88,7 @@ export function openStore(path: string, opts: StoreOptions = {}): Store {
     } catch (err) {
       failing ??= { error: err instanceof Error ? err.message : String(err), since: Date.now() };
       lastFailure = { ...failing, at: Date.now() };
+      opts.onError?.();
       // lmdb rejects a failed commit's cause (`commitError`) in a promise of its own: handled here, with the write.
       (err as { commitError?: Promise<unknown> } | undefined)?.commitError?.catch(() => {});
       throw err;
