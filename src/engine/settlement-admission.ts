@@ -15,9 +15,12 @@ export interface AdmissionLimits {
   maxTxsPerRelayer: number;
 }
 
+/** Why payments are turned away (the `reason` of the 503 and of `gate402_payments_shed_total`). */
+export const SHED_REASONS = ['queue_full', 'queue_slow', 'relayers_busy'] as const;
+
 /** Why a payment was turned away: what the 503 says, and when to come back. */
 export interface Shed {
-  reason: 'queue_full' | 'queue_slow' | 'relayers_busy';
+  reason: (typeof SHED_REASONS)[number];
   retryAfterSeconds: number;
 }
 

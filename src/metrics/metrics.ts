@@ -13,6 +13,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { AnyActorRef, AnyStateMachine, StateValue } from 'xstate';
 import type { RpcObserver } from '../chain/clients.ts';
 import type { ResponseObserver } from '../http/server.ts';
+import { SHED_REASONS } from '../engine/settlement-admission.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
 import { machineSeries } from './machine-series.ts';
 
@@ -411,6 +412,7 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     },
     declareSettlements(networks, outcomes) {
       for (const network of networks) for (const outcome of outcomes) settlements.zero({ network, outcome });
+      for (const network of networks) for (const reason of SHED_REASONS) shed.labels(network, reason).inc(0);
     },
     declareStore(store) {
       storeErrors.labels(store).inc(0);
