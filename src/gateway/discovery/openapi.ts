@@ -13,6 +13,7 @@ import type { Network, NetworkRegistry } from '../../chain/networks.ts';
 import { parseDecimalAmount } from '../../protocol/amounts.ts';
 import { publicMerchant, routePath, type HttpMethod, type JsonSchema, type Merchant, type MerchantRoute, type PublicMerchant, type RouteParameter } from '../catalog/merchant.ts';
 import { guidanceText, isPermit2Network, type ChallengeInfo } from './guidance.ts';
+import { exampleValue } from './paid-resource.ts';
 
 export type { ChallengeInfo } from './guidance.ts';
 
@@ -185,15 +186,6 @@ function components(): Record<string, unknown> {
 }
 
 // ---------------------------------------------------------------- operations
-
-function exampleValue(param: RouteParameter): unknown {
-  const ex = param.example;
-  if (ex === undefined) return undefined;
-  const type = param.schema.type;
-  if (type === 'integer' || type === 'number') return Number(ex);
-  if (type === 'boolean') return ex === 'true';
-  return ex;
-}
 
 function parameter(param: RouteParameter, where: 'query' | 'path'): Record<string, unknown> {
   const example = exampleValue(param);
