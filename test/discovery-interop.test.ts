@@ -129,15 +129,7 @@ t.test("the official bazaar client lists the gateway's paid resources through th
   t.equal(first.items.length, 10);
   const everything = [];
   for (let offset = 0; offset < first.pagination.total; offset += 100) everything.push(...(await bazaar.extensions.bazaar.listResources({ limit: 100, offset })).items);
-  t.equal(
-    new Set(
-      everything.map(
-        (i) => `${(i.extensions?.bazaar as DiscoveryExtension).info.input.type === 'http' && (i.extensions?.bazaar as { info: { input: { method: string } } }).info.input.method} ${i.resource}`,
-      ),
-    ).size,
-    operations,
-    'no item twice',
-  );
+  t.equal(new Set(everything.map((i) => `${inputOf(i).method} ${i.resource}`)).size, operations, 'no item twice');
   t.same((await bazaar.extensions.bazaar.listResources({ offset: operations })).items, [], 'past the end: nothing');
 
   const joke = everything.find((i) => i.resource === `${gw}/m/catjoke/joke`);
@@ -155,7 +147,7 @@ t.test("the official bazaar client lists the gateway's paid resources through th
 
   // A client calls the listed resource as its bazaar info says and is offered exactly the listed terms.
   for (const item of everything.filter((i) => /catjoke|weather\/forecast|chain-stocks\/quote/.test(i.resource))) {
-    const input = (item.extensions?.bazaar as { info: { input: { method: string; queryParams?: Record<string, unknown>; body?: unknown } } }).info.input;
+    const input = inputOf(item);
     const url = new URL(item.resource);
     for (const [k, v] of Object.entries(input.queryParams ?? {})) url.searchParams.set(k, String(v));
     const res = await fetch(url, { method: input.method, ...(input.method === 'POST' ? { body: JSON.stringify(input.body), headers: { 'content-type': 'application/json' } } : {}) });
@@ -238,6 +230,13 @@ t.test('/llms.txt: the marketplace for agents, bounded whatever the registry hol
   t.ok(big.length < 1_000_000, `under 1 MB (${big.length} characters)`);
   t.ok(big.includes(`… and ${10_000 - LLMS_TXT_MAX_MERCHANTS} more merchants`));
 });
+
+/** How a listed item says it is called: its bazaar declaration's `info.input`. */
+function inputOf(item: { extensions?: Record<string, unknown> }): { method: string; queryParams?: Record<string, unknown>; body?: unknown } {
+  const declared = item.extensions?.bazaar as { info: { input: { method: string; queryParams?: Record<string, unknown>; body?: unknown } } } | undefined;
+  if (!declared) throw new Error('a listed item without its bazaar declaration');
+  return declared.info.input;
+}
 
 function catalogSlugs(): string[] {
   return builtinCatalog({
