@@ -37,7 +37,7 @@ export function bazaarDeclaration(r: PaidResourceDescription): BazaarDeclaration
   if (r.method === 'POST') {
     const body = r.body ?? { schema: { type: 'object', additionalProperties: true }, example: {} };
     return {
-      info: { input: { type: 'http', method: 'POST', bodyType: 'json', body: structuredClone(body.example) }, output },
+      info: { input: { type: 'http', method: 'POST', bodyType: 'json', body: structuredClone(body.example), ...(r.query.length > 0 ? { queryParams: queryExample(r) } : {}) }, output },
       schema: {
         $schema: DRAFT_2020_12,
         type: 'object',
