@@ -105,7 +105,7 @@ t.test("the buy's 402 declares how it is called, as x402 bazaar clients read it"
   const res = await fetch(`${gw.url}/api/stock/buy?symbol=TSLA&stable_amount=5`, { method: 'POST' });
   t.equal(res.status, 402);
   const required = decodePaymentRequiredHeader(res.headers.get('payment-required') as string);
-  const bazaar = (required.extensions ?? {}).bazaar as DiscoveryExtension;
+  const bazaar = required.extensions?.bazaar as DiscoveryExtension;
   t.same(validateDiscoveryExtension(bazaar), { valid: true }, 'its info satisfies its schema');
   t.match(bazaar.info.input, { type: 'http', method: 'POST', queryParams: { symbol: 'TSLA', stable_amount: 1 } });
 });
