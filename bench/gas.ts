@@ -97,13 +97,11 @@ try {
     env: { GATE402_BATCH_WINDOW_MS: '1500', GATE402_BATCH_EAGER: 'false', GATE402_BATCH_MAX: String(BATCH), GATE402_STOCK_ENABLED: 'false' },
   });
   progress('gate402 up');
-  const settlements: SettlementGasFigures[] = [];
-  for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
-    const figures = await measure(networkOf(devnet.manifest, caip2), caip2, gate402.facilitatorUrl);
-    settlements.push(figures);
-    progress(
-      `${figures.transferMethod} on ${caip2}: ${figures.alone.gasUsed} gas alone, ${figures.batch.perPayment} per payment in ${figures.batch.transactions} transaction(s) of ${figures.batch.payments} payments`,
-    );
+  // Both networks side by side: batches form per network, so neither run changes what the other measures.
+  const facilitatorUrl = gate402.facilitatorUrl;
+  const settlements = await Promise.all([CAIP2.base, CAIP2.stockChain].map((caip2) => measure(networkOf(devnet.manifest, caip2), caip2, facilitatorUrl)));
+  for (const f of settlements) {
+    progress(`${f.transferMethod} on ${f.network}: ${f.alone.gasUsed} gas alone, ${f.batch.perPayment} per payment in ${f.batch.transactions} transaction(s) of ${f.batch.payments} payments`);
   }
   writeFigures(opts.out, { gas: { batch: BATCH, amount: AMOUNT, settlements } });
 } finally {

@@ -31,7 +31,8 @@ import { offerOf, startAll, startGate402, startReference, upstreamServer, type S
 const opts = benchOptions({
   full: { seconds: '10', concurrency: '100', 'block-times': '0,1,2', payments: '0', 'payment-rate': '250', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
   quick: { seconds: '3', concurrency: '20', 'block-times': '0,1,2', payments: '0', 'payment-rate': '150', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
-  tiny: { seconds: '1', concurrency: '2', 'block-times': '0,1', payments: '4', 'payment-rate': '0', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
+  // tiny: automine only; the capacity scenario runs both stacks at 1 s blocks.
+  tiny: { seconds: '1', concurrency: '2', 'block-times': '0', payments: '4', 'payment-rate': '0', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
 });
 const { seconds: SECONDS, pollMs: POLL_MS, paymentsFor } = paidRunOptions(opts);
 const CONCURRENCY = opts.number('concurrency');
