@@ -30,8 +30,8 @@ progress('devnet up');
 const servers: Server[] = [];
 try {
   const upstream = await upstreamServer();
-  const [, gate402, bare, express] = await startAll(servers, [
-    upstream.started,
+  servers.push(upstream);
+  const [gate402, bare, express] = await startAll(servers, [
     startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: 200 }),
     startBareUws(),
     startReference(n, CAIP2.base, { payTo: freshAccount().address, upstream: upstream.url, pollMs: 200 }),

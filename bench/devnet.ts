@@ -118,20 +118,53 @@ export interface OnChain {
   /** The transactions that carried them, and how many distinct accounts sent those. */
   transactions: number;
   senders: number;
+  /** Gas the chain charged for them (receipts' gasUsed): in all, per payment, and apart for the transactions that carried one payment and those that carried several. */
+  gas: SettlementGas;
+}
+
+export interface SettlementGas {
+  total: number;
+  perPayment: number;
+  /** Transactions carrying one payment each, and their gas per payment (0 when none). */
+  alone: { transactions: number; perPayment: number };
+  /** Transactions carrying several payments (a batch), their payments, and gas per member (0 when none). */
+  batched: { transactions: number; payments: number; perPayment: number };
+}
+
+/** Gas per payment from each settlement transaction's gasUsed and the payments it carried. */
+export function settlementGas(txs: { gasUsed: bigint; payments: number }[]): SettlementGas {
+  const sum = (xs: typeof txs) => xs.reduce((a, t) => ({ gas: a.gas + Number(t.gasUsed), payments: a.payments + t.payments }), { gas: 0, payments: 0 });
+  const per = (x: { gas: number; payments: number }) => (x.payments ? Math.round(x.gas / x.payments) : 0);
+  const all = sum(txs);
+  const alone = txs.filter((t) => t.payments === 1);
+  const batches = txs.filter((t) => t.payments > 1);
+  const b = sum(batches);
+  return {
+    total: all.gas,
+    perPayment: per(all),
+    alone: { transactions: alone.length, perPayment: per(sum(alone)) },
+    batched: { transactions: batches.length, payments: b.payments, perPayment: per(b) },
+  };
 }
 
 const TRANSFER = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
 
-/** What reached the chain for `payTo` in blocks `fromBlock`..`toBlock`: settled payments, their transactions and senders. */
+/** What reached the chain for `payTo` in blocks `fromBlock`..`toBlock`: settled payments, their transactions, senders and gas. */
 export async function settledOnChain(n: NetworkEntry, payTo: Address, amount: bigint, fromBlock: bigint, toBlock: bigint): Promise<OnChain> {
   const pub = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: 60_000 });
   const logs = fromBlock > toBlock ? [] : await pub.getLogs({ address: n.stablecoin.address, event: TRANSFER, args: { to: payTo }, fromBlock, toBlock });
   const paid = logs.filter((l) => l.args.value === amount);
-  const txs = [...new Set(paid.map((l) => l.transactionHash))];
+  const perTx = new Map<Hex, number>();
+  for (const l of paid) perTx.set(l.transactionHash, (perTx.get(l.transactionHash) ?? 0) + 1);
+  const txs = [...perTx.keys()];
   const senders = new Set<string>();
+  const gasUsed: { gasUsed: bigint; payments: number }[] = [];
   for (let i = 0; i < txs.length; i += 100) {
-    const batch = await Promise.all(txs.slice(i, i + 100).map((hash) => pub.getTransaction({ hash })));
-    for (const tx of batch) senders.add(tx.from.toLowerCase());
+    const batch = await Promise.all(txs.slice(i, i + 100).map((hash) => pub.getTransactionReceipt({ hash })));
+    for (const r of batch) {
+      senders.add(r.from.toLowerCase());
+      gasUsed.push({ gasUsed: r.gasUsed, payments: perTx.get(r.transactionHash) ?? 0 });
+    }
   }
-  return { payments: paid.length, transactions: txs.length, senders: senders.size };
+  return { payments: paid.length, transactions: txs.length, senders: senders.size, gas: settlementGas(gasUsed) };
 }

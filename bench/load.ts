@@ -10,11 +10,12 @@
  * a run whose generator was the bottleneck says so.
  */
 import { Buffer } from 'node:buffer';
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { clockTicksPerSecond } from './cpu.ts';
 
 export interface LoadRequest {
   /** `http:` only; all requests of one run go to one origin. */
@@ -347,29 +348,34 @@ async function loadWithWrk(r: LoadRequest, seconds: number, connections: number)
   }
 }
 
-function clockTicksPerSecond(): number {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-}
-
 // ---- processes ----
 
-/** Starts a server process and resolves once its output matches `ready`. */
-export function startChild(args: string[], env: Record<string, string> = {}, ready = /^ready$|gate402 is up|^facilitator: /m): Promise<ChildProcess> {
+/**
+ * Starts a server process and resolves once `ready` finds what it waits for in the process's output so far (stdout
+ * and stderr): a server listens on port 0 and prints the address it got, so no port is guessed ahead of it.
+ */
+export function startChild<T>(args: string[], env: Record<string, string>, ready: (output: string) => T | undefined): Promise<{ child: ChildProcess; found: T }> {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GATE402_LOG_LEVEL: 'error', ...env } });
   return new Promise((res, rej) => {
     let out = '';
+    let done = false;
     const onData = (d: Buffer) => {
       out += d.toString();
-      if (ready.test(out)) res(child);
+      const found = done ? undefined : ready(out);
+      if (found !== undefined) {
+        done = true;
+        res({ child, found });
+      }
     };
     child.stdout?.on('data', onData);
-    child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr?.on('data', onData);
     child.once('exit', (code) => rej(new Error(`${args.join(' ')} exited ${code}:\n${out}`)));
   });
+}
+
+/** The origin a bench peer printed once listening (`listening on http://127.0.0.1:<port>`). */
+export function listeningOn(output: string): string | undefined {
+  return /^listening on (http:\/\/[^\s]+)$/m.exec(output)?.[1];
 }
 
 /**

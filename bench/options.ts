@@ -1,7 +1,7 @@
 /**
  * The options every bench script takes, and the three sizes of a run:
  * - `full` (the default): the figures of record;
- * - `quick` (`--quick`): every scenario briefly, a smoke check of the whole bench in under two minutes;
+ * - `quick` (`--quick`): every scenario briefly, a smoke check of the whole bench in a few minutes;
  * - `tiny` (`--tiny`): the smallest loads that still run every code path, for test/bench-quick.test.ts.
  *
  * A script declares its own options with a default per size; `--profile`, `--manifest` (a running devnet the bench

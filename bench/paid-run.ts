@@ -1,11 +1,12 @@
 /**
  * One timed run of paid requests against one stack, shared by the paid and scaling benches: pre-signed payments
  * (one authorization each), `concurrency` keep-alive connections each sending its next paid request as soon as the
- * previous one is answered, for `seconds` or until the payments run out; then what the chain shows for the run and
- * the peak memory of the stack's processes during it.
+ * previous one is answered, for `seconds` or until the payments run out; then what the chain shows for the run, and
+ * the CPU time and peak memory of the stack's processes during it.
  */
 import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
+import { cpuWindow, type CpuFigures } from './cpu.ts';
 import { blockNumber, settledOnChain, type Buyer, type OnChain } from './devnet.ts';
 import { load, peakRssMb, resetPeakRss, type LoadResult } from './load.ts';
 import type { BenchOptions } from './options.ts';
@@ -30,6 +31,8 @@ export interface PaidFigures extends LoadResult {
   onChain: OnChain & { paymentsPerTransaction: number };
   /** Peak resident memory of each of the stack's processes during the run, and their sum (MiB). */
   peakRssMb: Record<string, number | undefined> & { total: number | undefined };
+  /** CPU time (user + system) of each of the stack's processes during the run, and per request answered 200. */
+  cpu: CpuFigures;
 }
 
 /** The options of a paid run, common to the paid and scaling benches (each gives their defaults per size). */
@@ -54,7 +57,9 @@ export async function measurePaid(n: NetworkEntry, signer: SigningPool, target: 
   const pids = Object.entries(target.server.processes).map(([role, child]) => [role, child.pid] as const);
   for (const [, pid] of pids) resetPeakRss(pid);
   const fromBlock = (await blockNumber(n)) + 1n;
+  const cpu = cpuWindow(Object.fromEntries(pids));
   const run = await load((i) => (i < headers.length ? { url: target.server.url, headers: { 'payment-signature': headers[i] as string } } : undefined), opts.seconds, opts.concurrency);
+  const cpuUsed = cpu.end(run.outcomes['200'] ?? 0);
   const peaks = Object.fromEntries(pids.map(([role, pid]) => [role, peakRssMb(pid)]));
   const values = Object.values(peaks);
   const total = values.every((v) => v !== undefined) ? values.reduce((a, b) => (a as number) + (b as number), 0) : undefined;
@@ -68,7 +73,13 @@ export async function measurePaid(n: NetworkEntry, signer: SigningPool, target: 
     ranOut: run.requests >= headers.length && run.seconds < opts.seconds,
     onChain: { ...onChain, paymentsPerTransaction: onChain.transactions ? Number((onChain.payments / onChain.transactions).toFixed(2)) : 0 },
     peakRssMb: { ...peaks, total },
+    cpu: cpuUsed,
   };
+}
+
+/** How many times fewer CPU milliseconds per 200 `ours` spent than `theirs`; undefined unless both were measured and ours is above 0. */
+export function cheaperBy(ours: number | undefined, theirs: number | undefined): number | undefined {
+  return ours === undefined || theirs === undefined || ours <= 0 ? undefined : Number((theirs / ours).toFixed(2));
 }
 
 /** A few paid requests, untimed, so that the first timed run does not pay for JIT compilation and cold connections. */

@@ -12,13 +12,18 @@
  * seconds, C buyers can complete at most about C/B payments a second on any stack that settles within a block.
  * --reference-nonce-manager off: the reference facilitator's relayer as the x402 examples make it (see
  * peers/reference-facilitator.ts).
+ *
+ * Each run also says what it cost: the CPU seconds (user + system, from /proc) of every server process of each stack
+ * (gate402's one process; the seller's and the reference facilitator's) per request answered 200, and how many times
+ * less gate402 spent per 200 than the reference (`cpuReferenceVsGate402`); and the gas the chain charged per
+ * settlement, alone and in batches (`onChain.gas`).
  */
 import { parseUnits } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { freshAccount } from '../test/helpers/devnet.ts';
 import { benchDevnet, fundBuyers, networkOf, setBlockTime } from './devnet.ts';
 import { benchOptions } from './options.ts';
-import { measurePaid, paidRunOptions, warmUp, type PaidFigures, type PaidTarget } from './paid-run.ts';
+import { cheaperBy, measurePaid, paidRunOptions, warmUp, type PaidFigures, type PaidTarget } from './paid-run.ts';
 import { progress, writeFigures } from './report.ts';
 import { SigningPool } from './sign.ts';
 import { offerOf, startAll, startGate402, startReference, upstreamServer, type Server } from './stacks.ts';
@@ -26,7 +31,8 @@ import { offerOf, startAll, startGate402, startReference, upstreamServer, type S
 const opts = benchOptions({
   full: { seconds: '10', concurrency: '100', 'block-times': '0,1,2', payments: '0', 'payment-rate': '250', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
   quick: { seconds: '3', concurrency: '20', 'block-times': '0,1,2', payments: '0', 'payment-rate': '150', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
-  tiny: { seconds: '1', concurrency: '2', 'block-times': '0,1', payments: '4', 'payment-rate': '0', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
+  // tiny: automine only; the capacity scenario runs both stacks at 1 s blocks.
+  tiny: { seconds: '1', concurrency: '2', 'block-times': '0', payments: '4', 'payment-rate': '0', 'poll-ms': '20', 'reference-nonce-manager': 'on' },
 });
 const { seconds: SECONDS, pollMs: POLL_MS, paymentsFor } = paidRunOptions(opts);
 const CONCURRENCY = opts.number('concurrency');
@@ -41,8 +47,8 @@ const servers: Server[] = [];
 const signer = new SigningPool();
 try {
   const upstream = await upstreamServer();
-  const [, gate402, reference] = await startAll(servers, [
-    upstream.started,
+  servers.push(upstream);
+  const [gate402, reference] = await startAll(servers, [
     startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: POLL_MS }),
     startReference(n, CAIP, { payTo: freshAccount().address, upstream: upstream.url, pollMs: POLL_MS, nonceManager: NONCE_MANAGER }),
   ] as const);
@@ -57,7 +63,7 @@ try {
   progress('warmed up');
 
   const count = paymentsFor(CONCURRENCY);
-  const runs: { blockTime: number; gate402: PaidFigures; reference: PaidFigures; gate402VsReference: number }[] = [];
+  const runs: { blockTime: number; gate402: PaidFigures; reference: PaidFigures; gate402VsReference: number; cpuReferenceVsGate402: number | undefined }[] = [];
   for (const blockTime of BLOCK_TIMES) {
     await setBlockTime(n, blockTime);
     const figures = {
@@ -65,8 +71,9 @@ try {
       reference: await measurePaid(n, signer, targets.reference, buyers, { count, seconds: SECONDS, concurrency: CONCURRENCY }),
     };
     const ratio = figures.reference.paidPerSecond > 0 ? Number((figures.gate402.paidPerSecond / figures.reference.paidPerSecond).toFixed(2)) : 0;
-    runs.push({ blockTime, ...figures, gate402VsReference: ratio });
-    const line = (f: PaidFigures) => `${f.paidPerSecond} paid/s (p99 ${f.p99ms} ms, ${JSON.stringify(f.outcomes)})`;
+    const cpuRatio = cheaperBy(figures.gate402.cpu.msPer200.total, figures.reference.cpu.msPer200.total);
+    runs.push({ blockTime, ...figures, gate402VsReference: ratio, cpuReferenceVsGate402: cpuRatio });
+    const line = (f: PaidFigures) => `${f.paidPerSecond} paid/s (p99 ${f.p99ms} ms, ${f.cpu.msPer200.total ?? '?'} CPU ms per 200, ${JSON.stringify(f.outcomes)})`;
     progress(`block time ${blockTime} s: gate402 ${line(figures.gate402)}, reference ${line(figures.reference)}`);
   }
   writeFigures(opts.out, {

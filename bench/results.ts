@@ -3,6 +3,9 @@
  * bench/results/summary.md: one table with every figure, goal and ratio of the latest result of each scenario.
  * Pure functions of the figures the scripts wrote.
  */
+import type { CapacitySearch } from './capacity.ts';
+import type { CpuFigures } from './cpu.ts';
+import type { SettlementGasFigures } from './gas.ts';
 import type { LoadResult } from './load.ts';
 import type { PaidFigures } from './paid-run.ts';
 
@@ -37,7 +40,7 @@ export interface ScenarioResult {
 export interface Goal {
   goal: string;
   measured: string;
-  /** null: not evaluated, and `note` says why. */
+  /** null: not judged, and `note` says why (a quick or tiny run, or not measured where the goal applies). */
   met: boolean | null;
   note?: string;
 }
@@ -56,7 +59,9 @@ interface Figures {
   challenge?: { concurrency: number; gate402: Load; bareUws: Load; x402Express: Load; gate402VsBareUws: number; gate402VsX402Express: number };
   signatures?: { environment: { cores: number }; rows: { name: string; perSecond: number; wrong: number }[]; ratios: Record<string, number> };
   http?: { simulationOff?: Load; simulationOn?: Load };
-  paid?: { concurrency: number; runs: { blockTime: number; gate402: Paid; reference: Paid; gate402VsReference: number }[] };
+  paid?: { concurrency: number; runs: { blockTime: number; gate402: Paid; reference: Paid; gate402VsReference: number; cpuReferenceVsGate402?: number }[] };
+  capacity?: { blockTime: number; budgetMs: number; stepSeconds: number; gate402: CapacitySearch; reference: CapacitySearch; gate402VsReference?: number };
+  gas?: { batch: number; settlements: SettlementGasFigures[] };
   stock?: { orders: number; ordersPerSecond: number; delivered: number; belowSlippageFloor: number } & Omit<Load, 'requestsPerSecond'>;
   scaling?: { levels: Paid[] };
 }
@@ -76,18 +81,31 @@ const atLeast = (goal: string, value: number, min: number, measured: string, not
 function paidRow(label: string, p: Paid): Row {
   const rss = p.peakRssMb.total === undefined ? '' : `; peak RSS ${p.peakRssMb.total} MiB`;
   const chain = `; ${p.onChain.payments} settled in ${p.onChain.transactions} tx from ${p.onChain.senders} relayer(s)`;
-  return { measurement: label, figure: `${int(p.paidPerSecond)} paid/s (${latency(p)}; ${outcomes(p.outcomes)}${rss}${chain}${p.ranOut ? '; ran out of pre-signed payments' : ''})` };
+  const cpu = p.cpu ? `; ${cpuPer200(p.cpu)}` : '';
+  const gas = p.onChain.gas ? `; ${int(p.onChain.gas.perPayment)} gas per settlement` : '';
+  return { measurement: label, figure: `${int(p.paidPerSecond)} paid/s (${latency(p)}; ${outcomes(p.outcomes)}${cpu}${rss}${chain}${gas}${p.ranOut ? '; ran out of pre-signed payments' : ''})` };
 }
 
+/** `2.95 CPU ms per 200 (seller 0.8 + facilitator 2.1)`: all processes, then each when there are several. */
+function cpuPer200(c: CpuFigures): string {
+  const { total, ...roles } = c.msPer200;
+  const each = Object.entries(roles);
+  const split = each.length > 1 ? ` (${each.map(([role, v]) => `${role} ${v ?? '?'}`).join(' + ')})` : '';
+  return `${total ?? '?'} CPU ms per 200${split}`;
+}
+
+const cheaper = (x: number | undefined) => (x === undefined ? 'not measured' : `${x.toFixed(2)}× less CPU per 200`);
+
 /**
- * The rows of one scenario's figures, each goal of the issue attached to the figure it judges. Goals judged on a
- * quick or tiny run say so: those runs check that the bench works, they measure little.
+ * The rows of one scenario's figures, each goal attached to the figure it judges. Goals are not judged on a quick or
+ * tiny run (those runs check that the bench works, they measure little): the note says what the verdict would be.
  */
 export function rowsOf(figures: Record<string, unknown>, profile: string): Row[] {
   const rows = figureRows(figures);
   if (profile === 'full') return rows;
-  const caveat = `a ${profile} run, not a measurement`;
-  return rows.map((r) => (r.goal ? { ...r, goal: { ...r.goal, note: r.goal.note ? `${r.goal.note}; ${caveat}` : caveat } } : r));
+  const caveat = `--${profile} run`;
+  const would = (g: Goal) => (g.met === null ? (g.note ?? '') : `would be ${g.met ? 'met' : 'not met'}${g.note ? `; ${g.note}` : ''}`);
+  return rows.map((r) => (r.goal ? { ...r, goal: { ...r.goal, met: null, note: `${caveat}: ${would(r.goal)}` } } : r));
 }
 
 function figureRows(figures: Record<string, unknown>): Row[] {
@@ -101,7 +119,7 @@ function figureRows(figures: Record<string, unknown>): Row[] {
     rows.push({
       measurement: 'gate402 / bare uWebSockets.js',
       figure: times(c.gate402VsBareUws),
-      goal: atLeast('at least half the bare uWebSockets.js rate', c.gate402VsBareUws, 0.5, times(c.gate402VsBareUws)),
+      goal: atLeast('at least 0.8× the bare uWebSockets.js rate', c.gate402VsBareUws, 0.8, times(c.gate402VsBareUws)),
     });
     rows.push({
       measurement: 'gate402 / @x402/express paywall',
@@ -140,6 +158,28 @@ function figureRows(figures: Record<string, unknown>): Row[] {
       const bt = run.blockTime === 0 ? 'automine' : `${run.blockTime} s blocks`;
       rows.push(paidRow(`paid end to end, gate402, ${bt}, ${c} concurrent buyers`, run.gate402));
       rows.push(paidRow(`paid end to end, @x402/express + reference facilitator, ${bt}`, run.reference));
+      const ms200 = run.gate402.cpu?.msPer200.total;
+      const cpuGoal = 'at most 1.0 ms of gateway CPU per paid 200 at 100 concurrent buyers, automine';
+      rows.push({
+        measurement: `gate402 CPU per paid 200, ${bt}`,
+        figure: run.gate402.cpu ? cpuPer200(run.gate402.cpu) : 'not measured',
+        ...(run.blockTime === 0
+          ? {
+              goal:
+                c === 100 && ms200 !== undefined
+                  ? { goal: cpuGoal, measured: `${ms200} ms`, met: ms200 <= 1 }
+                  : { goal: cpuGoal, measured: ms200 === undefined ? 'not measured' : `${ms200} ms`, met: null, note: c === 100 ? 'no CPU figure' : `measured at ${c} concurrent buyers` },
+            }
+          : {}),
+      });
+      rows.push({
+        measurement: `reference stack CPU / gate402 CPU per paid 200, ${bt}`,
+        figure: cheaper(run.cpuReferenceVsGate402),
+        goal:
+          run.cpuReferenceVsGate402 === undefined
+            ? { goal: 'at least 10× less CPU per paid 200 than the reference stack', measured: 'not measured', met: null, note: 'no CPU figure for one of the stacks' }
+            : atLeast('at least 10× less CPU per paid 200 than the reference stack', run.cpuReferenceVsGate402, 10, cheaper(run.cpuReferenceVsGate402)),
+      });
       const budget = run.blockTime * 1000 + 100;
       rows.push({
         measurement: `gate402 p99, ${bt}`,
@@ -183,6 +223,45 @@ function figureRows(figures: Record<string, unknown>): Row[] {
       });
     }
   }
+  if (f.capacity) {
+    const c = f.capacity;
+    const bt = `${c.blockTime} s blocks`;
+    const found = (s: CapacitySearch) => {
+      const rate = s.capacityPerSecond > 0 ? `${int(s.capacityPerSecond)} paid/s` : `below ${int(Math.min(...s.steps.map((x) => x.offeredPerSecond)))} paid/s`;
+      const bound = s.reachedMaxRate ? ' (the highest rate tried: at least this)' : s.firstFailedPerSecond !== undefined ? `, ${int(s.firstFailedPerSecond)}/s failed` : '';
+      const at = s.steps.find((x) => x.passed && x.offeredPerSecond === s.capacityPerSecond);
+      const there = at ? `; there ${latency(at)}, ${cpuPer200(at.cpu)}` : '';
+      const steps = s.steps.map((x) => `${x.offeredPerSecond}/s ${x.passed ? 'ok' : `failed (p99 ${x.p99ms} ms; ${outcomes(x.outcomes)})`}`).join(', ');
+      return `${rate}${bound}${there}; ${s.answered503} × 503 over the search; steps: ${steps}`;
+    };
+    rows.push({ measurement: `open-loop capacity, gate402, ${bt} (p99 under ${c.budgetMs} ms, every answer 200)`, figure: found(c.gate402) });
+    rows.push({ measurement: `open-loop capacity, @x402/express + reference facilitator, ${bt}`, figure: found(c.reference) });
+    const goal = 'open-loop capacity at least 5× the reference stack at 1 s blocks';
+    rows.push({
+      measurement: `gate402 capacity / reference capacity, ${bt}`,
+      figure: c.gate402VsReference === undefined ? 'the reference passed no rate tried' : times(c.gate402VsReference),
+      goal:
+        c.gate402VsReference === undefined
+          ? { goal, measured: 'the reference passed no rate tried', met: null, note: 'try a lower --start-rate' }
+          : c.gate402.reachedMaxRate && c.gate402VsReference < 5
+            ? { goal, measured: `${times(c.gate402VsReference)} (gate402 passed every rate tried)`, met: null, note: 'raise --max-rate' }
+            : atLeast(goal, c.gate402VsReference, 5, times(c.gate402VsReference)),
+    });
+  }
+  if (f.gas) {
+    for (const g of f.gas.settlements) {
+      rows.push({ measurement: `gas per ${g.transferMethod} settlement alone (${g.network})`, figure: `${int(g.alone.gasUsed)} gas` });
+      rows.push({
+        measurement: `gas per ${g.transferMethod} settlement in a batch of ${g.batch.payments} (${g.network})`,
+        figure: `${int(g.batch.perPayment)} gas per payment (${int(g.batch.gasUsed)} gas in ${g.batch.transactions} transaction(s))`,
+        goal: {
+          goal: `gas per ${g.transferMethod} settlement shown, alone and in a batch`,
+          measured: `${int(g.alone.gasUsed)} alone, ${int(g.batch.perPayment)} per member of a batch of ${g.batch.payments}`,
+          met: g.alone.gasUsed > 0 && g.batch.perPayment > 0,
+        },
+      });
+    }
+  }
   if (f.stock) {
     const s = f.stock;
     rows.push({
@@ -201,19 +280,26 @@ export function goalsOf(figures: Record<string, unknown>, profile: string): Goal
 }
 
 const cell = (s: string) => s.replace(/\|/g, '\\|');
-const verdict = (g: Goal) => (g.met === null ? `not evaluated (${g.note ?? ''})` : `${g.met ? 'met' : '**not met**'}${g.note ? ` (${g.note})` : ''}`);
+const verdict = (g: Goal) => (g.met === null ? `not judged (${g.note ?? ''})` : `${g.met ? 'met' : '**not met**'}${g.note ? ` (${g.note})` : ''}`);
 
-/** bench/results/summary.md: every scenario's figures, goals and ratios in one table, then where each came from. */
+/**
+ * bench/results/summary.md: every goal with its figure and verdict, then every scenario's figures, goals and ratios
+ * in one table, then where each came from.
+ */
 export function renderSummary(results: ScenarioResult[]): string {
   const lines = [
     '# gate402 benchmarks',
     '',
     'Written by `npm run bench` from the latest `bench/results/<scenario>.json` of each scenario. Peer figures are',
-    'measured in the same run on the same machine; the machine and its load are listed below the table.',
+    'measured in the same run on the same machine; the machine and its load are listed at the end.',
     '',
-    '| scenario | measurement | figure | goal | met |',
-    '|---|---|---|---|---|',
+    '## Goals',
+    '',
+    '| scenario | goal | measured | met |',
+    '|---|---|---|---|',
   ];
+  for (const r of results) for (const g of goalsOf(r.figures, r.profile)) lines.push(`| ${r.scenario} | ${cell(g.goal)} | ${cell(g.measured)} | ${verdict(g)} |`);
+  lines.push('', '## Figures', '', '| scenario | measurement | figure | goal | met |', '|---|---|---|---|---|');
   for (const r of results) {
     if (r.error) lines.push(`| ${r.scenario} | **failed** | ${cell(r.error.split('\n')[0] ?? '')} | | |`);
     for (const row of rowsOf(r.figures, r.profile))

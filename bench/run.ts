@@ -28,6 +28,15 @@ const SCENARIOS: Record<string, { files: string[]; about: string }> = {
     files: ['bench/paid.ts'],
     about: 'paid requests end to end per second, p50/p90/p99 and peak memory, at block times 0, 1 and 2 s, against @x402/express with the reference facilitator on the same devnet',
   },
+  capacity: {
+    files: ['bench/capacity.ts'],
+    about:
+      'open-loop capacity at 1 s blocks: the highest fixed arrival rate of paid requests at which every answer is 200 with a p99 under one block plus 250 ms, for gate402 and for @x402/express with the reference facilitator',
+  },
+  gas: {
+    files: ['bench/gas.ts'],
+    about: "gas per settlement as the chain's receipts report it: EIP-3009 and Permit2 payments settled by gate402 alone and in a batch",
+  },
   stock: {
     files: ['bench/stock.ts'],
     about: 'completed stock orders per second (fresh buyers, official client payments, 14 stocks), p50/p90/p99',
@@ -146,7 +155,7 @@ try {
     const result = await runScenario(name, devnetArgs);
     if (result.error) failed++;
     writeFileSync(join(resultsDir, `${name}.json`), `${JSON.stringify(result, null, 2)}\n`);
-    for (const g of result.goals) process.stdout.write(`goal: ${g.goal}: ${g.measured}, ${g.met === null ? 'not evaluated' : g.met ? 'met' : 'NOT met'}${g.note ? ` (${g.note})` : ''}\n`);
+    for (const g of result.goals) process.stdout.write(`goal: ${g.goal}: ${g.measured}, ${g.met === null ? 'not judged' : g.met ? 'met' : 'NOT met'}${g.note ? ` (${g.note})` : ''}\n`);
   }
   const latest = Object.keys(SCENARIOS)
     .map((name) => join(resultsDir, `${name}.json`))

@@ -30,7 +30,8 @@ const signer = new SigningPool();
 try {
   await setBlockTime(n, 0);
   const upstream = await upstreamServer();
-  const [, gate402] = await startAll(servers, [upstream.started, startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: POLL_MS })] as const);
+  servers.push(upstream);
+  const [gate402] = await startAll(servers, [startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: POLL_MS })] as const);
   const target: PaidTarget = { server: gate402, offer: await offerOf(gate402.url, CAIP) };
   const buyers = await fundBuyers(n, Math.max(...LEVELS), parseUnits('1000', 6));
   progress(`${buyers.length} buyers funded`);

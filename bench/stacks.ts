@@ -1,7 +1,8 @@
 /**
- * The servers a bench compares, each in a process of its own on a free port: gate402 (`gate402 start` on the
- * devnet), the official stack (the @x402/express seller and the reference facilitator), a bare uWebSockets.js
- * hello-world, and the local upstream both paid stacks forward to.
+ * The servers a bench compares, each in a process of its own: gate402 (`gate402 start` on the devnet), the
+ * official stack (the @x402/express seller and the reference facilitator), a bare uWebSockets.js hello-world, and
+ * the local upstream both paid stacks forward to. Each listens on port 0 and prints the address the kernel gave it,
+ * which is read from its output: no port is guessed ahead of the process that listens on it.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,9 +15,8 @@ import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { DEVNET_UPSTREAM_SECRET } from '../src/cli/service.ts';
 import { decodePaymentRequiredHeader } from '../src/protocol/x402/headers.ts';
 import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
-import { freePort } from '../test/helpers/devnet.ts';
 import { gassedKey } from '../test/helpers/stock.ts';
-import { startChild, stopChild } from './load.ts';
+import { listeningOn, startChild, stopChild } from './load.ts';
 
 /** The route every comparison serves: gate402's built-in `catjoke` merchant, 0.01 of a stablecoin a call. */
 export const ROUTE = '/m/catjoke/joke';
@@ -42,14 +42,18 @@ function server(url: string, processes: Record<string, ChildProcess>, dir?: stri
 
 const tsx = (file: string, ...args: string[]) => ['--import', 'tsx', resolve(file), ...args];
 
-/**
- * gate402's catalog fixtures on their own: the upstream of both paid stacks, at `url` (an origin) once `started`
- * resolves. The address is known at once, so the stacks that forward to it can start alongside.
- */
-export async function upstreamServer(): Promise<{ url: string; started: Promise<Server> }> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  return { url, started: startChild(tsx('bench/peers/upstream.ts', String(port))).then((child) => server(url, { upstream: child })) };
+/** gate402's catalog fixtures on their own: the upstream of both paid stacks, at `url` (an origin). */
+export async function upstreamServer(): Promise<Server> {
+  const { child, found } = await startChild(tsx('bench/peers/upstream.ts'), {}, listeningOn);
+  return server(found, { upstream: child });
+}
+
+/** The gateway's and the facilitator's addresses, as `gate402 start` prints them once it is up. */
+export function gate402Addresses(output: string): { gateway: string; facilitator: string } | undefined {
+  if (!/gate402 is up/.test(output)) return undefined;
+  const gateway = /^gateway: +(http:\/\/[^\s]+)/m.exec(output)?.[1];
+  const facilitator = /^facilitator: +(http:\/\/[^\s]+)/m.exec(output)?.[1];
+  return gateway && facilitator ? { gateway, facilitator } : undefined;
 }
 
 /**
@@ -58,25 +62,27 @@ export async function upstreamServer(): Promise<{ url: string; started: Promise<
  * `env` adds to (or overrides) the service's settings.
  */
 export async function startGate402(manifestPath: string, opts: { upstream?: string; pollMs: number; env?: Record<string, string> }): Promise<Server & { facilitatorUrl: string }> {
-  const gatewayPort = await freePort();
-  const facilitatorPort = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-data-'));
-  const child = await startChild([resolve('src/cli/bin.mjs'), 'start', '--manifest', manifestPath], {
-    GATE402_GATEWAY_PORT: String(gatewayPort),
-    GATE402_FACILITATOR_PORT: String(facilitatorPort),
-    GATE402_DATA_DIR: join(dir, 'data'),
-    GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
-    GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
-    GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '1000000',
-    GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '1000000',
-    GATE402_RECEIPT_POLL_MS: String(opts.pollMs),
-    ...(opts.upstream ? { GATE402_CATALOG_UPSTREAM_BASE: opts.upstream } : {}),
-    ...opts.env,
-  }).catch((err: unknown) => {
+  const { child, found } = await startChild(
+    [resolve('src/cli/bin.mjs'), 'start', '--manifest', manifestPath],
+    {
+      GATE402_GATEWAY_PORT: '0',
+      GATE402_FACILITATOR_PORT: '0',
+      GATE402_DATA_DIR: join(dir, 'data'),
+      GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
+      GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
+      GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '1000000',
+      GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '1000000',
+      GATE402_RECEIPT_POLL_MS: String(opts.pollMs),
+      ...(opts.upstream ? { GATE402_CATALOG_UPSTREAM_BASE: opts.upstream } : {}),
+      ...opts.env,
+    },
+    gate402Addresses,
+  ).catch((err: unknown) => {
     rmSync(dir, { recursive: true, force: true });
     throw err;
   });
-  return { ...server(`http://127.0.0.1:${gatewayPort}${ROUTE}`, { gate402: child }, dir), facilitatorUrl: `http://127.0.0.1:${facilitatorPort}` };
+  return { ...server(`${found.gateway}${ROUTE}`, { gate402: child }, dir), facilitatorUrl: found.facilitator };
 }
 
 /**
@@ -86,28 +92,18 @@ export async function startGate402(manifestPath: string, opts: { upstream?: stri
  */
 export async function startReference(n: NetworkEntry, caip2: string, opts: { payTo: Address; upstream: string; pollMs: number; nonceManager?: boolean }): Promise<Server & { relayer: Address }> {
   const relayerKey = await gassedKey(n, '1000');
-  const facilitatorPort = await freePort();
-  const facilitator = await startChild(tsx('bench/peers/reference-facilitator.ts', String(facilitatorPort), n.rpcUrl, String(n.chainId), caip2, String(opts.pollMs)), {
-    REFERENCE_RELAYER_KEY: relayerKey,
-    REFERENCE_NONCE_MANAGER: opts.nonceManager === false ? 'off' : 'on',
-  });
+  const { child: facilitator, found: facilitatorUrl } = await startChild(
+    tsx('bench/peers/reference-facilitator.ts', n.rpcUrl, String(n.chainId), caip2, String(opts.pollMs)),
+    { REFERENCE_RELAYER_KEY: relayerKey, REFERENCE_NONCE_MANAGER: opts.nonceManager === false ? 'off' : 'on' },
+    listeningOn,
+  );
   try {
-    const sellerPort = await freePort();
-    const seller = await startChild(
-      tsx(
-        'bench/peers/express-seller.ts',
-        String(sellerPort),
-        `http://127.0.0.1:${facilitatorPort}`,
-        caip2,
-        n.stablecoin.address,
-        opts.payTo,
-        n.stablecoin.name,
-        n.stablecoin.version,
-        `${opts.upstream}/catjoke/joke`,
-        DEVNET_UPSTREAM_SECRET,
-      ),
+    const { child: seller, found: sellerUrl } = await startChild(
+      tsx('bench/peers/express-seller.ts', facilitatorUrl, caip2, n.stablecoin.address, opts.payTo, n.stablecoin.name, n.stablecoin.version, `${opts.upstream}/catjoke/joke`, DEVNET_UPSTREAM_SECRET),
+      {},
+      listeningOn,
     );
-    return { ...server(`http://127.0.0.1:${sellerPort}${ROUTE}`, { facilitator, seller }), relayer: privateKeyToAccount(relayerKey).address };
+    return { ...server(`${sellerUrl}${ROUTE}`, { facilitator, seller }), relayer: privateKeyToAccount(relayerKey).address };
   } catch (err) {
     await stopChild(facilitator);
     throw err;
@@ -116,8 +112,8 @@ export async function startReference(n: NetworkEntry, caip2: string, opts: { pay
 
 /** The floor of the challenge comparison: uWebSockets.js answering a constant. */
 export async function startBareUws(): Promise<Server> {
-  const port = await freePort();
-  return server(`http://127.0.0.1:${port}${ROUTE}`, { bare: await startChild([resolve('bench/peers/bare-uws.mjs'), String(port)]) });
+  const { child, found } = await startChild([resolve('bench/peers/bare-uws.mjs')], {}, listeningOn);
+  return server(`${found}${ROUTE}`, { bare: child });
 }
 
 /** The x402 offer for `caip2` in the 402 that `url` answers without payment. */

@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { parseUnits } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
-import { freshAccount, freePort } from '../test/helpers/devnet.ts';
+import { freshAccount } from '../test/helpers/devnet.ts';
 import { officialPayment, requirementsFor } from '../test/helpers/payments.ts';
 import { benchDevnet, fundBuyers, networkOf } from './devnet.ts';
 import { load, startChild, stopChild } from './load.ts';
@@ -50,18 +50,21 @@ try {
   const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-verify-'));
   try {
     for (const simulate of SIMULATION) {
-      const port = await freePort();
-      const child = await startChild([resolve('src/cli/bin.mjs'), 'facilitator', '--manifest', devnet.manifestPath], {
-        GATE402_FACILITATOR_PORT: String(port),
-        GATE402_DATA_DIR: join(dir, `data-${simulate}`),
-        GATE402_SIMULATE_ON_VERIFY: String(simulate),
-        GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
-        GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
-        GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '1000000',
-        GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '1000000',
-      });
+      const { child, found: url } = await startChild(
+        [resolve('src/cli/bin.mjs'), 'facilitator', '--manifest', devnet.manifestPath],
+        {
+          GATE402_FACILITATOR_PORT: '0',
+          GATE402_DATA_DIR: join(dir, `data-${simulate}`),
+          GATE402_SIMULATE_ON_VERIFY: String(simulate),
+          GATE402_FACILITATOR_RATE_CAPACITY: '1000000',
+          GATE402_FACILITATOR_RATE_PER_SECOND: '1000000',
+          GATE402_FACILITATOR_PAYER_RATE_CAPACITY: '1000000',
+          GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '1000000',
+        },
+        (output) => /^facilitator: (http:\/\/[^\s]+)/m.exec(output)?.[1],
+      );
       try {
-        const verify = (i: number) => ({ url: `http://127.0.0.1:${port}/verify`, method: 'POST' as const, headers: { 'content-type': 'application/json' }, body: bodies[i % bodies.length] as string });
+        const verify = (i: number) => ({ url: `${url}/verify`, method: 'POST' as const, headers: { 'content-type': 'application/json' }, body: bodies[i % bodies.length] as string });
         // Warm-up, untimed: worker threads load and compile, connections open, caches fill.
         await load(verify, Math.min(1, SECONDS), CONCURRENCY);
         const row = await load(verify, SECONDS, CONCURRENCY, (status, body) => (status === 200 && (JSON.parse(body) as { isValid?: boolean }).isValid ? 'valid' : `invalid ${status}`));

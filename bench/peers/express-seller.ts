@@ -1,25 +1,17 @@
 // The official seller: @x402/express's paymentMiddleware on an x402ResourceServer with @x402/evm's exact scheme,
 // serving the same route and price as gate402's catjoke merchant. It verifies and settles through the reference
 // facilitator (bench/peers/reference-facilitator.ts) over HTTP, and a paid request is served from the same local
-// upstream gate402 forwards to. Run by the challenge and paid benches:
-//   node --import tsx bench/peers/express-seller.ts <port> <facilitatorUrl> <network> <asset> <payTo> <name> <version> <upstreamUrl> <upstreamSecret>
+// upstream gate402 forwards to. It listens on a port the kernel gives it and prints `listening on <origin>`. Run by the
+// challenge and paid benches:
+//   node --import tsx bench/peers/express-seller.ts <facilitatorUrl> <network> <asset> <payTo> <name> <version> <upstreamUrl> <upstreamSecret>
+import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { request } from 'undici';
 import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { paymentMiddleware } from '@x402/express';
 
-const [port, facilitatorUrl, network, asset, payTo, name, version, upstreamUrl, upstreamSecret] = process.argv.slice(2) as [
-  string,
-  string,
-  `${string}:${string}`,
-  string,
-  string,
-  string,
-  string,
-  string,
-  string,
-];
+const [facilitatorUrl, network, asset, payTo, name, version, upstreamUrl, upstreamSecret] = process.argv.slice(2) as [string, `${string}:${string}`, string, string, string, string, string, string];
 const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitatorUrl })).register(network, new ExactEvmScheme());
 const app = express();
 app.use(
@@ -45,5 +37,5 @@ app.get('/m/catjoke/joke', async (_req, res) => {
     res.status(502).json({ error: 'upstream unreachable' });
   }
 });
-const listener = app.listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
+const listener = app.listen(0, '127.0.0.1', () => process.stdout.write(`listening on http://127.0.0.1:${(listener.address() as AddressInfo).port}\n`));
 process.on('SIGTERM', () => listener.close(() => process.exit(0)));

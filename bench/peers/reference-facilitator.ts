@@ -4,7 +4,9 @@
 // Two choices keep the comparison fair rather than the reference weak: viem's nonce manager (the examples' bare
 // `privateKeyToAccount(key)` has concurrent settlements from one key read the same pending nonce and collide;
 // REFERENCE_NONCE_MANAGER=off runs it that way), and receipts polled as often as gate402 polls them in the same run.
-//   node --import tsx bench/peers/reference-facilitator.ts <port> <rpcUrl> <chainId> <network> <pollMs>
+// It listens on a port the kernel gives it and prints `listening on <origin>`.
+//   node --import tsx bench/peers/reference-facilitator.ts <rpcUrl> <chainId> <network> <pollMs>
+import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { toFacilitatorEvmSigner } from '@x402/evm';
@@ -13,7 +15,7 @@ import { createWalletClient, http, publicActions, type Hex } from 'viem';
 import { nonceManager, privateKeyToAccount } from 'viem/accounts';
 import { chainFor } from '../../src/chain/clients.ts';
 
-const [port, rpcUrl, chainId, network, pollMs] = process.argv.slice(2) as [string, string, string, `${string}:${string}`, string];
+const [rpcUrl, chainId, network, pollMs] = process.argv.slice(2) as [string, string, `${string}:${string}`, string];
 const key = process.env.REFERENCE_RELAYER_KEY as Hex | undefined;
 if (!key) throw new Error('REFERENCE_RELAYER_KEY is not set');
 const account = privateKeyToAccount(key, process.env.REFERENCE_NONCE_MANAGER === 'off' ? {} : { nonceManager });
@@ -49,5 +51,5 @@ app.post('/settle', async (req, res) => {
     res.status(500).json({ error: (err as Error).message });
   }
 });
-const listener = app.listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
+const listener = app.listen(0, '127.0.0.1', () => process.stdout.write(`listening on http://127.0.0.1:${(listener.address() as AddressInfo).port}\n`));
 process.on('SIGTERM', () => listener.close(() => process.exit(0)));
