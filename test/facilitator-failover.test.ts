@@ -7,7 +7,7 @@ import t from 'tap';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { x402Client } from '@x402/core/client';
-import { decodePaymentResponseHeader } from '@x402/core/http';
+import { decodePaymentResponseHeader, decodePaymentSignatureHeader } from '@x402/core/http';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccount } from 'viem';
@@ -15,9 +15,10 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { authorizationUsedEvent } from '../src/schemes/eip3009/abi.ts';
+import { parseFacilitators } from '../src/settlement/remote/facilitators-config.ts';
 import { clientsFor, freePort, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { until } from './helpers/paid-gateway.ts';
-import { fundedPayer, stableBalance } from './helpers/payments.ts';
+import { fundedPayer, postJson, stableBalance } from './helpers/payments.ts';
 import { scrape, valueOf as metricValue } from './helpers/prometheus.ts';
 import { startRpcRelay, type RpcCall } from './helpers/rpc-relay.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from './helpers/spawn-facilitator.ts';
@@ -69,21 +70,25 @@ async function relayerKey(): Promise<{ key: Hex; address: Address }> {
 const relayerA = await relayerKey();
 const relayerB = await relayerKey();
 const sentBy = (r: { address: Address }) => pub.getTransactionCount({ address: r.address, blockTag: 'latest' });
-const portA = await freePort();
-const startA = () => spawnFacilitator({ manifestPath: relayedManifest, port: portA, env: { GATE402_RELAYER_KEYS: relayerA.key, GATE402_CONFIRM_DEADLINE_MS: '4000', GATE402_RECEIPT_POLL_MS: '50' } });
-let a: SpawnedFacilitator = await startA();
-const b = await spawnFacilitator({ manifestPath: TEST_MANIFEST_PATH, env: { GATE402_RELAYER_KEYS: relayerB.key, GATE402_RECEIPT_POLL_MS: '50' } });
+const [portA, portB] = [await freePort(), await freePort()];
+const startA = () => spawnFacilitator({ manifestPath: relayedManifest, port: portA, env: { GATE402_RELAYER_KEYS: relayerA.key, GATE402_CONFIRM_DEADLINE_MS: '2000', GATE402_RECEIPT_POLL_MS: '50' } });
+const nameA = `127.0.0.1:${portA}`;
+const nameB = `127.0.0.1:${portB}`;
+const gatewayEnv = (facilitators: string) => ({ GATE402_FACILITATORS: facilitators, GATE402_FACILITATORS_TIMEOUT_MS: '15000', GATE402_RELAYER_KEYS: generatePrivateKey() });
+// A gateway given a malformed GATE402_FACILITATORS, started beside the others: it must refuse to start.
+const refusedStart = spawnFacilitator({ part: 'gateway', manifestPath: TEST_MANIFEST_PATH, env: gatewayEnv(`${NET}=not a url`) }).then(
+  (started) => started.stop().then(() => 'started'),
+  (err: Error) => err.message,
+);
+// All three start at once; the gateway's own relayer key holds no gas: on this network it never sends anything itself.
+const [firstA, b, gw] = await Promise.all([
+  startA(),
+  spawnFacilitator({ manifestPath: TEST_MANIFEST_PATH, port: portB, env: { GATE402_RELAYER_KEYS: relayerB.key, GATE402_RECEIPT_POLL_MS: '50' } }),
+  spawnFacilitator({ part: 'gateway', manifestPath: TEST_MANIFEST_PATH, env: gatewayEnv(`${NET}=http://${nameA},http://${nameB}`) }),
+]);
+let a: SpawnedFacilitator = firstA;
 t.teardown(() => a.stop('SIGKILL'));
 t.teardown(() => b.stop('SIGKILL'));
-const nameA = `127.0.0.1:${portA}`;
-const nameB = new URL(b.url).host;
-
-// The gateway's own relayer key holds no gas: on this network it never sends anything itself.
-const gw = await spawnFacilitator({
-  part: 'gateway',
-  manifestPath: TEST_MANIFEST_PATH,
-  env: { GATE402_FACILITATORS: `${NET}=${a.url},${b.url}`, GATE402_FACILITATORS_TIMEOUT_MS: '15000', GATE402_RELAYER_KEYS: generatePrivateKey(), GATE402_BREAKER_THRESHOLD: '1000' },
-});
 t.teardown(() => gw.stop());
 const url = `${gw.url}/m/catjoke/joke`;
 
@@ -106,6 +111,30 @@ const newPayer = () => fundedPayer(n, NET, funder, FUNDED);
 const authorizationsUsed = async (payer: Address) => (await pub.getLogs({ address: n.stablecoin.address, event: authorizationUsedEvent, args: { authorizer: payer }, fromBlock: 0n })).length;
 const settledBy = async (tx: string) => (await pub.getTransactionReceipt({ hash: tx as Hex })).from.toLowerCase();
 const metric = async (name: string, labels: Record<string, string>) => metricValue(await scrape(`${gw.url}/metrics`), name, labels) ?? 0;
+
+t.test('GATE402_FACILITATORS is checked at start: a mistake stops the gateway with its reason', async (t) => {
+  const networks = Object.keys(manifest.networks);
+  const parsed = parseFacilitators(`${NET}=http://f1.example/x402/, https://f2.example ; *=https://f3.example`, networks);
+  t.same(
+    parsed.get(NET)?.map((f) => f.url),
+    ['http://f1.example/x402', 'https://f2.example'],
+    'preferred first, without a trailing slash',
+  );
+  t.same(parsed.get(CAIP2.stockChain)?.[0]?.name, 'f3.example', '`*` stands for the other networks');
+  for (const [bad, reason] of [
+    ['eip155:1=https://f.example', /network 'eip155:1' is not configured/],
+    [`${NET}`, /is not <network>=<url>/],
+    [`${NET}=ftp://f.example`, /must be http or https/],
+    [`${NET}=https://user:pw@f.example`, /credentials/],
+    [`${NET}=https://f.example?key=1`, /no query or fragment/],
+    [`${NET}=https://f.example,https://f.example/`, /twice/],
+    [`${NET}=https://f.example; ${NET}=https://g.example`, /listed twice/],
+  ] as const) {
+    t.throws(() => parseFacilitators(bad, networks), reason, bad);
+  }
+  const refused = await refusedStart;
+  t.match(refused, /gateway exited 1:[\s\S]*GATE402_FACILITATORS: 'not a url' is not an absolute URL/, 'one line naming the variable and the mistake');
+});
 
 t.test('a pending answer of the remote facilitator is a 202; the same credential then gets the resource, paid once', async (t) => {
   const payer = await newPayer();
@@ -157,7 +186,8 @@ t.test('the first facilitator killed before its transaction reached the chain: p
   const payer = await newPayer();
   const sentBeforeA = await sentBy(relayerA);
   mode = 'dropSends';
-  const paying = buyer(payer)(url);
+  const credentials: string[] = [];
+  const paying = buyer(payer, credentials)(url);
   await until(() => waiting.length > 0, 'the first facilitator sending its transaction');
   await a.stop('SIGKILL');
   letGo(false);
@@ -171,6 +201,11 @@ t.test('the first facilitator killed before its transaction reached the chain: p
   t.equal(await stableBalance(n, payer.address), FUNDED - PRICE, 'the buyer paid once');
   t.equal(await metric('gate402_facilitator_failovers_total', { facilitator: nameA, network: NET }), 1, 'one failover from the first');
   t.equal(await metric('gate402_facilitator_failovers_total', { facilitator: nameB, network: NET }), 0);
+  // What the failover relies on: asked again, a gate402 facilitator answers a settled payment from its record.
+  const paid = decodePaymentSignatureHeader(credentials[0] as string);
+  const again = await postJson(`${b.url}/settle`, { x402Version: 2, paymentPayload: paid, paymentRequirements: paid.accepted });
+  t.match(again.json, { success: true, transaction: settlement.transaction }, 'the same payload settled again: the recorded answer');
+  t.equal(await sentBy(relayerB), 1, 'and no second transaction');
 });
 
 t.test('both facilitators down: 503 with Retry-After, nothing charged; the dead first one is then passed over by its breaker', async (t) => {

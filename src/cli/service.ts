@@ -117,7 +117,14 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       const local = { settle: (request: VerifyRequest) => engine.engine.settle(request), verify: (request: VerifyRequest) => engine.engine.verify(request) };
       let settlement = local;
       if (remoteConfig) {
-        const remote = remoteSettlement({ config: remoteConfig, local, consumption: (request) => engine.engine.consumption(request), log: log.child({ part: 'remote-settlement' }), metrics });
+        const remote = remoteSettlement({
+          config: remoteConfig,
+          local,
+          precheck: (request) => engine.engine.precheck(request),
+          consumption: (request) => engine.engine.consumption(request),
+          log: log.child({ part: 'remote-settlement' }),
+          metrics,
+        });
         closers.push(() => remote.close());
         settlement = remote;
         log.info('settling through remote facilitators', { networks: Object.fromEntries([...remoteConfig.networks].map(([n, list]) => [n, list.map((f) => f.name)])) });

@@ -3,6 +3,9 @@
  * facilitators is settled by the first of them that answers, in order of preference; a network without is settled by
  * the gateway's own engine (`local`).
  *
+ * A payment the gateway's own checks refuse (its terms, time window, the payment policy, a signature that neither a
+ * key nor a contract wallet made) is refused here, and costs no facilitator a call.
+ *
  * Never one payment settled twice. A facilitator that answers (a settlement, a refusal, or pending with its
  * transaction) is believed. One that gives no answer is passed over to the next only once the payment is proven not
  * settled by it:
@@ -40,6 +43,12 @@ export interface RemoteSettlementDeps {
   config: RemoteSettlementConfig;
   /** Settles and verifies the networks without facilitators (the gateway's own engine). */
   local: { settle: SettlePort; verify: VerifyPort };
+  /**
+   * The checks that need no chain (the engine's `precheck`): a payment they refuse is refused here, and one whose
+   * signature no key made is verified locally (a contract wallet's is a chain question) before any facilitator is
+   * asked. A forger's payments never reach a facilitator, its rate limits, or the breakers.
+   */
+  precheck(request: VerifyRequest): Promise<{ ok: true; signedByKey: boolean } | { ok: false; reason: string; message: string; payer?: string }>;
   /** Whether a payment's authorization was consumed on chain, read now (undefined: its network is not configured). */
   consumption(request: VerifyRequest): Promise<Consumption | undefined>;
   log: Logger;
@@ -69,11 +78,21 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
     (name) => breakers.state(byName.get(name)?.url ?? name),
   );
 
+  /** The refusal of a payment the local checks refuse, or undefined when it may go to a facilitator. */
+  const refusedHere = async (request: VerifyRequest): Promise<{ reason: string; message: string; payer?: string } | undefined> => {
+    const pre = await deps.precheck(request);
+    if (!pre.ok) return pre;
+    if (pre.signedByKey) return undefined;
+    const verdict = await deps.local.verify(request);
+    return verdict.isValid ? undefined : { reason: verdict.invalidReason ?? GatewayReason.unexpected, message: verdict.invalidMessage ?? '', ...(verdict.payer ? { payer: verdict.payer } : {}) };
+  };
+
   const call = (f: FacilitatorEndpoint, route: 'settle' | 'verify', request: VerifyRequest) => callFacilitator(f, route, request, dispatcher, config.timeoutMs);
 
-  /** A failed call: counted, logged, and held against the facilitator's breaker (once per payment). */
+  /** A failed call: counted, logged, and held against the facilitator's breaker (once per payment) unless it refused with a 4xx (it is up). */
   const failed = (f: FacilitatorEndpoint, network: string, key: string, outcome: Extract<CallOutcome, { kind: 'failed' }> | { failure: 'bad_answer' | 'unexpected_error'; error: string }) => {
-    breakers.failure(f.url, key);
+    if (outcome.failure === 'http_4xx') breakers.release(f.url);
+    else breakers.failure(f.url, key);
     metrics.facilitatorError(f.name, network, outcome.failure);
     log.warn('a facilitator gave no usable answer', { facilitator: f.name, network, payment: key, kind: outcome.failure, error: outcome.error });
   };
@@ -156,6 +175,11 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
     async settle(request) {
       const list = config.networks.get(request.paymentRequirements.network);
       if (!list) return deps.local.settle(request);
+      const refused = await refusedHere(request);
+      if (refused) {
+        const { reason, message, payer } = refused;
+        return { success: false, errorReason: reason, errorMessage: message, transaction: '', network: request.paymentRequirements.network, ...(payer ? { payer } : {}) };
+      }
       const id = `${nonceKeyOf(request)}|${fingerprintOf(request)}`;
       const running = inFlight.get(id);
       if (running) return running;
@@ -166,6 +190,8 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
     async verify(request) {
       const list = config.networks.get(request.paymentRequirements.network);
       if (!list) return deps.local.verify(request);
+      const refused = await refusedHere(request);
+      if (refused) return { isValid: false, invalidReason: refused.reason, invalidMessage: refused.message, ...(refused.payer ? { payer: refused.payer } : {}) };
       const network = request.paymentRequirements.network;
       const key = nonceKeyOf(request);
       for (const f of list) {
