@@ -5,6 +5,8 @@
 // chosen step (the shared devnet keeps mining for everyone else).
 import t from 'tap';
 import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { x402Client } from '@x402/core/client';
 import { decodePaymentResponseHeader, decodePaymentSignatureHeader } from '@x402/core/http';
@@ -69,6 +71,22 @@ async function relayerKey(): Promise<{ key: Hex; address: Address }> {
 }
 const relayerA = await relayerKey();
 const relayerB = await relayerKey();
+// The second network, settled by a facilitator that always answers 500, then by B.
+const NET2 = CAIP2.baseSepolia;
+const n2 = network(manifest, NET2);
+await rpcCall(n2.rpcUrl, 'anvil_setBalance', [relayerB.address, toHex(parseEther('10'))]);
+const brokenSettles: string[] = [];
+const broken = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    if (req.url === '/settle') brokenSettles.push(Buffer.concat(chunks).toString('utf8'));
+    res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error');
+  });
+});
+await new Promise<void>((resolve) => broken.listen(0, '127.0.0.1', resolve));
+t.teardown(() => new Promise<void>((resolve) => broken.close(() => resolve())));
+const nameC = `127.0.0.1:${(broken.address() as AddressInfo).port}`;
 const sentBy = (r: { address: Address }) => pub.getTransactionCount({ address: r.address, blockTag: 'latest' });
 const [portA, portB] = [await freePort(), await freePort()];
 const startA = () => spawnFacilitator({ manifestPath: relayedManifest, port: portA, env: { GATE402_RELAYER_KEYS: relayerA.key, GATE402_CONFIRM_DEADLINE_MS: '2000', GATE402_RECEIPT_POLL_MS: '50' } });
@@ -84,7 +102,7 @@ const refusedStart = spawnFacilitator({ part: 'gateway', manifestPath: TEST_MANI
 const [firstA, b, gw] = await Promise.all([
   startA(),
   spawnFacilitator({ manifestPath: TEST_MANIFEST_PATH, port: portB, env: { GATE402_RELAYER_KEYS: relayerB.key, GATE402_RECEIPT_POLL_MS: '50' } }),
-  spawnFacilitator({ part: 'gateway', manifestPath: TEST_MANIFEST_PATH, env: gatewayEnv(`${NET}=http://${nameA},http://${nameB}`) }),
+  spawnFacilitator({ part: 'gateway', manifestPath: TEST_MANIFEST_PATH, env: gatewayEnv(`${NET}=http://${nameA},http://${nameB}; ${NET2}=http://${nameC},http://${nameB}`) }),
 ]);
 let a: SpawnedFacilitator = firstA;
 t.teardown(() => a.stop('SIGKILL'));
@@ -92,10 +110,10 @@ t.teardown(() => b.stop('SIGKILL'));
 t.teardown(() => gw.stop());
 const url = `${gw.url}/m/catjoke/joke`;
 
-/** A buyer paying with the official x402 client on NET; `credentials` collects the PAYMENT-SIGNATURE headers it sent. */
-function buyer(payer: LocalAccount, credentials: string[] = []) {
+/** A buyer paying with the official x402 client on `net`; `credentials` collects the PAYMENT-SIGNATURE headers it sent. */
+function buyer(payer: LocalAccount, credentials: string[] = [], net: string = NET) {
   const client = registerExactEvmScheme(
-    x402Client.fromConfig({ schemes: [], spendControls: false, paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === NET) ?? (offers[0] as (typeof offers)[number]) }),
+    x402Client.fromConfig({ schemes: [], spendControls: false, paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === net) ?? (offers[0] as (typeof offers)[number]) }),
     { signer: payer },
   );
   return wrapFetchWithPayment(async (input, init) => {
@@ -206,6 +224,24 @@ t.test('the first facilitator killed before its transaction reached the chain: p
   const again = await postJson(`${b.url}/settle`, { x402Version: 2, paymentPayload: paid, paymentRequirements: paid.accepted });
   t.match(again.json, { success: true, transaction: settlement.transaction }, 'the same payload settled again: the recorded answer');
   t.equal(await sentBy(relayerB), 1, 'and no second transaction');
+});
+
+t.test('a facilitator answering 500: asked again with the same payload, then the chain read, then the next; the credential serves once', async (t) => {
+  const payer = await fundedPayer(n2, NET2, funder, FUNDED);
+  const credentials: string[] = [];
+  const res = await buyer(payer, credentials, NET2)(url);
+  t.equal(res.status, 200, await res.clone().text());
+  t.equal(brokenSettles.length, 2, 'the failing facilitator was asked twice');
+  t.equal(brokenSettles[0], brokenSettles[1], 'with the same payload');
+  const settlement = decodePaymentResponseHeader(res.headers.get('payment-response') as string);
+  const { pub: pub2 } = clientsFor(n2, funder);
+  t.equal((await pub2.getTransactionReceipt({ hash: settlement.transaction as Hex })).from.toLowerCase(), relayerB.address.toLowerCase(), 'settled by the next one');
+  t.equal(await stableBalance(n2, payer.address), FUNDED - PRICE, 'the buyer paid once');
+  t.equal(await metric('gate402_facilitator_failovers_total', { facilitator: nameC, network: NET2 }), 1);
+  t.ok((await metric('gate402_facilitator_errors_total', { facilitator: nameC, network: NET2, kind: 'http_5xx' })) >= 1, 'the 5xx counted');
+  const replay = await fetch(url, { headers: { 'payment-signature': credentials[0] as string } });
+  t.equal(replay.status, 402, 'the served credential buys nothing more');
+  t.equal(brokenSettles.length, 2, 'and reaches no facilitator');
 });
 
 t.test('both facilitators down: 503 with Retry-After, nothing charged; the dead first one is then passed over by its breaker', async (t) => {
