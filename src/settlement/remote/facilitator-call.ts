@@ -11,6 +11,7 @@
  */
 import { Buffer } from 'node:buffer';
 import { request, type Dispatcher } from 'undici';
+import { discardBody } from '../../http/discard-body.ts';
 import { parseJsonBytes } from '../../protocol/x402/codec.ts';
 import type { VerifyRequest } from '../../protocol/x402/types.ts';
 import type { FacilitatorEndpoint } from './facilitators-config.ts';
@@ -47,7 +48,7 @@ export async function callFacilitator(endpoint: FacilitatorEndpoint, route: 'set
     });
     const status = res.statusCode;
     if (status !== 200) {
-      discard(res.body);
+      discardBody(res.body);
       // A 4xx (a body it would not take, a rate limit) is refused before any settlement; a 5xx or other may have acted.
       if (status >= 400 && status < 500) return { kind: 'failed', failure: 'http_4xx', sent: false, error: `answered ${status}` };
       return { kind: 'failed', failure: status >= 500 ? 'http_5xx' : 'bad_answer', sent: true, error: `answered ${status}` };
@@ -57,7 +58,7 @@ export async function callFacilitator(endpoint: FacilitatorEndpoint, route: 'set
     for await (const chunk of res.body as AsyncIterable<Buffer>) {
       received += chunk.length;
       if (received > MAX_ANSWER_BYTES) {
-        discard(res.body);
+        discardBody(res.body);
         return { kind: 'failed', failure: 'bad_answer', sent: true, error: `an answer over ${MAX_ANSWER_BYTES} bytes` };
       }
       chunks.push(chunk);
@@ -71,15 +72,6 @@ export async function callFacilitator(endpoint: FacilitatorEndpoint, route: 'set
     if (code !== undefined && NOT_CONNECTED.has(code)) return { kind: 'failed', failure: 'unreachable', sent: false, error: code };
     return { kind: 'failed', failure: code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' ? 'timeout' : 'connection_lost', sent: true, error: code ?? String(err) };
   }
-}
-
-/**
- * Stops reading an answer. Destroying a body not read to its end makes it emit an abort error: without a listener
- * that error would be thrown from the process's event loop (a facilitator answering 500 would stop the gateway).
- */
-function discard(body: Dispatcher.ResponseData['body']): void {
-  body.on('error', () => {});
-  body.destroy();
 }
 
 /** The `code` of an error or of the errors it wraps (undici wraps the socket's). */
