@@ -4,7 +4,9 @@
  * the gateway's own engine (`local`).
  *
  * A payment the gateway's own checks refuse (its terms, time window, the payment policy, a signature that neither a
- * key nor a contract wallet made) is refused here, and costs no facilitator a call.
+ * key nor a contract wallet made) is refused here, and costs no facilitator a call; one refused because its window
+ * has passed or its nonce is used may have settled before (a buyer asking again after a 202 or a 502), and is
+ * answered by the chain instead.
  *
  * Never one payment settled twice. A facilitator that answers (a settlement, a refusal, or pending with its
  * transaction) is believed. One that gives no answer is passed over to the next only once the payment is proven not
@@ -33,7 +35,7 @@ import type { SettlePort, VerifyPort } from '../../ports/settle.ts';
 import { validateSettleResponse, validateVerifyResponse } from '../../protocol/x402/schemas.ts';
 import { isPermit2Payload, type SettleResponse, type VerifyRequest, type VerifyResponse } from '../../protocol/x402/types.ts';
 import { schemeOfPayload } from '../../schemes/registry.ts';
-import { GatewayReason } from '../../verify/reasons.ts';
+import { Eip3009Reason, GatewayReason, Permit2Reason } from '../../verify/reasons.ts';
 import { callFacilitator, type CallOutcome } from './facilitator-call.ts';
 import type { FacilitatorEndpoint, RemoteSettlementConfig } from './facilitators-config.ts';
 
@@ -146,14 +148,7 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
       if ('answer' in result) return result.answer;
       if ('unknown' in result) {
         log.warn('a payment of unknown outcome is not passed to another facilitator', { facilitator: f.name, payment: key, why: result.unknown });
-        return {
-          success: false,
-          errorReason: GatewayReason.settlementUnknown,
-          errorMessage: `whether the payment settled could not be learned (${result.unknown}); send the same credential again: it is never charged twice`,
-          transaction: '',
-          network,
-          extra: { retryAfterSeconds: 5 },
-        };
+        return unknownOutcome(network, result.unknown);
       }
       if (!isLast) {
         metrics.facilitatorFailover(f.name, network);
@@ -177,6 +172,13 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
       if (!list) return deps.local.settle(request);
       const refused = await refusedHere(request);
       if (refused) {
+        // A payment that may have settled already (its window has passed since, or its nonce is used) is the chain's to
+        // answer: a buyer asking again for a paid, pending or unserved request is served, not refused.
+        if (mayHaveSettled(request, refused.reason)) {
+          const chain = await fromChain(request, nonceKeyOf(request));
+          if ('answer' in chain) return chain.answer;
+          if ('unknown' in chain) return unknownOutcome(request.paymentRequirements.network, chain.unknown);
+        }
         const { reason, message, payer } = refused;
         return { success: false, errorReason: reason, errorMessage: message, transaction: '', network: request.paymentRequirements.network, ...(payer ? { payer } : {}) };
       }
@@ -229,6 +231,24 @@ function settleAnswerOf(
   if (!answer.success && answer.errorReason === GatewayReason.unexpectedSettle) return { sent: true, failure: { failure: 'unexpected_error', error: answer.errorMessage ?? '' } };
   if (!answer.success && answer.errorReason === 'settlement_pending' && answer.transaction !== '') return { answer: { ...answer, status: 'pending' } };
   return { answer };
+}
+
+/** The answer for a payment whose settlement could not be learned: 503, and the buyer asks again with it. */
+function unknownOutcome(network: SettleResponse['network'], why: string): SettleResponse {
+  return {
+    success: false,
+    errorReason: GatewayReason.settlementUnknown,
+    errorMessage: `whether the payment settled could not be learned (${why}); send the same credential again: it is never charged twice`,
+    transaction: '',
+    network,
+    extra: { retryAfterSeconds: 5 },
+  };
+}
+
+/** Local refusals that a payment settled earlier also gets: its time window passed, or its nonce is used. */
+const EXPIRED = new Set<string>([Eip3009Reason.validBefore, Permit2Reason.deadlineExpired]);
+function mayHaveSettled(request: VerifyRequest, reason: string): boolean {
+  return EXPIRED.has(reason) || reason === schemeOfPayload(request.paymentPayload.payload).reasons.nonceUsed;
 }
 
 function payerOf(request: VerifyRequest): string {
