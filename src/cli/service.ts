@@ -28,6 +28,9 @@ import { createLogger } from '../log/logger.ts';
 import { metricsEndpointConfigFromEnv, metricsRoute } from '../metrics/endpoint.ts';
 import { createMetrics } from '../metrics/metrics.ts';
 import { refusal } from '../protocol/result.ts';
+import type { VerifyRequest } from '../protocol/x402/types.ts';
+import { remoteSettlementConfigFromEnv } from '../settlement/remote/facilitators-config.ts';
+import { remoteSettlement } from '../settlement/remote/remote-settlement.ts';
 import { createStockDesk, stockConfigFromEnv } from '../stock/create-stock-desk.ts';
 import { webConfigFromEnv } from '../web/config.ts';
 import { webRoutes } from '../web/routes.ts';
@@ -59,6 +62,13 @@ export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
 export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv = process.env): Promise<RunningService> {
   // Before anything starts: off the devnet, no key may come from the public test mnemonic.
   if (!opts.manifest) requireProductionSecrets(env, opts, opts.networks, isPublicTestKey);
+  // Checked before anything opens: the gateway's remote facilitators, per network (none: the engine settles all).
+  const remoteConfig = opts.gateway
+    ? remoteSettlementConfigFromEnv(
+        env,
+        opts.networks.all().map((n) => n.caip2),
+      )
+    : undefined;
   const log = createLogger('gate402');
   // One registry per process: in `start`, the facilitator's and the gateway's /metrics show the same numbers.
   const metrics = createMetrics();
@@ -110,6 +120,22 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         }
         config.upstreamAllowlist = [...config.upstreamAllowlist, originEntry(baseFor('catalog'))];
       }
+      // Payments on networks with remote facilitators are settled through them, with failover; the rest by the engine.
+      const local = { settle: (request: VerifyRequest) => engine.engine.settle(request), verify: (request: VerifyRequest) => engine.engine.verify(request) };
+      let settlement = local;
+      if (remoteConfig) {
+        const remote = remoteSettlement({
+          config: remoteConfig,
+          local,
+          precheck: (request) => engine.engine.precheck(request),
+          consumption: (request) => engine.engine.consumption(request),
+          log: log.child({ part: 'remote-settlement' }),
+          metrics,
+        });
+        closers.push(() => remote.close());
+        settlement = remote;
+        log.info('settling through remote facilitators', { networks: Object.fromEntries([...remoteConfig.networks].map(([n, list]) => [n, list.map((f) => f.name)])) });
+      }
       const merchantConfig = merchantConfigFromEnv(env);
       const registry = new MerchantRegistry({
         store: engine.store,
@@ -123,7 +149,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         {
           networks: opts.networks,
           store: engine.store,
-          settle: (request) => engine.engine.settle(request),
+          settle: settlement.settle,
           mppKey: config.mppKey,
           baseUrl: config.baseUrl,
           ...(devnet ? { defaultDeskAccount: devnetAccount(DEVNET_ROLES.stockDesk) } : {}),
@@ -158,6 +184,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         {
           networks: opts.networks,
           engine: engine.engine,
+          settlement,
           store: engine.store,
           merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
           readFile: (sha256) => registry.readMerchantFile(sha256),

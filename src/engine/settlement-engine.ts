@@ -291,6 +291,19 @@ export class SettlementEngine {
     return undefined;
   }
 
+  /**
+   * Whether `request`'s authorization was consumed on chain, by whoever sent it (one read, no retry; a failed read
+   * throws); undefined when its network or asset is not configured here. What a caller that settled elsewhere reads
+   * to learn, without sending anything, whether a settlement of unknown outcome happened.
+   */
+  async consumption(request: VerifyRequest): Promise<Consumption | undefined> {
+    const call = settlementCallOf(this.#o, request);
+    const network = this.#o.networks.find(request.paymentRequirements.network);
+    if (!call || !network) return undefined;
+    const auth = authorizationOf(request, call, { permit2: network.permit2 ?? PERMIT2_ADDRESS, ...(network.multicall ? { multicall: network.multicall } : {}) });
+    return consumptionOf(this.#o.inspector(network.caip2).client, auth, { lookbackBlocks: this.#o.consumedLookbackBlocks ?? DEFAULT_CONSUMED_LOOKBACK_BLOCKS });
+  }
+
   /** The checks of `request` that need no chain, under `policy` (default: the engine's own). */
   precheck(request: VerifyRequest, policy: PaymentPolicy = this.#o.policy): Promise<Precheck> {
     return precheckPayment(this.#o, request, policy);

@@ -8,6 +8,7 @@ import { createHttpServer, json, type HttpHandler } from '../http/server.ts';
 import { trustProxyFromEnv, type TrustProxy } from '../http/trust-proxy.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import type { SettlePort, VerifyPort } from '../ports/settle.ts';
 import type { Store } from '../store/open-store.ts';
 import type { Merchant } from './catalog/merchant.ts';
 import { merchantOpenApi, rootOpenApi } from './discovery/openapi.ts';
@@ -108,6 +109,8 @@ export interface RunningGateway {
 export interface GatewayParts {
   networks: NetworkRegistry;
   engine: SettlementEngine;
+  /** What settles and verifies paid requests' payments; the engine's own unless the composition gives other ports. */
+  settlement?: { settle: SettlePort; verify: VerifyPort };
   store: Store;
   merchants: MerchantDirectory;
   readFile(sha256: string): Promise<Uint8Array | undefined>;
@@ -134,9 +137,9 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   parts.metrics.watchMerchants(() => parts.merchants.list().map((m) => m.slug));
   const paid = paidRouteHandler({
     networks: parts.networks,
-    settle: (request) => parts.engine.settle(request),
+    settle: parts.settlement?.settle ?? ((request) => parts.engine.settle(request)),
     shedding: (request) => parts.engine.shedding(request),
-    verify: (request) => parts.engine.verify(request),
+    verify: parts.settlement?.verify ?? ((request) => parts.engine.verify(request)),
     merchant: (slug) => parts.merchants.get(slug),
     served: parts.store.claims('served'),
     records: parts.store.collection<PaidRequestRecord>('paid-requests'),

@@ -102,6 +102,16 @@ export interface Metrics {
   /** The merchants served: each one's revenue and upstream calls exist at zero from the first scrape that lists it. */
   watchMerchants(read: () => Iterable<string>): void;
 
+  /**
+   * The remote facilitators a gateway settles through (`GATE402_FACILITATORS`): their error and failover series start
+   * at zero, and `state` is read for their breaker at scrape time.
+   */
+  watchFacilitators(facilitators: Iterable<{ facilitator: string; network: string }>, state: (facilitator: string) => BreakerStateName): void;
+  /** A call to a remote facilitator brought no usable answer (`kind`: unreachable, timeout, connection_lost, http_5xx, ...). */
+  facilitatorError(facilitator: string, network: string, kind: string): void;
+  /** A payment proven not settled by `from` (or passed over while its breaker is open) went on to the next facilitator. */
+  facilitatorFailover(facilitator: string, network: string): void;
+
   /** Stock orders (issue 5), incremented by the stock desk. */
   readonly stockOrders: Counter<'symbol' | 'outcome'>;
   readonly stockOrderVolumeUsd: Counter<'symbol'>;
@@ -284,6 +294,26 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
   });
 
   const storeErrors = counter({ name: 'gate402_store_errors_total', help: 'Durable writes that failed, by store (lmdb, postgres)', labelNames: ['store'] });
+  const facilitatorErrors = counter({
+    name: 'gate402_facilitator_errors_total',
+    help: 'Calls to remote facilitators that brought no usable answer, by facilitator (host and path), network and kind (unreachable, timeout, connection_lost, http_5xx, http_4xx, bad_answer, unexpected_error)',
+    labelNames: ['facilitator', 'network', 'kind'],
+  });
+  const facilitatorFailovers = counter({
+    name: 'gate402_facilitator_failovers_total',
+    help: 'Payments passed on from a remote facilitator to the next one of their network, proven not settled by it (or while its breaker was open), by the facilitator left',
+    labelNames: ['facilitator', 'network'],
+  });
+  const facilitatorSources: Array<{ names: string[]; state: (facilitator: string) => BreakerStateName }> = [];
+  gauge({
+    name: 'gate402_facilitator_circuit_state',
+    help: 'Circuit breaker of each remote facilitator: 0 closed, 1 half-open, 2 open',
+    labelNames: ['facilitator'],
+    collect() {
+      this.reset();
+      for (const source of facilitatorSources) for (const name of source.names) this.labels(name).set(BREAKER_VALUE[source.state(name)]);
+    },
+  });
 
   const revenue = counter({ name: 'gate402_revenue_usd_total', help: 'Price of the paid requests served, in USD, by merchant and protocol', labelNames: ['merchant', 'protocol'] });
 
@@ -427,6 +457,22 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
       }
       for (const reason of known.refundReasons) stockRefunds.labels(reason).inc(0);
       for (const outcome of known.sponsorshipOutcomes) stockSponsorships.labels(outcome).inc(0);
+    },
+
+    watchFacilitators(facilitators, state) {
+      const names = new Set<string>();
+      for (const { facilitator, network } of facilitators) {
+        names.add(facilitator);
+        facilitatorFailovers.labels(facilitator, network).inc(0);
+        for (const kind of ['unreachable', 'timeout', 'connection_lost', 'http_5xx']) facilitatorErrors.labels(facilitator, network, kind).inc(0);
+      }
+      facilitatorSources.push({ names: [...names], state });
+    },
+    facilitatorError(facilitator, network, kind) {
+      facilitatorErrors.labels(facilitator, network, kind).inc();
+    },
+    facilitatorFailover(facilitator, network) {
+      facilitatorFailovers.labels(facilitator, network).inc();
     },
 
     stockOrders,

@@ -56,7 +56,7 @@ export const RequestReason = {
 /**
  * gate402's own: an asset the operator did not configure is never settled (nor simulated); a payment to
  * its own payer, or to one of our relayers or contracts (or off the operator's payee allowlist), would only burn our
- * gas; a payer over its quota waits.
+ * gas; a payer over its quota waits; a gateway settling through remote facilitators may find none of them answering.
  */
 export const GatewayReason = {
   unsupportedAsset: 'unsupported_asset',
@@ -66,6 +66,10 @@ export const GatewayReason = {
   nonceInFlight: 'payment_in_progress',
   unexpected: 'unexpected_verify_error',
   unexpectedSettle: 'unexpected_settle_error',
+  /** Settled through remote facilitators: none could take the payment, and none settled it (nothing was charged). */
+  settlementUnavailable: 'settlement_unavailable',
+  /** Settled through remote facilitators: whether the payment settled could not be learned (ask again with it). */
+  settlementUnknown: 'settlement_outcome_unknown',
 } as const;
 
 type Values<T> = T[keyof T];

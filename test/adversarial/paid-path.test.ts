@@ -273,6 +273,19 @@ t.test('an endless upstream body: the read stops at GATE402_UPSTREAM_MAX_BYTES, 
   await chargedOnce(t, payer, before);
 });
 
+t.test('an upstream announcing a body over GATE402_UPSTREAM_MAX_BYTES: 502 with the proof, the gateway stays up; then served once', async (t) => {
+  upstream.behave(`${U}/announced`, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(UPSTREAM_MAX_BYTES * 4) });
+    res.write('{"partial":');
+  });
+  const { res, credential, payer, before } = await payFx(`${M}/announced`);
+  isProof(t, res);
+  upstream.behave(`${U}/announced`, undefined);
+  const again = await get(`${M}/announced`, credential);
+  t.equal(again.status, 200, again.body);
+  await chargedOnce(t, payer, before);
+});
+
 t.test('an upstream that never answers: 502 with the proof after the timeout; the same credential redeems once it works', async (t) => {
   upstream.behave(`${U}/slow`, () => new Promise<void>(() => {})); // holds the request open
   const { res, credential, payer, before } = await payFx(`${M}/slow`);

@@ -21,7 +21,8 @@ function unescapeLabel(s: string): string {
 function number(text: string): number {
   if (text === '+Inf') return Number.POSITIVE_INFINITY;
   if (text === '-Inf') return Number.NEGATIVE_INFINITY;
-  if (text === 'NaN') return Number.NaN;
+  // prom-client writes NaN as `Nan` (the event-loop lag mean between two scrapes closer than its resolution).
+  if (text === 'NaN' || text === 'Nan') return Number.NaN;
   const n = Number(text);
   if (text === '' || Number.isNaN(n)) throw new Error(`not a sample value: ${JSON.stringify(text)}`);
   return n;

@@ -1,5 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { request, type Dispatcher } from 'undici';
+import { discardBody } from '../../http/discard-body.ts';
 import type { PreparedCall, UpstreamRequest, UpstreamResult } from '../../ports/upstream.ts';
 import type { InternalUpstreamName } from '../catalog/merchant.ts';
 
@@ -47,7 +48,7 @@ export async function forwardToUpstream(url: string, secretHeaders: Record<strin
     });
     const declared = Number(res.headers['content-length']);
     if (Number.isFinite(declared) && declared > limits.maxBytes) {
-      res.body.destroy();
+      discardBody(res.body);
       return failed(`the upstream announced ${declared} bytes, over the limit of ${limits.maxBytes}`);
     }
     const chunks: Buffer[] = [];
@@ -55,7 +56,7 @@ export async function forwardToUpstream(url: string, secretHeaders: Record<strin
     for await (const chunk of res.body as AsyncIterable<Buffer>) {
       received += chunk.length;
       if (received > limits.maxBytes) {
-        res.body.destroy();
+        discardBody(res.body);
         return failed(`the upstream response passed the limit of ${limits.maxBytes} bytes`);
       }
       chunks.push(chunk);

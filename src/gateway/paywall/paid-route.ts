@@ -15,6 +15,7 @@ import type { Shed } from '../../engine/settlement-admission.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
 import { SCHEMES } from '../../schemes/registry.ts';
+import { GatewayReason } from '../../verify/reasons.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 import type { CircuitBreakers } from './circuit-breaker.ts';
 import { readCredential, type Credential, type RouteTerms } from '../../front-door/credential.ts';
@@ -405,6 +406,20 @@ async function paid(
       paymentHeaders,
     );
   }
+  if (!settlement.success && SETTLEMENT_DOWN.has(settlement.errorReason ?? '')) {
+    // Settled through remote facilitators, none of which could answer: our outage, not the buyer's payment.
+    deps.breakers.release(slug);
+    const unknown = settlement.errorReason === GatewayReason.settlementUnknown;
+    return json(
+      503,
+      {
+        error: unknown ? 'the payment could not be confirmed settled or not: the settlement service is not answering' : 'the settlement service is unavailable right now; nothing was charged',
+        code: settlement.errorReason,
+        retry: 'send the same request with the same credential; it will not be charged twice',
+      },
+      { 'retry-after': String(retryAfterOf(settlement)) },
+    );
+  }
   if (!settlement.success) {
     deps.breakers.release(slug);
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), {
@@ -480,6 +495,15 @@ async function paid(
     deps.breakers.release(slug);
     return failedAfterPayment(err instanceof Error ? err.message : String(err));
   }
+}
+
+/** Reasons of a settlement that did not happen because the settlement service is down (503), not the payment refused. */
+const SETTLEMENT_DOWN = new Set<string>([GatewayReason.settlementUnavailable, GatewayReason.settlementUnknown]);
+
+/** The seconds a 503 of a down settlement service asks the buyer to wait (1 to 60). */
+function retryAfterOf(settlement: SettleResponse): number {
+  const s = Number(settlement.extra?.retryAfterSeconds);
+  return Number.isInteger(s) ? Math.min(60, Math.max(1, s)) : 5;
 }
 
 /** Reasons of a credential whose signature is not the payer's: the checks run before a body is read. */

@@ -1,0 +1,257 @@
+/**
+ * The settle and verify ports over remote x402 facilitators (`GATE402_FACILITATORS`), with failover: a network with
+ * facilitators is settled by the first of them that answers, in order of preference; a network without is settled by
+ * the gateway's own engine (`local`).
+ *
+ * A payment the gateway's own checks refuse (its terms, time window, the payment policy, a signature that neither a
+ * key nor a contract wallet made) is refused here, and costs no facilitator a call; one refused because its window
+ * has passed or its nonce is used may have settled before (a buyer asking again after a 202 or a 502), and is
+ * answered by the chain instead.
+ *
+ * Never one payment settled twice. A facilitator that answers (a settlement, a refusal, or pending with its
+ * transaction) is believed. One that gives no answer is passed over to the next only once the payment is proven not
+ * settled by it:
+ *  - nothing was sent (the connection was refused, or a 4xx refused the request before judging it): not settled;
+ *  - otherwise the outcome is unknown (a timeout, a connection lost after sending, a 5xx, an answer that is not one).
+ *    The same facilitator is asked again with the same payload (a gate402 facilitator answers a payment it settled,
+ *    or is settling, from its record, never settling it again); failing that, the chain is read: the authorization
+ *    consumed by a transfer to the payee is a settlement (answered as such, with that transaction), not consumed is
+ *    proven not settled, and a chain that cannot be read leaves the outcome unknown: the buyer is told to send the
+ *    same credential again, and nothing goes to the next facilitator.
+ * The token's one use per nonce (EIP-3009 `authorizationState`, Permit2's nonce bitmap) stays the last guarantee: a
+ * transaction a dead facilitator had broadcast but not yet seen mined can still race the next one's, and only one
+ * of them moves the money (a gate402 facilitator then reports the other's transfer as the settlement).
+ *
+ * Each facilitator has a circuit breaker (`CircuitBreakers`, keyed by its URL): after `threshold` failed payments it
+ * is passed over for `openMs`, then one payment tries it again. Concurrent settles of one payment share one attempt.
+ */
+import { Agent } from 'undici';
+import type { Consumption } from '../../engine/authorization-consumption.ts';
+import { fingerprintOf, nonceKeyOf } from '../../engine/payment-record.ts';
+import { CircuitBreakers } from '../../gateway/paywall/circuit-breaker.ts';
+import type { Logger } from '../../log/logger.ts';
+import type { Metrics } from '../../metrics/metrics.ts';
+import type { SettlePort, VerifyPort } from '../../ports/settle.ts';
+import { validateSettleResponse, validateVerifyResponse } from '../../protocol/x402/schemas.ts';
+import { isPermit2Payload, type SettleResponse, type VerifyRequest, type VerifyResponse } from '../../protocol/x402/types.ts';
+import { schemeOfPayload } from '../../schemes/registry.ts';
+import { Eip3009Reason, GatewayReason, Permit2Reason } from '../../verify/reasons.ts';
+import { callFacilitator, type CallOutcome } from './facilitator-call.ts';
+import type { FacilitatorEndpoint, RemoteSettlementConfig } from './facilitators-config.ts';
+
+export type RemoteSettlementMetrics = Pick<Metrics, 'watchFacilitators' | 'facilitatorError' | 'facilitatorFailover'>;
+
+export interface RemoteSettlementDeps {
+  config: RemoteSettlementConfig;
+  /** Settles and verifies the networks without facilitators (the gateway's own engine). */
+  local: { settle: SettlePort; verify: VerifyPort };
+  /**
+   * The checks that need no chain (the engine's `precheck`): a payment they refuse is refused here, and one whose
+   * signature no key made is verified locally (a contract wallet's is a chain question) before any facilitator is
+   * asked. A forger's payments never reach a facilitator, its rate limits, or the breakers.
+   */
+  precheck(request: VerifyRequest): Promise<{ ok: true; signedByKey: boolean } | { ok: false; reason: string; message: string; payer?: string }>;
+  /** Whether a payment's authorization was consumed on chain, read now (undefined: its network is not configured). */
+  consumption(request: VerifyRequest): Promise<Consumption | undefined>;
+  log: Logger;
+  metrics: RemoteSettlementMetrics;
+  now?: () => number;
+}
+
+export interface RemoteSettlement {
+  settle: SettlePort;
+  verify: VerifyPort;
+  close(): Promise<void>;
+}
+
+/** What one facilitator made of a payment: its answer, proven nothing, or left it unknown. */
+type Attempt = { answer: SettleResponse } | { notSettled: string } | { unknown: string };
+
+export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
+  const { config, log, metrics } = deps;
+  const breakers = new CircuitBreakers({ ...config.breaker, ...(deps.now ? { now: deps.now } : {}) });
+  // Bounded: a few connections per facilitator, and every call carries its own deadline.
+  const dispatcher = new Agent({ connections: 64, connect: { timeout: config.connectTimeoutMs }, headersTimeout: config.timeoutMs, bodyTimeout: config.timeoutMs, keepAliveTimeout: 10_000 });
+  const inFlight = new Map<string, Promise<SettleResponse>>();
+  const byName = new Map<string, FacilitatorEndpoint>();
+  for (const list of config.networks.values()) for (const f of list) byName.set(f.name, f);
+  metrics.watchFacilitators(
+    [...config.networks].flatMap(([network, list]) => list.map((f) => ({ facilitator: f.name, network }))),
+    (name) => breakers.state(byName.get(name)?.url ?? name),
+  );
+
+  /** The refusal of a payment the local checks refuse, or undefined when it may go to a facilitator. */
+  const refusedHere = async (request: VerifyRequest): Promise<{ reason: string; message: string; payer?: string } | undefined> => {
+    const pre = await deps.precheck(request);
+    if (!pre.ok) return pre;
+    if (pre.signedByKey) return undefined;
+    const verdict = await deps.local.verify(request);
+    return verdict.isValid ? undefined : { reason: verdict.invalidReason ?? GatewayReason.unexpected, message: verdict.invalidMessage ?? '', ...(verdict.payer ? { payer: verdict.payer } : {}) };
+  };
+
+  const call = (f: FacilitatorEndpoint, route: 'settle' | 'verify', request: VerifyRequest) => callFacilitator(f, route, request, dispatcher, config.timeoutMs);
+
+  /** A failed call: counted, logged, and held against the facilitator's breaker (once per payment) unless it refused with a 4xx (it is up). */
+  const failed = (f: FacilitatorEndpoint, network: string, key: string, outcome: Extract<CallOutcome, { kind: 'failed' }> | { failure: 'bad_answer' | 'unexpected_error'; error: string }) => {
+    if (outcome.failure === 'http_4xx') breakers.release(f.url);
+    else breakers.failure(f.url, key);
+    metrics.facilitatorError(f.name, network, outcome.failure);
+    log.warn('a facilitator gave no usable answer', { facilitator: f.name, network, payment: key, kind: outcome.failure, error: outcome.error });
+  };
+
+  /** The chain's word on a payment whose outcome at a facilitator is unknown. */
+  const fromChain = async (request: VerifyRequest, key: string): Promise<Attempt> => {
+    let found: Consumption | undefined;
+    try {
+      found = await deps.consumption(request);
+    } catch (err) {
+      log.warn('could not read whether a payment of unknown outcome settled', { payment: key, error: err });
+      return { unknown: 'the chain could not be read' };
+    }
+    const network = request.paymentRequirements.network;
+    if (found === undefined) return { unknown: `${network} is not readable here` };
+    if (!found.consumed) return { notSettled: 'its authorization is not consumed on chain' };
+    const payer = payerOf(request);
+    if (found.transaction !== undefined) return { answer: { success: true, transaction: found.transaction, network, payer } };
+    return { answer: { success: false, errorReason: schemeOfPayload(request.paymentPayload.payload).reasons.nonceUsed, errorMessage: found.why, transaction: '', network, payer } };
+  };
+
+  /** One facilitator's attempt at `request`, its unknown outcome resolved as the module comment says. */
+  const attempt = async (f: FacilitatorEndpoint, request: VerifyRequest, key: string): Promise<Attempt> => {
+    const network = request.paymentRequirements.network;
+    const first = await call(f, 'settle', request);
+    const judged = settleAnswerOf(first, network);
+    if ('answer' in judged) {
+      breakers.success(f.url);
+      return judged;
+    }
+    failed(f, network, key, judged.failure);
+    if (!judged.sent) return { notSettled: judged.failure.error };
+    const again = settleAnswerOf(await call(f, 'settle', request), network);
+    if ('answer' in again) {
+      log.info('a facilitator asked again answered a payment of unknown outcome', { facilitator: f.name, payment: key, success: again.answer.success });
+      return again;
+    }
+    return fromChain(request, key);
+  };
+
+  const settleRemotely = async (request: VerifyRequest, list: FacilitatorEndpoint[]): Promise<SettleResponse> => {
+    const network = request.paymentRequirements.network;
+    const key = nonceKeyOf(request);
+    for (const [i, f] of list.entries()) {
+      const isLast = i === list.length - 1;
+      if (!breakers.admit(f.url)) {
+        if (!isLast) metrics.facilitatorFailover(f.name, network);
+        continue;
+      }
+      const result = await attempt(f, request, key);
+      if ('answer' in result) return result.answer;
+      if ('unknown' in result) {
+        log.warn('a payment of unknown outcome is not passed to another facilitator', { facilitator: f.name, payment: key, why: result.unknown });
+        return unknownOutcome(network, result.unknown);
+      }
+      if (!isLast) {
+        metrics.facilitatorFailover(f.name, network);
+        log.warn('failing over to the next facilitator', { from: f.name, to: list[i + 1]?.name, payment: key, why: result.notSettled });
+      }
+    }
+    const retryAfterSeconds = Math.max(1, Math.min(...list.map((f) => breakers.retryAfterSeconds(f.url) || 1)));
+    return {
+      success: false,
+      errorReason: GatewayReason.settlementUnavailable,
+      errorMessage: 'no facilitator could take the payment, and none settled it',
+      transaction: '',
+      network,
+      extra: { retryAfterSeconds },
+    };
+  };
+
+  return {
+    async settle(request) {
+      const list = config.networks.get(request.paymentRequirements.network);
+      if (!list) return deps.local.settle(request);
+      const refused = await refusedHere(request);
+      if (refused) {
+        // A payment that may have settled already (its window has passed since, or its nonce is used) is the chain's to
+        // answer: a buyer asking again for a paid, pending or unserved request is served, not refused.
+        if (mayHaveSettled(request, refused.reason)) {
+          const chain = await fromChain(request, nonceKeyOf(request));
+          if ('answer' in chain) return chain.answer;
+          if ('unknown' in chain) return unknownOutcome(request.paymentRequirements.network, chain.unknown);
+        }
+        const { reason, message, payer } = refused;
+        return { success: false, errorReason: reason, errorMessage: message, transaction: '', network: request.paymentRequirements.network, ...(payer ? { payer } : {}) };
+      }
+      const id = `${nonceKeyOf(request)}|${fingerprintOf(request)}`;
+      const running = inFlight.get(id);
+      if (running) return running;
+      const settled = settleRemotely(request, list).finally(() => inFlight.delete(id));
+      inFlight.set(id, settled);
+      return settled;
+    },
+    async verify(request) {
+      const list = config.networks.get(request.paymentRequirements.network);
+      if (!list) return deps.local.verify(request);
+      const refused = await refusedHere(request);
+      if (refused) return { isValid: false, invalidReason: refused.reason, invalidMessage: refused.message, ...(refused.payer ? { payer: refused.payer } : {}) };
+      const network = request.paymentRequirements.network;
+      const key = nonceKeyOf(request);
+      for (const f of list) {
+        if (!breakers.admit(f.url)) continue;
+        const outcome = await call(f, 'verify', request);
+        const answer = outcome.kind === 'answered' ? validateVerifyResponse(outcome.body) : undefined;
+        if (answer?.ok) {
+          breakers.success(f.url);
+          return answer.value;
+        }
+        failed(f, network, key, outcome.kind === 'failed' ? outcome : { failure: 'bad_answer', error: 'not a verify answer' });
+      }
+      const unavailable: VerifyResponse = { isValid: false, invalidReason: GatewayReason.settlementUnavailable, invalidMessage: 'no facilitator could check the payment' };
+      return unavailable;
+    },
+    close: () => dispatcher.close(),
+  };
+}
+
+/**
+ * A settle call's answer, or why it is none and whether the request may have been acted on. A facilitator's
+ * `unexpected_settle_error` ("ask again with the same payment") is no answer; `settlement_pending` with its
+ * transaction is, and is marked pending.
+ */
+function settleAnswerOf(
+  outcome: CallOutcome,
+  network: string,
+): { answer: SettleResponse } | { sent: boolean; failure: Extract<CallOutcome, { kind: 'failed' }> | { failure: 'bad_answer' | 'unexpected_error'; error: string } } {
+  if (outcome.kind === 'failed') return { sent: outcome.sent, failure: outcome };
+  const decoded = validateSettleResponse(outcome.body);
+  if (!decoded.ok) return { sent: true, failure: { failure: 'bad_answer', error: `not a settle answer: ${decoded.error.message}` } };
+  const answer = decoded.value;
+  if (answer.network !== network) return { sent: true, failure: { failure: 'bad_answer', error: `an answer for ${answer.network}` } };
+  if (answer.success && !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)) return { sent: true, failure: { failure: 'bad_answer', error: 'a settlement without its transaction' } };
+  if (!answer.success && answer.errorReason === GatewayReason.unexpectedSettle) return { sent: true, failure: { failure: 'unexpected_error', error: answer.errorMessage ?? '' } };
+  if (!answer.success && answer.errorReason === 'settlement_pending' && answer.transaction !== '') return { answer: { ...answer, status: 'pending' } };
+  return { answer };
+}
+
+/** The answer for a payment whose settlement could not be learned: 503, and the buyer asks again with it. */
+function unknownOutcome(network: SettleResponse['network'], why: string): SettleResponse {
+  return {
+    success: false,
+    errorReason: GatewayReason.settlementUnknown,
+    errorMessage: `whether the payment settled could not be learned (${why}); send the same credential again: it is never charged twice`,
+    transaction: '',
+    network,
+    extra: { retryAfterSeconds: 5 },
+  };
+}
+
+/** Local refusals that a payment settled earlier also gets: its time window passed, or its nonce is used. */
+const EXPIRED = new Set<string>([Eip3009Reason.validBefore, Permit2Reason.deadlineExpired]);
+function mayHaveSettled(request: VerifyRequest, reason: string): boolean {
+  return EXPIRED.has(reason) || reason === schemeOfPayload(request.paymentPayload.payload).reasons.nonceUsed;
+}
+
+function payerOf(request: VerifyRequest): string {
+  const payload = request.paymentPayload.payload;
+  return isPermit2Payload(payload) ? payload.permit2Authorization.from : payload.authorization.from;
+}
