@@ -16,6 +16,11 @@ export interface PostgresStoreOptions extends StoreOptions {
   statementTimeoutMs?: number;
 }
 
+/** A PostgreSQL store, and its connection pool for what else this process keeps in the database (leases, notifications). */
+export interface PostgresStore extends Store {
+  readonly pool: pg.Pool;
+}
+
 /** The statements the collections and claims run: writes count toward the store's health, and are timed. */
 export interface Sql {
   read<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>>;
@@ -30,7 +35,7 @@ const MAX_WAITING = 10_000;
  * transaction, acknowledged once committed (`synchronous_commit` on); every read asks the database, so a record or
  * claim another process wrote is seen. The migrations in `migrations/` are applied before it opens.
  */
-export async function openPostgresStore(url: string, opts: PostgresStoreOptions = {}): Promise<Store> {
+export async function openPostgresStore(url: string, opts: PostgresStoreOptions = {}): Promise<PostgresStore> {
   const poolSize = opts.poolSize ?? 10;
   const statementTimeoutMs = opts.statementTimeoutMs ?? 5000;
   const pool = new pg.Pool({
@@ -82,6 +87,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   }
   const within = new WriteSet<string>();
   return {
+    pool,
     path: redacted(url),
     nonces: new PostgresClaims('nonces', sql, within),
     claims: (name) => new PostgresClaims(`claims:${name}`, sql, within),
