@@ -1,8 +1,8 @@
 // What every store does, LMDB and PostgreSQL alike: claims won exactly once under concurrency, a claim's writes
 // and `atomically`'s all or nothing, listings in key order, records that outlive the store that wrote them. Then
 // what only a shared PostgreSQL store has to: two instances on one database, a write that outlives a SIGKILL of its
-// writer, migrations applied once however many
-// nodes start at once, an outage reported as store_unwritable and recovered from.
+// writer, migrations applied once however many nodes start at once, an outage reported as store_unwritable and
+// recovered from.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import pg from 'pg';
