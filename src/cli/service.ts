@@ -88,7 +88,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   };
   // The facilitator's bazaar listing: the gateway's paid resources when this process runs the gateway too (set
   // below, once its registry exists); a facilitator alone knows no resources and lists none.
-  let listing: () => readonly BazaarResource[] = () => [];
+  let listing: () => readonly BazaarResource[] | Promise<readonly BazaarResource[]> = () => [];
   try {
     if (opts.facilitator) {
       // The stock desk is paid through the gateway's stock API only: the open facilitator never pays it.
@@ -177,7 +177,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       const seeded = await registry.upsertBuiltin(merchants);
       if (seeded.conflicts.length) log.warn('built-in merchants whose slug a registered merchant holds were left alone', { slugs: seeded.conflicts });
       const handlers = merchantHandlers({ registry });
-      listing = cachedFor(config.discoveryCacheMs, () => bazaarResources(registry.list(), config.baseUrl, opts.networks));
+      listing = cachedFor(config.discoveryCacheMs, async () => bazaarResources(await registry.list(), config.baseUrl, opts.networks));
       // The pages offer a wallet the stock chain's RPC when it does not know the chain: on the devnet, its own.
       const web = webConfigFromEnv(env, devnet ? { walletRpcUrl: devnet.networks[CAIP2.stockChain]?.rpcUrl } : {});
       const g = await runGateway(

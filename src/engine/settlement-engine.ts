@@ -166,11 +166,15 @@ export class SettlementEngine {
    * `settlement-admission.ts`): asked before anything is verified or settled, so a turned-away payment costs nothing
    * and charges nothing. A payment this engine already knows is never turned away: its answer costs no settlement.
    */
-  shedding(request: VerifyRequest): Shed | undefined {
+  async shedding(request: VerifyRequest): Promise<Shed | undefined> {
     const network = request.paymentRequirements.network;
     if (!this.#o.networks.has(network)) return undefined;
     const shed = this.#admission.shed(network, this.#clock(), this.#o.relayers(network).load());
-    if (shed === undefined || this.#known(request) !== undefined) return undefined;
+    if (shed === undefined) return undefined;
+    const id = nonceKeyOf(request);
+    if (this.#host.get(id) !== undefined || this.#host.snapshot(id) !== undefined) return undefined;
+    const recorded = await this.#records.get(id);
+    if (recorded !== undefined && (recorded.state === 'settled' || !isFinished(recorded))) return undefined;
     return shed;
   }
 
@@ -179,13 +183,15 @@ export class SettlementEngine {
    * transaction once for all its members), and each batch is carried to its receipt once for all of them.
    */
   async start(): Promise<void> {
-    const unfinished = [...this.#records.entries()].map(([, r]) => r).filter((r) => !isFinished(r));
-    const batches = [...new Set(unfinished.flatMap((r) => (r.batch ? [r.batch.id] : [])))].flatMap((id) => {
-      const batch = this.#batches.get(id);
+    const unfinished: PaymentRecord[] = [];
+    for await (const [, r] of this.#records.entries()) if (!isFinished(r)) unfinished.push(r);
+    const batches: BatchRecord[] = [];
+    for (const id of new Set(unfinished.flatMap((r) => (r.batch ? [r.batch.id] : [])))) {
+      const batch = await this.#batches.get(id);
       // Written in one transaction with its members: a member without its batch record is a broken store.
       if (!batch) this.#o.log.error('a payment names a batch that has no record', { batch: id });
-      return batch ? [batch] : [];
-    });
+      else batches.push(batch);
+    }
     const trails = [...unfinished.filter((r) => !r.batch && r.txs.length), ...batches];
     for (const t of trails) await resend({ pool: this.#o.relayers(t.network) }, t.txs);
     await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
@@ -223,15 +229,15 @@ export class SettlementEngine {
    * refusal it returns is the answer, and nothing is settled.
    */
   async settle(request: VerifyRequest, admit?: (request: VerifyRequest) => Promise<SettleResponse | undefined>): Promise<SettleResponse> {
-    const known = this.#known(request);
+    const known = this.#known(request) ?? (await this.#settledBefore(request));
     if (known) return known;
     if (admit) {
       const refused = await admit(request);
       if (refused) return refused;
-      // Another settle of the same payment may have started meanwhile.
-      const meanwhile = this.#known(request);
-      if (meanwhile) return meanwhile;
     }
+    // Another settle of the same payment may have started meanwhile (no await from here to the spawn).
+    const meanwhile = this.#known(request);
+    if (meanwhile) return meanwhile;
     const now = this.#clock();
     const record: PaymentRecord = {
       id: nonceKeyOf(request),
@@ -267,7 +273,7 @@ export class SettlementEngine {
     if (actor.getSnapshot().status !== 'active') leave();
   }
 
-  /** The answer for a payment in flight or settled under this nonce; undefined when it is new here. */
+  /** The answer for a payment in flight in this process, or just ended in it; undefined when it is new here. */
   #known(request: VerifyRequest): Promise<SettleResponse> | SettleResponse | undefined {
     const id = nonceKeyOf(request);
     const fingerprint = fingerprintOf(request);
@@ -283,10 +289,15 @@ export class SettlementEngine {
       const answer = outcomeOf(ended);
       if (answer && ended.context.record.fingerprint === fingerprint) return answer;
     }
-    const existing = this.#records.get(id);
+    return undefined;
+  }
+
+  /** The recorded answer for a payment settled under this nonce, by this process or another sharing the store. */
+  async #settledBefore(request: VerifyRequest): Promise<SettleResponse | undefined> {
+    const existing = await this.#records.get(nonceKeyOf(request));
     if (existing?.state === 'settled' && existing.result) {
-      if (existing.fingerprint === fingerprint) return existing.result;
-      return failure(network, existing.payer, nonceUsedReason(request), 'this nonce has settled another payment');
+      if (existing.fingerprint === fingerprintOf(request)) return existing.result;
+      return failure(request.paymentRequirements.network, existing.payer, nonceUsedReason(request), 'this nonce has settled another payment');
     }
     return undefined;
   }
@@ -389,7 +400,7 @@ export class SettlementEngine {
     const claim = await claims.claim(record.id, record.attempt, () => this.#records.putWithin(record.id, { ...claimed, updatedAt: this.#clock() }));
     if (claim.claimed) return { ok: true, record: claimed };
     if (claim.holder !== record.attempt) {
-      const existing = this.#records.get(record.id);
+      const existing = await this.#records.get(record.id);
       if (existing?.state === 'settled' && existing.result) {
         if (existing.fingerprint === record.fingerprint) return { ok: 'settled-before', result: existing.result };
         return { ok: false, reason: nonceUsedReason(record.request), message: 'this nonce has settled another payment' };

@@ -89,10 +89,10 @@ export function listDiscoveryResources<T extends ListedResource>(all: readonly T
 }
 
 /** The route's handler over `source` (kept by the caller; called once per request). */
-export function discoveryResourcesHandler(source: () => readonly ListedResource[]): HttpHandler {
-  return (req) => {
+export function discoveryResourcesHandler(source: () => readonly ListedResource[] | Promise<readonly ListedResource[]>): HttpHandler {
+  return async (req) => {
     const q = parseDiscoveryQuery(req.query);
     if (!q.ok) return json(400, { error: q.error }, { 'cache-control': 'no-store' });
-    return json(200, listDiscoveryResources(source(), q.value), { 'cache-control': 'no-store' });
+    return json(200, listDiscoveryResources(await source(), q.value), { 'cache-control': 'no-store' });
   };
 }

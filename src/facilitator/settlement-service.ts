@@ -72,7 +72,7 @@ export function settlementService(
         : undefined;
       // Settlement behind: a new payment is turned away before anything is checked or charged (the same payment
       // asked again later is settled as if it came then; one the engine already knows is always answered).
-      const shed = engine.shedding(d.value);
+      const shed = await engine.shedding(d.value);
       if (shed !== undefined) {
         onShed?.(d.value.paymentRequirements.network, shed.reason);
         return {

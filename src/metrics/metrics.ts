@@ -98,9 +98,9 @@ export interface Metrics {
   watchPendingPayments(read: () => number): void;
   watchRelayers(read: () => Iterable<RelayerSample>): void;
   watchWorkerPool(pool: string, read: () => WorkerPoolSample): void;
-  watchBreakers(read: () => Iterable<[merchant: string, state: BreakerStateName]>): void;
+  watchBreakers(read: () => Promise<Iterable<[merchant: string, state: BreakerStateName]>>): void;
   /** The merchants served: each one's revenue and upstream calls exist at zero from the first scrape that lists it. */
-  watchMerchants(read: () => Iterable<string>): void;
+  watchMerchants(read: () => Promise<Iterable<string>>): void;
 
   /**
    * The remote facilitators a gateway settles through (`GATE402_FACILITATORS`): their error and failover series start
@@ -282,14 +282,15 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     labelNames: ['merchant', 'outcome'],
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   });
-  const breakerSources: Array<() => Iterable<[string, BreakerStateName]>> = [];
+  const breakerSources: Array<() => Promise<Iterable<[string, BreakerStateName]>>> = [];
   gauge({
     name: 'gate402_upstream_circuit_state',
     help: 'Circuit breaker of each merchant upstream: 0 closed, 1 half-open, 2 open',
     labelNames: ['merchant'],
-    collect() {
+    async collect() {
+      const states = await Promise.all(breakerSources.map((read) => read()));
       this.reset();
-      for (const read of breakerSources) for (const [merchant, state] of read()) this.labels(merchant).set(BREAKER_VALUE[state]);
+      for (const source of states) for (const [merchant, state] of source) this.labels(merchant).set(BREAKER_VALUE[state]);
     },
   });
 
@@ -325,11 +326,11 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
   if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
 
   // Merchants are read when Prometheus scrapes, before the exposition is written; each is initialised once.
-  const merchantSources: Array<() => Iterable<string>> = [];
+  const merchantSources: Array<() => Promise<Iterable<string>>> = [];
   const merchantsSeen = new Set<string>();
-  const declareMerchants = () => {
+  const declareMerchants = async () => {
     for (const read of merchantSources) {
-      for (const merchant of read()) {
+      for (const merchant of await read()) {
         if (merchantsSeen.has(merchant)) continue;
         merchantsSeen.add(merchant);
         for (const p of PROTOCOLS) revenue.labels(merchant, p).inc(0);
@@ -344,7 +345,7 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     registry,
     definitions,
     async scrape() {
-      declareMerchants();
+      await declareMerchants();
       return { contentType: registry.contentType, body: await registry.metrics() };
     },
 

@@ -62,7 +62,8 @@ export const TESTER_SLOTS = {
   suiteMoney: 27,
   spare2: 28,
   spare3: 29,
-  spare4: 30,
+  // test/store-postgres-gateway.test.ts's funder
+  storePostgres: 30,
   // test/prometheus.test.ts
   operators: 31,
 } as const;

@@ -8,8 +8,18 @@ export function cachedFor<T>(ttlMs: number, build: () => T, now: () => number = 
   return () => {
     const t = now();
     if (value === undefined || t - builtAt >= ttlMs || t < builtAt) {
-      value = build();
+      const built = build();
+      value = built;
       builtAt = t;
+      // A build that fails is not kept: the next call builds again.
+      if (built instanceof Promise) {
+        built.catch(() => {
+          if (value === built) {
+            value = undefined;
+            builtAt = Number.NEGATIVE_INFINITY;
+          }
+        });
+      }
     }
     return value;
   };

@@ -51,13 +51,14 @@ export interface PaywallDeps {
    * Whether a new payment must be turned away now because settlement is behind (see `settlement-admission.ts`):
    * asked before its credential is verified or settled, so the 503 it gets charged nothing.
    */
-  shedding?(request: VerifyRequest): Shed | undefined;
+  shedding?(request: VerifyRequest): Promise<Shed | undefined>;
   /**
    * Verification short of settling, run on a credential before its request's body is read: a credential whose
    * signature is not the payer's is refused without reading (or buffering) the body.
    */
   verify?(request: VerifyRequest): Promise<VerifyResponse>;
-  merchant(slug: string): Merchant | undefined;
+  /** Synchronously when the merchant is at hand (cached): an unpaid request's 402 is answered without waiting. */
+  merchant(slug: string): Merchant | undefined | Promise<Merchant | undefined>;
   /** Which payments have been served upstream: a payment buys one upstream call. */
   served: NonceClaims;
   records: DurableCollection<PaidRequestRecord>;
@@ -205,9 +206,7 @@ async function postedDigest(req: HttpRequest): Promise<string | undefined> {
 export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
   const memo = new ChallengeMemo();
   // Not `async`: the unpaid 402 is answered synchronously, before the server's route callback returns.
-  return (req) => {
-    const slug = req.params.slug ?? '';
-    const merchant = deps.merchant(slug);
+  const handle = (req: HttpRequest, slug: string, merchant: Merchant | undefined): Promise<HttpResponse> | HttpResponse => {
     if (!merchant) return json(404, { error: `no merchant '${slug}'` });
     // The path is checked before anything else: a path that could leave the route is refused, whatever is paid.
     const confined = confinePath(req.params['*'] ?? '');
@@ -240,6 +239,11 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
     }
     // However it ends (body too large, client gone, a throw), a half-open trial this request held is given back.
     return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, segments)).finally(() => deps.breakers.release(slug));
+  };
+  return (req) => {
+    const slug = req.params.slug ?? '';
+    const merchant = deps.merchant(slug);
+    return merchant instanceof Promise ? merchant.then((m) => handle(req, slug, m)) : handle(req, slug, merchant);
   };
 }
 
@@ -362,9 +366,9 @@ async function paid(
     deps.breakers.release(slug);
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail, ...bound });
   };
-  if (servedState(deps.served.holder(key)) !== 'free') return used('this payment has already been used for a request');
+  if (servedState(await deps.served.holder(key)) !== 'free') return used('this payment has already been used for a request');
   // Settlement behind: turned away before anything is verified, read or charged; the credential stays good.
-  const shed = deps.shedding?.(credential.request);
+  const shed = await deps.shedding?.(credential.request);
   if (shed !== undefined) {
     deps.breakers.release(slug);
     deps.metrics.paymentShed(credential.request.paymentRequirements.network, shed.reason);
