@@ -43,7 +43,7 @@ t.test('the official client lists the three kinds', async (t) => {
   const supported = await client.getSupported();
   t.same(supported.kinds.map((k) => k.network).sort(), [...SUPPORTED_NETWORKS].sort());
   for (const k of supported.kinds) t.same([k.x402Version, k.scheme], [2, 'exact']);
-  t.same(supported.extensions, []);
+  t.same(supported.extensions, ['payment-identifier']);
   t.same(supported.signers['eip155:*']?.map((a) => a.toLowerCase()).sort(), relayerIndices.map((i) => devnetAccount(i).address.toLowerCase()).sort());
 });
 

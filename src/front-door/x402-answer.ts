@@ -5,9 +5,12 @@
 import { encodePaymentRequiredHeader, encodePaymentResponseHeader, PAYMENT_REQUIRED_HEADER, PAYMENT_RESPONSE_HEADER } from '../protocol/x402/headers.ts';
 import type { PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse } from '../protocol/x402/types.ts';
 
-/** The 402's x402 challenge: `accepts` for `resource`, with `error` saying why a credential was refused. */
-export function paymentRequired(resource: ResourceInfo, accepts: PaymentRequirements[], error?: string): PaymentRequired {
-  return { x402Version: 2, ...(error !== undefined ? { error } : {}), resource, accepts };
+/**
+ * The 402's x402 challenge: `accepts` for `resource`, with `error` saying why a credential was refused, and the
+ * `extensions` the resource declares (see `protocol/x402/extensions`).
+ */
+export function paymentRequired(resource: ResourceInfo, accepts: PaymentRequirements[], error?: string, extensions?: Record<string, unknown>): PaymentRequired {
+  return { x402Version: 2, ...(error !== undefined ? { error } : {}), resource, accepts, ...(extensions !== undefined ? { extensions } : {}) };
 }
 
 /** The `PAYMENT-REQUIRED` header carrying `required`. */

@@ -62,7 +62,8 @@ export const TESTER_SLOTS = {
   suiteMoney: 27,
   spare2: 28,
   spare3: 29,
-  spare4: 30,
+  // test/payment-identifier.test.ts
+  paymentIds: 30,
   spare5: 31,
 } as const;
 
