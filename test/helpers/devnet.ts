@@ -64,7 +64,8 @@ export const TESTER_SLOTS = {
   spare3: 29,
   // test/payment-identifier.test.ts
   paymentIds: 30,
-  spare5: 31,
+  // test/pay-command.test.ts
+  payCommand: 31,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {
