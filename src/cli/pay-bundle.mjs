@@ -67,6 +67,8 @@ async function build(dir) {
     write: false,
     metafile: true,
     logLevel: 'silent',
+    // Smaller to parse at every start.
+    minify: true,
     absWorkingDir: REPO,
     // Some dependencies are CommonJS and `require` Node's own modules.
     banner: { js: "import { createRequire as __gate402Require } from 'node:module'; const require = __gate402Require(import.meta.url);" },
