@@ -11,6 +11,7 @@ import { signTransferAuthorization } from './helpers/eip3009.ts';
 import { officialPayment, fundedPayer, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
 import { randomNonce, signWitnessPermit } from './helpers/permit2.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
+import { supportedExtensionKeys } from '../src/protocol/x402/extensions/index.ts';
 
 const manifest = testDevnet();
 // This file's facilitator sends from two tester accounts, so no other test's nonces collide with its relayers.
@@ -43,7 +44,8 @@ t.test('the official client lists the three kinds', async (t) => {
   const supported = await client.getSupported();
   t.same(supported.kinds.map((k) => k.network).sort(), [...SUPPORTED_NETWORKS].sort());
   for (const k of supported.kinds) t.same([k.x402Version, k.scheme], [2, 'exact']);
-  t.same(supported.extensions, ['payment-identifier']);
+  t.same(supported.extensions, supportedExtensionKeys(), 'the extensions gate402 implements');
+  t.ok(supported.extensions.includes('bazaar'));
   t.same(supported.signers['eip155:*']?.map((a) => a.toLowerCase()).sort(), relayerIndices.map((i) => devnetAccount(i).address.toLowerCase()).sort());
 });
 
@@ -209,40 +211,79 @@ t.test('50 concurrent settles of one payload: one transfer, 50 consistent answer
   );
 });
 
-t.test('1,000 malformed or hostile requests: 4xx JSON, no crash, no relayer transaction', async (t) => {
+t.test('the official client gets an answer, not an exception, for what gate402 does not settle; no RPC is made', async (t) => {
+  const before = await relayerNonces();
+  const base = network(manifest, CAIP2.base);
+  const req = requirementsFor(CAIP2.base, base, freshAccount().address, '10000');
+  const payment = await officialPayment(freshAccount(), req);
+  const cases: Array<[string, PaymentRequirements, PaymentPayload, string]> = [
+    ['another scheme', { ...req, scheme: 'upto' } as unknown as PaymentRequirements, { ...payment, accepted: { ...req, scheme: 'upto' } } as unknown as PaymentPayload, 'unsupported_scheme'],
+    ['a network not served', { ...req, network: 'eip155:1' }, { ...payment, accepted: { ...req, network: 'eip155:1' } }, 'invalid_network'],
+    ['a non-EVM network', { ...req, network: 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp' } as unknown as PaymentRequirements, payment, 'invalid_network'],
+    ['an asset not settled', { ...req, asset: freshAccount().address }, payment, 'unsupported_asset'],
+    ['a payload that is not one', req, { ...payment, payload: { signature: 12 } } as unknown as PaymentPayload, 'invalid_payload'],
+    ['requirements without a payee', { ...req, payTo: 'nobody' } as unknown as PaymentRequirements, payment, 'invalid_payment_requirements'],
+  ];
+  for (const [what, requirements, p, code] of cases) {
+    const verified = await client.verify(p, requirements);
+    t.match(verified, { isValid: false, invalidReason: code }, `verify, ${what}: ${code}`);
+    const settled = await client.settle(p, requirements);
+    t.match(settled, { success: false, errorReason: code, transaction: '', network: String(requirements.network) }, `settle, ${what}: ${code}`);
+  }
+  const v1 = await postJson(`${fac.url}/verify`, { x402Version: 1, paymentPayload: { ...payment, x402Version: 1 }, paymentRequirements: req });
+  t.match(v1, { status: 200, json: { isValid: false, invalidReason: 'invalid_x402_version' } }, 'another x402 version is refused in the protocol too');
+  t.same(await relayerNonces(), before, 'no relayer sent anything');
+});
+
+t.test('1,000 malformed or hostile requests: a 200 refusal for a verify request, a 400 otherwise; no crash, no relayer transaction', async (t) => {
   const before = await relayerNonces();
   const base = network(manifest, CAIP2.base);
   const payer = freshAccount();
   const good = await officialPayment(payer, requirementsFor(CAIP2.base, base, freshAccount().address, '10000'));
   const goodReq = requirementsFor(CAIP2.base, base, freshAccount().address, '10000');
-  const bodies: Array<string | object> = [];
-  const mutations: Array<(b: Record<string, unknown>) => unknown> = [
-    () => randomBytes(64).toString('latin1'),
-    (b) => JSON.stringify(b).slice(0, 40),
-    (b) => ({ ...b, x402Version: 1 }),
-    (b) => ({ ...b, x402Version: '2' }),
-    (b) => ({ ...b, paymentRequirements: { ...goodReq, amount: '1'.repeat(90) } }),
-    (b) => ({ ...b, paymentRequirements: { ...goodReq, amount: -5 } }),
-    (b) => ({ ...b, paymentRequirements: { ...goodReq, network: 'eip155:1' } }),
-    (b) => ({ ...b, paymentRequirements: { ...goodReq, asset: freshAccount().address } }),
-    (b) => ({ ...b, paymentRequirements: { ...goodReq, scheme: 'upto' } }),
-    (b) => ({ ...b, paymentPayload: { ...good, payload: { signature: 12 } } }),
-    (b) => ({ ...b, paymentPayload: null }),
-    () => [],
-    () => 'null',
-    () => '{"x402Version":2,"paymentPayload":{"__proto__":{"isValid":true}}}',
-    () => ({ x402Version: 2, paymentPayload: good, paymentRequirements: { ...goodReq, payTo: 'not an address' } }),
+  const bodies: Array<{ body: string | object; refusal?: string }> = [];
+  // Each body, and the reason it is refused with (a 200), or none when it is not a verify request (a 400).
+  const mutations: Array<[(b: Record<string, unknown>) => unknown, string | undefined]> = [
+    [() => randomBytes(64).toString('latin1'), undefined],
+    [(b) => JSON.stringify(b).slice(0, 40), undefined],
+    [(b) => ({ ...b, x402Version: 1 }), 'invalid_x402_version'],
+    [(b) => ({ ...b, x402Version: '2' }), 'invalid_x402_version'],
+    [(b) => ({ ...b, paymentRequirements: { ...goodReq, amount: '1'.repeat(90) } }), 'invalid_payment_requirements'],
+    [(b) => ({ ...b, paymentRequirements: { ...goodReq, amount: -5 } }), 'invalid_payment_requirements'],
+    [(b) => ({ ...b, paymentRequirements: { ...goodReq, network: 'eip155:1' } }), 'invalid_network'],
+    [(b) => ({ ...b, paymentRequirements: { ...goodReq, asset: freshAccount().address } }), 'unsupported_asset'],
+    [(b) => ({ ...b, paymentRequirements: { ...goodReq, scheme: 'upto' } }), 'unsupported_scheme'],
+    [(b) => ({ ...b, paymentPayload: { ...good, payload: { signature: 12 } } }), 'invalid_payload'],
+    [(b) => ({ ...b, paymentPayload: null }), undefined],
+    [() => [], undefined],
+    [() => 'null', undefined],
+    [() => '{"x402Version":2,"paymentPayload":{"__proto__":{"isValid":true}}}', undefined],
+    [() => ({ x402Version: 2, paymentPayload: good, paymentRequirements: { ...goodReq, payTo: 'not an address' } }), 'invalid_payment_requirements'],
   ];
   for (let i = 0; i < 1000; i++) {
-    const m = mutations[i % mutations.length] as (b: Record<string, unknown>) => unknown;
-    bodies.push(m({ x402Version: 2, paymentPayload: good, paymentRequirements: goodReq }) as string | object);
+    const [m, refusal] = mutations[i % mutations.length] as [(b: Record<string, unknown>) => unknown, string | undefined];
+    bodies.push({ body: m({ x402Version: 2, paymentPayload: good, paymentRequirements: goodReq }) as string | object, ...(refusal ? { refusal } : {}) });
   }
-  const answers = [];
+  const answers: Array<Awaited<ReturnType<typeof postJson>> & { route: string; refusal?: string }> = [];
   for (let i = 0; i < bodies.length; i += 50) {
-    answers.push(...(await Promise.all(bodies.slice(i, i + 50).map((b, j) => postJson(`${fac.url}/${(i + j) % 2 ? 'settle' : 'verify'}`, b)))));
+    answers.push(
+      ...(await Promise.all(
+        bodies.slice(i, i + 50).map(async (b, j) => {
+          const route = (i + j) % 2 ? 'settle' : 'verify';
+          return { ...(await postJson(`${fac.url}/${route}`, b.body)), route, ...(b.refusal ? { refusal: b.refusal } : {}) };
+        }),
+      )),
+    );
   }
-  const bad = answers.filter((a) => a.status < 400 || a.status >= 500 || !a.contentType?.includes('application/json') || typeof a.json !== 'object');
-  t.equal(bad.length, 0, `every answer is a 4xx JSON (${JSON.stringify(bad.slice(0, 3))})`);
+  const wrong = answers.filter((a) => {
+    if (!a.contentType?.includes('application/json') || typeof a.json !== 'object' || a.json === null) return true;
+    const body = a.json as Record<string, unknown>;
+    if (a.refusal === undefined) return a.status !== 400 || typeof body.error !== 'string';
+    if (a.status !== 200) return true;
+    return a.route === 'verify' ? body.isValid !== false || body.invalidReason !== a.refusal : body.success !== false || body.errorReason !== a.refusal || body.transaction !== '';
+  });
+  t.equal(wrong.length, 0, `every answer as the protocol fixes it (${JSON.stringify(wrong.slice(0, 3))})`);
+  t.equal(answers.filter((a) => a.status === 200).length, answers.filter((a) => a.refusal).length, 'a 200 exactly for the verify requests');
   t.equal(fac.child.exitCode, null, 'the facilitator is still running');
   t.equal((await fetch(`${fac.url}/health`)).status, 200);
   t.same(await relayerNonces(), before, 'no relayer sent anything');

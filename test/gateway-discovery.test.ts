@@ -15,6 +15,7 @@ import { builtinCatalog, type CatalogRouteRecord } from '../src/devnet/catalog/c
 import type { Merchant } from '../src/gateway/catalog/merchant.ts';
 import { DiscoveryError, merchantOpenApi, rootOpenApi, type DiscoveryContext, type OpenApiDocument, type PaymentInfo } from '../src/gateway/discovery/openapi.ts';
 import { wellKnownX402 } from '../src/gateway/discovery/well-known.ts';
+import { validate as validateMppDiscovery } from 'mppx/discovery';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const SHARED = `${REPO}../shared/reference/routes.json`;
@@ -59,7 +60,7 @@ const merchants = builtinCatalog({
   now: 1_700_000_000_000,
 });
 
-type Op = { path: string; method: 'GET' | 'POST'; op: Record<string, unknown> & { operationId: string; 'x-payment-info': PaymentInfo; 'x-gate402-route': string } };
+type Op = { path: string; method: 'GET' | 'POST'; op: Record<string, unknown> & { operationId: string; 'x-payment-info': PaymentInfo; 'x-payment-offers': unknown[]; 'x-gate402-route': string } };
 
 function operations(doc: OpenApiDocument): Op[] {
   const out: Op[] = [];
@@ -127,7 +128,7 @@ function expectedOperationId(r: CatalogRouteRecord, method: string): string {
   return method === 'POST' && r.methods.length > 1 ? `${r.operationId}-post` : r.operationId;
 }
 
-const PAYMENT_INFO_KEYS = ['price', 'protocols', 'amount', 'currency', 'network', 'recipient', 'scheme', 'intent', 'method', 'extra', 'offers'];
+const PAYMENT_INFO_KEYS = ['price', 'protocols', 'amount', 'currency', 'network', 'recipient', 'scheme', 'intent', 'method', 'extra'];
 
 /** Every operation of `doc` against the reference rows of `routes`. */
 function checkAgainstReference(t: Test, doc: OpenApiDocument, routes: CatalogRouteRecord[]): void {
@@ -146,7 +147,7 @@ function checkAgainstReference(t: Test, doc: OpenApiDocument, routes: CatalogRou
       t.same(info.protocols, [{ mpp: { method: 'evm', intent: 'charge', currency: COIN_B } }, { x402: {} }]);
       t.same([info.currency, info.network, info.recipient, info.scheme, info.intent, info.method], [COIN_B, 'eip155:4663', payTo(r.slug), 'exact', 'charge', 'evm']);
       t.same(info.extra, { assetTransferMethod: 'permit2', spender: EXACT_PERMIT2_PROXY_ADDRESS });
-      t.same(info.offers, [
+      t.same(o.op['x-payment-offers'], [
         {
           amount: r.amountAtomic,
           currency: COIN_B,
@@ -175,6 +176,7 @@ function checkAgainstReference(t: Test, doc: OpenApiDocument, routes: CatalogRou
     t.ok(r.methods.includes(o.method));
     const base = plain.find((x) => x.path === r.path && x.method === o.method)!;
     t.same(o.op['x-payment-info'], base.op['x-payment-info'], `${o.path}: priced like ${r.path}`);
+    t.same(o.op['x-payment-offers'], base.op['x-payment-offers'], `${o.path}: offered like ${r.path}`);
   }
 }
 
@@ -204,6 +206,17 @@ t.test('the root index: valid OpenAPI 3.1 with exactly the listed operations and
   t.match(quotePost.op.requestBody, { required: false, content: { 'application/json': { schema: { additionalProperties: false, required: ['symbol'] } } } });
   const chatOp = operations(doc).find((o) => o.path === '/m/llm-chat/chat')!;
   t.equal(chatOp.op.operationId, 'llm-chat-chat', 'a POST-only route keeps the plain id');
+});
+
+t.test("mppx's discovery validator finds nothing wrong in any document; it would refuse offers mixed with the flat fields", async (t) => {
+  const docs = [rootOpenApi(merchants, ctx), ...merchants.map((m) => merchantOpenApi(m, ctx))];
+  for (const doc of docs) t.same(validateMppDiscovery(doc), [], `${(doc.info as { title: string }).title}: no error, no warning`);
+  const root = docs[0]!;
+  t.same(root['x-service-info'], { categories: ['marketplace'], docs: { llms: `${BASE_URL}/llms.txt`, apiReference: `${BASE_URL}/openapi.json` } });
+  const mixed = structuredClone(root);
+  const op = mixed.paths['/m/catjoke/joke']!.get as Record<string, Record<string, unknown>>;
+  op['x-payment-info']!.offers = op['x-payment-offers'];
+  t.match(validateMppDiscovery(mixed), [{ message: 'Cannot mix offers with flat payment info fields', severity: 'error' }], 'the validator is live');
 });
 
 t.test('the validator is real: broken documents are refused', async (t) => {
@@ -314,7 +327,7 @@ t.test('merchants without shapes, on other networks, with files', async (t) => {
   const info = ops[0]!.op['x-payment-info'];
   t.same([info.network, info.currency, info.amount, info.extra], ['eip155:8453', COIN_A, '250000', { name: 'USD Coin', version: '2' }], 'EIP-3009 offer first when the stock chain is not accepted');
   t.same(info.protocols[0], { mpp: { method: 'evm', intent: 'charge', currency: COIN_A } });
-  t.same(info.offers.length, 1);
+  t.same((ops[0]!.op['x-payment-offers'] as unknown[]).length, 1);
   t.match(ops[0]!.op.parameters, [{ name: 'params', in: 'query', style: 'form', explode: true, schema: { type: 'object', additionalProperties: true } }]);
   t.match(ops[1]!.op.requestBody, { required: false, content: { 'application/json': { schema: { type: 'object' } } } });
 

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { decodePaymentResponseHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
+import { validateDiscoveryExtension, type DiscoveryExtension } from '@x402/extensions/bazaar';
 import { formatUnits, maxUint256, parseUnits, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
@@ -98,6 +99,15 @@ t.test('bad input is refused before any payment is asked for', async (t) => {
     t.equal(res.headers.get('payment-required'), null, `${query}: no payment asked for`);
     t.type(body.error, 'string', `${query}: says why (${body.error})`);
   }
+});
+
+t.test("the buy's 402 declares how it is called, as x402 bazaar clients read it", async (t) => {
+  const res = await fetch(`${gw.url}/api/stock/buy?symbol=TSLA&stable_amount=5`, { method: 'POST' });
+  t.equal(res.status, 402);
+  const required = decodePaymentRequiredHeader(res.headers.get('payment-required') as string);
+  const bazaar = required.extensions?.bazaar as DiscoveryExtension;
+  t.same(validateDiscoveryExtension(bazaar), { valid: true }, 'its info satisfies its schema');
+  t.match(bazaar.info.input, { type: 'http', method: 'POST', queryParams: { symbol: 'TSLA', stable_amount: 1 } });
 });
 
 t.test('the gasless buyer: sponsorship, one approval, then the official client buys TSLA for 5 stablecoin B', async (t) => {

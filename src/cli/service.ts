@@ -9,6 +9,9 @@ import { requireProductionSecrets } from '../config/production-secrets.ts';
 import { createEngine, engineConfigFromEnv } from '../engine/create-engine.ts';
 import { facilitatorAdmissionConfigFromEnv } from '../facilitator/admission.ts';
 import { facilitatorHttpConfigFromEnv } from '../facilitator/config.ts';
+import { discoveryResourcesHandler } from '../facilitator/discovery-resources.ts';
+import { bazaarResources, type BazaarResource } from '../gateway/discovery/bazaar-resources.ts';
+import { cachedFor } from '../gateway/discovery/cached.ts';
 import { runFacilitator } from '../facilitator/run-facilitator.ts';
 import { builtinCatalog } from '../devnet/catalog/catalog.ts';
 import type { Merchant } from '../gateway/catalog/merchant.ts';
@@ -73,12 +76,16 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       for (const close of closers.reverse()) await close();
     },
   };
+  // The facilitator's bazaar listing: the gateway's paid resources when this process runs the gateway too (set
+  // below, once its registry exists); a facilitator alone knows no resources and lists none.
+  let listing: () => readonly BazaarResource[] = () => [];
   try {
     if (opts.facilitator) {
       // The stock desk is paid through the gateway's stock API only: the open facilitator never pays it.
       const deskKey = stockConfigFromEnv(env).deskKey;
       const desk = deskKey ? privateKeyToAccount(deskKey).address : opts.manifest ? devnetAccount(DEVNET_ROLES.stockDesk).address : undefined;
-      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }), metrics, [metricsEndpoint], {
+      const discovery = { method: 'GET', path: '/discovery/resources', handler: discoveryResourcesHandler(() => listing()) };
+      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }), metrics, [metricsEndpoint, discovery], {
         config: facilitatorAdmissionConfigFromEnv(env),
         ...(desk ? { ownPayees: [desk] } : {}),
       });
@@ -144,6 +151,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       const seeded = await registry.upsertBuiltin(merchants);
       if (seeded.conflicts.length) log.warn('built-in merchants whose slug a registered merchant holds were left alone', { slugs: seeded.conflicts });
       const handlers = merchantHandlers({ registry });
+      listing = cachedFor(config.discoveryCacheMs, () => bazaarResources(registry.list(), config.baseUrl, opts.networks));
       // The pages offer a wallet the stock chain's RPC when it does not know the chain: on the devnet, its own.
       const web = webConfigFromEnv(env, devnet ? { walletRpcUrl: devnet.networks[CAIP2.stockChain]?.rpcUrl } : {});
       const g = await runGateway(

@@ -20,7 +20,7 @@ import { SettlementBatcher, type BatchActor, type MinedBatch } from './settlemen
 import type { SettlementCall } from '../schemes/scheme.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from './tx-courier.ts';
 import type { PaymentPolicy } from '../verify/payment-policy.ts';
-import { IMPLEMENTED_EXTENSIONS } from '../protocol/x402/extensions/index.ts';
+import { supportedExtensionKeys } from '../protocol/x402/extensions/index.ts';
 import { checkPayment, precheckPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Precheck, type Verdict, type VerifyDeps } from './verify-payment.ts';
 
 export interface EngineOptions extends VerifyDeps {
@@ -135,7 +135,7 @@ export class SettlementEngine {
     const signers = [...new Set(networks.flatMap((n) => this.#o.relayers(n.caip2).addresses))];
     return {
       kinds: networks.map((n) => ({ x402Version: 2 as const, scheme: 'exact' as const, network: n.caip2 as `eip155:${string}` })),
-      extensions: [...IMPLEMENTED_EXTENSIONS],
+      extensions: supportedExtensionKeys(),
       signers: { 'eip155:*': signers },
     };
   }

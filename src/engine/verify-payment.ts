@@ -5,7 +5,7 @@ import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { schemeForRequirements, schemeOfPayload } from '../schemes/registry.ts';
 import type { PaymentScheme, SchemeName, SettlementCall } from '../schemes/scheme.ts';
 import { checkPaymentPolicy, type PaymentPolicy } from '../verify/payment-policy.ts';
-import { GatewayReason, type InvalidReason } from '../verify/reasons.ts';
+import { GatewayReason, RequestReason, type InvalidReason } from '../verify/reasons.ts';
 import { jobDigest, type VerifyJob } from '../verify/signature/jobs.ts';
 import type { ChainInspector } from './chain-inspector.ts';
 
@@ -54,7 +54,7 @@ export async function precheckPayment(deps: Pick<VerifyDeps, 'networks' | 'signa
   const req = request.paymentRequirements;
   const accepted = request.paymentPayload.accepted;
   const network = deps.networks.find(req.network);
-  if (!network) return refused(GatewayReason.unsupportedNetwork, `network ${req.network} is not served here`);
+  if (!network) return refused(RequestReason.invalidNetwork, `network ${req.network} is not served here`);
   const token = deps.networks.stablecoinOn(req.network, req.asset);
   if (!token) return refused(GatewayReason.unsupportedAsset, `asset ${req.asset} is not a configured stablecoin on ${req.network}`);
   const scheme = schemeForRequirements(req);

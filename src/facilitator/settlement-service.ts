@@ -1,15 +1,16 @@
-import { decodeFacilitatorRequest } from '../protocol/x402/facilitator-body.ts';
-import { ok, type Err, type Ok } from '../protocol/result.ts';
+import type { Err, Ok } from '../protocol/result.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
 import { GatewayReason } from '../verify/reasons.ts';
 import type { PaymentAdmission } from './admission.ts';
+import { admitRequest } from './request-refusal.ts';
 import type { FacilitatorService, ServiceAnswer } from './service.ts';
 
 /**
- * The facilitator's routes over the settlement engine. A body that does not decode, or that asks for a network
- * or asset this facilitator does not serve, is the client's mistake: 400 with what was wrong. A payment that
+ * The facilitator's routes over the settlement engine. A body that is not a verify request is the client's mistake:
+ * 400 with what was wrong. One this facilitator does not judge (another version, scheme, network or asset; a payload
+ * that does not decode) is a 200 refusal with the reference's code (`request-refusal.ts`). A payment that
  * `admission` refuses (pure checks and the payer's quota) is answered as the protocol answers any refusal, a 200 with
  * `isValid: false` / `success: false` and the reason, and costs no RPC call.
  */
@@ -21,23 +22,19 @@ export function settlementService(
   admission?: PaymentAdmission,
   onUnexpected: (route: 'verify' | 'settle', err: unknown) => void = () => {},
 ): FacilitatorService {
-  /** The request of a body, or the answer that refuses it (its body is the protocol's, so it is the error itself). */
-  const decode = (body: Uint8Array): Ok<VerifyRequest> | Err<ServiceAnswer> => {
-    const decoded = decodeFacilitatorRequest(body, maxBodyBytes);
-    if (!decoded.ok) return { ok: false, error: { status: 400, body: { error: decoded.error.message, code: decoded.error.code } } };
-    const req = decoded.value.paymentRequirements;
-    if (!networks.has(req.network)) {
-      return { ok: false, error: { status: 400, body: { error: `network ${req.network} is not supported here`, invalidReason: GatewayReason.unsupportedNetwork, isValid: false } } };
-    }
-    if (!networks.stablecoinOn(req.network, req.asset)) {
-      return { ok: false, error: { status: 400, body: { error: `asset ${req.asset} is not settled on ${req.network}`, invalidReason: GatewayReason.unsupportedAsset, isValid: false } } };
-    }
-    return ok(decoded.value);
+  /** The request of a body, or the answer that refuses it: a 400 for a body that is no verify request, else a 200. */
+  const decode = (body: Uint8Array, route: 'verify' | 'settle'): Ok<VerifyRequest> | Err<ServiceAnswer> => {
+    const admitted = admitRequest(body, maxBodyBytes, networks);
+    if (admitted.ok) return admitted;
+    const e = admitted.error;
+    if (e.kind === 'malformed') return { ok: false, error: { status: 400, body: { error: e.error.message, code: e.error.code } } };
+    if (route === 'verify') return { ok: false, error: { status: 200, body: { isValid: false, invalidReason: e.code, invalidMessage: e.message } } };
+    return { ok: false, error: { status: 200, body: { success: false, errorReason: e.code, errorMessage: e.message, transaction: '', network: e.network } } };
   };
   return {
     supported: () => engine.supported(),
     async verify(body) {
-      const d = decode(body);
+      const d = decode(body, 'verify');
       if (!d.ok) return d.error;
       try {
         const admitted = admission ? await admission.admit(d.value) : undefined;
@@ -55,7 +52,7 @@ export function settlementService(
       }
     },
     async settle(body) {
-      const d = decode(body);
+      const d = decode(body, 'settle');
       if (!d.ok) return d.error;
       const admit = admission
         ? async (request: VerifyRequest): Promise<SettleResponse | undefined> => {

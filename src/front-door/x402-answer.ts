@@ -7,10 +7,10 @@ import type { PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse
 
 /**
  * The 402's x402 challenge: `accepts` for `resource`, with `error` saying why a credential was refused, and the
- * `extensions` the resource declares (see `protocol/x402/extensions`).
+ * x402 extensions' declarations for the resource (`protocol/x402/extensions`), when there are any.
  */
 export function paymentRequired(resource: ResourceInfo, accepts: PaymentRequirements[], error?: string, extensions?: Record<string, unknown>): PaymentRequired {
-  return { x402Version: 2, ...(error !== undefined ? { error } : {}), resource, accepts, ...(extensions !== undefined ? { extensions } : {}) };
+  return { x402Version: 2, ...(error !== undefined ? { error } : {}), resource, accepts, ...(extensions && Object.keys(extensions).length > 0 ? { extensions } : {}) };
 }
 
 /** The `PAYMENT-REQUIRED` header carrying `required`. */

@@ -11,6 +11,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
 import type { Merchant } from './catalog/merchant.ts';
 import { merchantOpenApi, rootOpenApi } from './discovery/openapi.ts';
+import { cachedFor } from './discovery/cached.ts';
+import { llmsTxt } from './discovery/llms-txt.ts';
 import { wellKnownX402 } from './discovery/well-known.ts';
 import { CircuitBreakers } from './paywall/circuit-breaker.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
@@ -50,6 +52,8 @@ export interface GatewayConfig {
   trustProxy: TrustProxy;
   /** x402 payment identifiers: the largest answer body kept for replay, and how long an identifier is kept. */
   paymentIds: { maxBodyBytes: number; retentionMs: number };
+  /** How long `/llms.txt` (and the facilitator's bazaar listing) is kept before it is built again from the registry. */
+  discoveryCacheMs: number;
 }
 
 export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receiptKey?: Hex; upstreamAllowlist?: string[] } = {}): GatewayConfig {
@@ -59,10 +63,11 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
   if (!/^0x[0-9a-fA-F]{64}$/.test(receiptKey)) throw new ConfigError('GATE402_GATEWAY_KEY must be a 0x-prefixed 32-byte private key (it signs MPP receipts)');
   const secret = env.GATE402_MPP_SECRET?.trim();
   const allow = envString(env, 'GATE402_UPSTREAM_ALLOWLIST', (defaults.upstreamAllowlist ?? []).join(','));
+  const baseUrl = envString(env, 'GATE402_PUBLIC_URL', `http://${host}:${port}`).replace(/\/$/, '');
   return {
     host,
     port,
-    baseUrl: envString(env, 'GATE402_PUBLIC_URL', `http://${host}:${port}`).replace(/\/$/, ''),
+    baseUrl,
     maxBodyBytes: envInt(env, 'GATE402_GATEWAY_MAX_BODY_BYTES', 1024 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
     paidMaxBodyBytes: envInt(env, 'GATE402_PAID_MAX_BODY_BYTES', 1024 * 1024, { min: 0, max: 64 * 1024 * 1024 }),
     upstreamTimeoutMs: envInt(env, 'GATE402_UPSTREAM_TIMEOUT_MS', 15_000, { min: 100, max: 300_000 }),
@@ -79,7 +84,7 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
       : createHmac('sha256', Buffer.from(receiptKey.slice(2), 'hex'))
           .update('gate402 mpp challenge key')
           .digest(),
-    realm: envString(env, 'GATE402_REALM', 'gate402'),
+    realm: envString(env, 'GATE402_REALM', publicHost(baseUrl)),
     contactEmail: envString(env, 'GATE402_CONTACT_EMAIL', 'operator@gate402.invalid'),
     breaker: { threshold: envInt(env, 'GATE402_BREAKER_THRESHOLD', 5, { min: 1, max: 1000 }), openMs: envInt(env, 'GATE402_BREAKER_OPEN_MS', 30_000, { min: 100, max: 3_600_000 }) },
     trustProxy: trustProxyFromEnv(env),
@@ -87,7 +92,17 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
       maxBodyBytes: envInt(env, 'GATE402_PAYMENT_ID_MAX_BODY_BYTES', 256 * 1024, { min: 0, max: 16 * 1024 * 1024 }),
       retentionMs: envInt(env, 'GATE402_PAYMENT_ID_RETENTION_SECONDS', 86_400, { min: 60, max: 30 * 86_400 }) * 1000,
     },
+    discoveryCacheMs: envInt(env, 'GATE402_DISCOVERY_CACHE_MS', 5000, { min: 0, max: 3_600_000 }),
   };
+}
+
+/** The MPP realm by default: the host buyers reach the gateway at (validators check a challenge's realm against it). */
+function publicHost(baseUrl: string): string {
+  try {
+    return new URL(baseUrl).hostname;
+  } catch {
+    throw new ConfigError(`GATE402_PUBLIC_URL must be an absolute http(s) URL, got '${baseUrl}'`);
+  }
 }
 
 export interface RunningGateway {
@@ -119,7 +134,8 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     bodyTimeoutMs: config.upstreamTimeoutMs,
   });
   const receiptSigner = privateKeyToAccount(config.receiptKey).address;
-  const discovery = { baseUrl: config.baseUrl, networks: parts.networks, contactEmail: config.contactEmail };
+  const discovery = { baseUrl: config.baseUrl, networks: parts.networks, contactEmail: config.contactEmail, challengeInfo: { realm: config.realm } };
+  const llms = cachedFor(config.discoveryCacheMs, () => llmsTxt(parts.merchants.list(), { baseUrl: config.baseUrl, networks: parts.networks, realm: config.realm }));
   const breakers = new CircuitBreakers(config.breaker);
   parts.metrics.watchBreakers(() => parts.merchants.list().map((m) => [m.slug, breakers.state(m.slug)]));
   const paymentIds = new PaymentIds(
@@ -177,6 +193,11 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     })
     .route('GET', '/openapi.json', () => json(200, rootOpenApi(parts.merchants.list(), discovery)))
     .route('GET', '/.well-known/x402', () => json(200, wellKnownX402(parts.merchants.list(), config.baseUrl)))
+    .route('GET', '/llms.txt', () => ({
+      status: 200,
+      headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': `public, max-age=${Math.floor(config.discoveryCacheMs / 1000)}` },
+      body: llms(),
+    }))
     .route('GET', '/.well-known/gate402', () =>
       json(200, {
         receiptSigner,

@@ -5,6 +5,7 @@ import { isJsonContentType } from '../http/content-type.ts';
 import { json, type HttpHandler, type HttpResponse } from '../http/server.ts';
 import { formatDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
 import type { HttpFailure } from '../protocol/result.ts';
+import { declaredExtensions, type PaidResourceDescription } from '../protocol/x402/extensions/index.ts';
 import type { PaymentRequirements } from '../protocol/x402/types.ts';
 import type { GasSponsor } from './gas-sponsor.ts';
 import type { StockDesk } from './order-desk.ts';
@@ -56,6 +57,21 @@ const refused = (f: HttpFailure): HttpResponse => json(f.status, { error: f.mess
 const DEADLINE_SKEW_SECONDS = 5;
 
 /** The stock purchase API (spec 4.2, 4.3): list, quote, buy, order, orders, and gas sponsorship. */
+
+/** How the stock buy is called, as its 402 declares it to x402 bazaar clients (`protocol/x402/extensions`). */
+const BUY_RESOURCE: PaidResourceDescription = {
+  method: 'POST',
+  query: [
+    { name: 'symbol', description: 'The stock to buy, by ticker (GET /api/stock/list).', required: true, schema: { type: 'string', minLength: 1 }, example: 'TSLA' },
+    { name: 'stable_amount', description: 'Stablecoin B to spend, 1 to 1000.', required: true, schema: { type: 'number', minimum: 1, maximum: 1000 }, example: 1 },
+    { name: 'recipient', description: 'Who receives the stock; the payer when absent.', required: false, schema: { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' } },
+  ],
+  freeFormQuery: false,
+  body: { schema: { type: 'object', maxProperties: 0 }, example: {} },
+  output: { type: 'json', format: 'object' },
+};
+const BUY_EXTENSIONS = declaredExtensions(BUY_RESOURCE);
+
 export function stockHandlers(o: StockHttpOptions): StockHandlers {
   const market = o.desk.market;
   const stocks = market.stocks;
@@ -89,6 +105,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       { url: `${o.baseUrl}/api/stock/buy?${req.query}`, description: `Buy ${input.stock.symbol} for ${usd(input.amount)} stablecoin B`, mimeType: 'application/json' },
       [t.offer],
       error || undefined,
+      BUY_EXTENSIONS,
     );
     const body = {
       ...required,

@@ -42,12 +42,23 @@ export const Permit2Reason = {
 } as const;
 
 /**
- * gate402's own: a network or asset the operator did not configure is never settled (nor simulated); a payment to
+ * The reference's shared codes for a request no scheme judges: an x402 version, scheme or network the facilitator
+ * does not serve, and a payload or requirements object that is not what the scheme reads.
+ */
+export const RequestReason = {
+  version: 'invalid_x402_version',
+  unsupportedScheme: 'unsupported_scheme',
+  invalidNetwork: 'invalid_network',
+  invalidPayload: 'invalid_payload',
+  invalidRequirements: 'invalid_payment_requirements',
+} as const;
+
+/**
+ * gate402's own: an asset the operator did not configure is never settled (nor simulated); a payment to
  * its own payer, or to one of our relayers or contracts (or off the operator's payee allowlist), would only burn our
  * gas; a payer over its quota waits.
  */
 export const GatewayReason = {
-  unsupportedNetwork: 'unsupported_network',
   unsupportedAsset: 'unsupported_asset',
   payerIsPayee: 'payer_is_payee',
   payeeRefused: 'payee_not_allowed',
@@ -58,4 +69,4 @@ export const GatewayReason = {
 } as const;
 
 type Values<T> = T[keyof T];
-export type InvalidReason = Values<typeof Eip3009Reason> | Values<typeof Permit2Reason> | Values<typeof GatewayReason>;
+export type InvalidReason = Values<typeof Eip3009Reason> | Values<typeof Permit2Reason> | Values<typeof RequestReason> | Values<typeof GatewayReason>;

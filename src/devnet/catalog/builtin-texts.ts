@@ -84,6 +84,7 @@ const SYMBOL_BODY: JsonSchema = {
   properties: { symbol: { type: 'string', minLength: 1 }, address: { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' } },
   required: ['symbol'],
   additionalProperties: false,
+  examples: [{ symbol: 'AAPL' }],
 };
 const TREASURY_QUERY: RouteParameter[] = [
   q('sort', 'Field to sort by; prefix with `-` for descending.', string(), '-record_date'),
@@ -98,6 +99,7 @@ const COINS = (example: string): RouteParameter => p('coins', `${comma('coins')}
 const CHAT_BODY: JsonSchema = {
   type: 'object',
   required: ['model', 'messages'],
+  examples: [{ model: 'llm-fast', messages: [{ role: 'user', content: 'Tell me a joke about cats.' }] }],
   properties: {
     model: {
       type: 'string',

@@ -37,7 +37,7 @@ export function guidanceText(networks: Network[], baseUrl: string, info: Challen
   const lines = [
     'Every operation here is paid per request with a USD stablecoin over HTTP 402: no account, API key or session, only a wallet. ' +
       "Funds go directly from the payer to the merchant's wallet (x-payment-info.recipient); the gateway never holds them. " +
-      "Each operation's x-payment-info gives its price (price.amount in USD, amount in atomic units with 6 decimals) and one offer per accepted network (offers[]).",
+      "Each operation's x-payment-info gives its price (price.amount in USD, amount in atomic units with 6 decimals) and x-payment-offers lists one offer per accepted network.",
     '1. Call the operation without payment. The answer is 402 Payment Required (Cache-Control: no-store) carrying two equivalent challenges; nothing is charged: ' +
       'a PAYMENT-REQUIRED header (x402 version 2: standard base64 of the JSON {x402Version: 2, resource, accepts: [payment requirements]}) and ' +
       `WWW-Authenticate: Payment headers (MPP: id, realm${info.realm !== undefined ? ` "${info.realm}"` : ''}, method "evm", intent "charge", request, expires).${timeout}`,

@@ -6,13 +6,15 @@
  * and its POST operation is `{slug}-{route}-post` (OpenAPI requires unique ids). A route that takes appended
  * path segments gets, beside its own path, one templated path per segment shape, e.g.
  * `/m/wiki/summary/{title}` with id `wiki-summary-title` (`{slug}-{route}-{segments key}`), priced the same.
- * Every operation carries `x-payment-info` (spec section 2.2) plus `x-gate402-route` naming its route's id.
+ * Every operation carries `x-payment-info` (spec section 2.2, its flat fields), `x-payment-offers` (one offer per
+ * accepted network) and `x-gate402-route` naming its route's id. The document names `/llms.txt` in `x-service-info`.
  */
 import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS } from '../../chain/canonical.ts';
 import type { Network, NetworkRegistry } from '../../chain/networks.ts';
 import { parseDecimalAmount } from '../../protocol/amounts.ts';
 import { publicMerchant, routePath, type HttpMethod, type JsonSchema, type Merchant, type MerchantRoute, type PublicMerchant, type RouteParameter } from '../catalog/merchant.ts';
 import { guidanceText, isPermit2Network, type ChallengeInfo } from './guidance.ts';
+import { exampleValue } from './paid-resource.ts';
 
 export type { ChallengeInfo } from './guidance.ts';
 
@@ -55,7 +57,6 @@ export interface PaymentInfo {
   intent: 'charge';
   method: 'evm';
   extra: Offer['extra'];
-  offers: Offer[];
 }
 
 const METHOD_ORDER: HttpMethod[] = ['GET', 'POST'];
@@ -86,13 +87,18 @@ function offerFor(route: MerchantRoute, merchant: PublicMerchant, n: Network): O
   };
 }
 
+/** One offer per network the merchant accepts, in its order: the operation's `x-payment-offers`. */
+export function paymentOffers(merchant: PublicMerchant, route: MerchantRoute, networks: NetworkRegistry): Offer[] {
+  return acceptedNetworks(merchant, networks).map((n) => offerFor(route, merchant, n));
+}
+
 /**
- * The `x-payment-info` of a route. The top-level offer is the stock chain's (eip155:4663, Permit2) when the
- * merchant accepts it, else its first accepted configured network; `offers` lists every accepted network.
+ * The `x-payment-info` of a route: the spec's flat fields, for the stock chain's offer (eip155:4663, Permit2) when
+ * the merchant accepts it, else its first accepted configured network. The list of every offer is the operation's
+ * `x-payment-offers`, beside it: the MPP discovery draft forbids mixing an `offers` list with the flat fields.
  */
 export function paymentInfo(merchant: PublicMerchant, route: MerchantRoute, networks: NetworkRegistry): PaymentInfo {
-  const accepted = acceptedNetworks(merchant, networks);
-  const offers = accepted.map((n) => offerFor(route, merchant, n));
+  const offers = paymentOffers(merchant, route, networks);
   const primary = offers.find((o) => o.network === CAIP2.stockChain) ?? offers[0]!;
   return {
     price: { mode: 'fixed', currency: 'USD', amount: route.priceUsd },
@@ -105,7 +111,6 @@ export function paymentInfo(merchant: PublicMerchant, route: MerchantRoute, netw
     intent: 'charge',
     method: 'evm',
     extra: primary.extra,
-    offers,
   };
 }
 
@@ -186,15 +191,6 @@ function components(): Record<string, unknown> {
 
 // ---------------------------------------------------------------- operations
 
-function exampleValue(param: RouteParameter): unknown {
-  const ex = param.example;
-  if (ex === undefined) return undefined;
-  const type = param.schema.type;
-  if (type === 'integer' || type === 'number') return Number(ex);
-  if (type === 'boolean') return ex === 'true';
-  return ex;
-}
-
 function parameter(param: RouteParameter, where: 'query' | 'path'): Record<string, unknown> {
   const example = exampleValue(param);
   return {
@@ -231,6 +227,7 @@ export function merchantOperations(merchant: PublicMerchant, networks: NetworkRe
   const ops: DiscoveryOperation[] = [];
   for (const route of merchant.routes) {
     const info = paymentInfo(merchant, route, networks);
+    const offers = paymentOffers(merchant, route, networks);
     const shape = route.shape;
     const base = routePath(merchant.slug, route.route);
     const methods = METHOD_ORDER.filter((m) => route.methods.includes(m));
@@ -274,6 +271,7 @@ export function merchantOperations(merchant: PublicMerchant, networks: NetworkRe
         operation.security = [{ x402: [] }, { mpp: [] }];
         operation['x-gate402-route'] = route.operationId;
         operation['x-payment-info'] = structuredClone(info);
+        operation['x-payment-offers'] = structuredClone(offers);
         ops.push({ path: v.path, method: method === 'GET' ? 'get' : 'post', operation });
       }
     }
@@ -317,6 +315,7 @@ function document(all: Merchant[], ctx: DiscoveryContext, title: string, descrip
       contact: { email: ctx.contactEmail },
       'x-guidance': guidanceText(networks, baseUrl, ctx.challengeInfo),
     },
+    'x-service-info': { categories: ['marketplace'], docs: { llms: `${baseUrl}/llms.txt`, apiReference: `${baseUrl}/openapi.json` } },
     servers: [{ url: baseUrl }],
     tags: merchants.map((m) => tagOf(m, baseUrl)),
     paths,

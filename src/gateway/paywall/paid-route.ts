@@ -13,7 +13,6 @@ import type { ProblemCode } from '../../protocol/mpp/types.ts';
 import type { SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
-import { routeExtensions } from '../../protocol/x402/extensions/index.ts';
 import { paymentIdentifierOf } from '../../protocol/x402/extensions/payment-identifier.ts';
 import { SCHEMES, schemeOfPayload } from '../../schemes/registry.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
@@ -22,6 +21,8 @@ import { readCredential, type Credential, type RouteTerms } from '../../front-do
 import { paymentRequired, paymentRequiredHeader, paymentResponseHeader } from '../../front-door/x402-answer.ts';
 import type { PreparedCall, UpstreamResult } from '../../ports/upstream.ts';
 import { ok, refusal } from '../../protocol/result.ts';
+import { declaredExtensions } from '../../protocol/x402/extensions/index.ts';
+import { paidResourceDescription } from '../discovery/paid-resource.ts';
 import { forwardToUpstream, type InternalUpstream } from './forward.ts';
 import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
@@ -125,6 +126,7 @@ function issueMpp(deps: PaywallDeps, issuer: MppIssuer, digest: string | undefin
  */
 class ChallengeMemo {
   readonly #terms = new Map<string, { terms: Omit<RouteTerms, 'nowMs'>; at: number }>();
+  readonly #extensions = new Map<string, { extensions: Record<string, unknown>; at: number }>();
   /** The `expires` second the two maps below are for: MPP challenge templates, and unpaid 402 templates. */
   #second = Number.NaN;
   readonly #mpp = new Map<string, MppIssuer | undefined>();
@@ -138,6 +140,16 @@ class ChallengeMemo {
     const fresh = routeTerms(deps, merchant, route);
     this.#bounded(this.#terms).set(key, { terms: fresh, at: merchant.updatedAt });
     return fresh;
+  }
+
+  /** The x402 extensions a 402 of this route and method declares; they change only with the merchant. */
+  extensions(merchant: Merchant, route: MerchantRoute, method: 'GET' | 'POST'): Record<string, unknown> {
+    const key = `${merchant.slug}|${route.route}|${method}`;
+    const hit = this.#extensions.get(key);
+    if (hit && hit.at === merchant.updatedAt) return hit.extensions;
+    const extensions = declaredExtensions(paidResourceDescription(merchant, route, method));
+    this.#bounded(this.#extensions).set(key, { extensions, at: merchant.updatedAt });
+    return extensions;
   }
 
   /** How this second's MPP challenges for `key` are made (`undefined` when they cannot be). */
@@ -261,11 +273,21 @@ function mppIssuer(deps: PaywallDeps, merchant: Merchant, route: MerchantRoute, 
   return memo ? memo.mpp(second, `${merchant.slug}|${merchant.updatedAt}|${route.route}|${boundMethod(method)}`, make) : make();
 }
 
-function paymentRequiredHeaders(deps: PaywallDeps, req: HttpRequest, route: MerchantRoute, terms: RouteTerms, error: string | undefined): Record<string, string> {
+function paymentRequiredHeaders(
+  deps: PaywallDeps,
+  req: HttpRequest,
+  merchant: Merchant,
+  route: MerchantRoute,
+  terms: RouteTerms,
+  error: string | undefined,
+  memo?: ChallengeMemo,
+): Record<string, string> {
+  const method = req.method === 'POST' ? 'POST' : 'GET';
+  const extensions = memo ? memo.extensions(merchant, route, method) : declaredExtensions(paidResourceDescription(merchant, route, method));
   return {
     'content-type': PROBLEM_CONTENT_TYPE,
     'cache-control': 'no-store',
-    ...paymentRequiredHeader(paymentRequired({ url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' }, terms.offers, error, routeExtensions(route))),
+    ...paymentRequiredHeader(paymentRequired({ url: `${deps.baseUrl}${req.path}`, description: route.summary, mimeType: 'application/json' }, terms.offers, error, extensions)),
   };
 }
 
@@ -276,7 +298,7 @@ function unpaid(deps: PaywallDeps, req: HttpRequest, merchant: Merchant, route: 
   const second = expiresSecond(deps, terms.nowMs);
   const key = `${merchant.slug}|${merchant.updatedAt}|${route.route}|${boundMethod(req.method)}|${req.path}`;
   const kept = memo.unpaid(second, key, () => {
-    const headers = paymentRequiredHeaders(deps, req, route, terms, undefined);
+    const headers = paymentRequiredHeaders(deps, req, merchant, route, terms, undefined, memo);
     const body = JSON.stringify(problemJson('payment-required', unpaidDetail(route)));
     const issuer = mppIssuer(deps, merchant, route, terms, req.method, terms.nowMs, memo);
     // problemJson puts challengeId last: the body is this head, the id, and `"}`.
@@ -305,7 +327,7 @@ function challenge(
 ): HttpResponse {
   const invalid = credential.kind === 'invalid' ? credential : undefined;
   const error = invalid || extra.detail ? (extra.detail ?? invalid?.detail) : undefined;
-  const headers = paymentRequiredHeaders(deps, req, route, terms, error);
+  const headers = paymentRequiredHeaders(deps, req, merchant, route, terms, error, memo);
   deps.metrics.challengeIssued('x402');
   let challengeId: string | undefined;
   const issuer = mppIssuer(deps, merchant, route, terms, req.method, nowMs, memo);

@@ -29,7 +29,9 @@ interface Operation {
   parameters?: Parameter[];
   requestBody?: { required?: boolean; description?: string; content?: Record<string, { schema?: Json }> };
   'x-gate402-route'?: string;
-  'x-payment-info'?: { price?: { amount?: string }; network?: string; offers?: Array<{ network: string; amount: string }> };
+  'x-payment-info'?: { price?: { amount?: string }; network?: string };
+  /** One offer per network the route is paid on (beside `x-payment-info`, whose flat fields name one). */
+  'x-payment-offers'?: Array<{ network: string; amount: string }>;
 }
 
 interface OpenApi {
@@ -202,7 +204,7 @@ function routeCard(base: string, group: RouteGroup): HTMLElement {
   const info = main.op['x-payment-info'];
   const methods = [...new Set(group.variants.map((v) => v.method))];
   const shapes = [...new Set(group.variants.map((v) => v.path))];
-  const networks = [...new Set((info?.offers ?? []).map((o) => networkName(o.network)))];
+  const networks = [...new Set((main.op['x-payment-offers'] ?? []).map((o) => networkName(o.network)))];
   const details = el('details', { class: 'route-details' }, el('summary', { text: 'Inputs and a paid-request example' }));
   let filled = false;
   details.addEventListener('toggle', () => {

@@ -1,13 +1,36 @@
 /**
- * The x402 extensions gate402 implements, in one place: `/supported` lists their keys, and a paid route's 402
- * declares each one that applies to it.
+ * The x402 extensions gate402 implements: the one list that `/supported` names and that every 402's `extensions`
+ * is made from. An extension is a file here; adding one is adding its entry to {@link X402_EXTENSIONS}.
  */
+import { BAZAAR_KEY, bazaarDeclaration } from './bazaar.ts';
 import { PAYMENT_IDENTIFIER, paymentIdentifierDeclaration } from './payment-identifier.ts';
+import type { PaidResourceDescription } from './resource.ts';
 
-/** The keys `/supported` lists. */
-export const IMPLEMENTED_EXTENSIONS: readonly string[] = [PAYMENT_IDENTIFIER];
+export type { PaidResourceDescription } from './resource.ts';
 
-/** The `extensions` of a paid route's 402, from what the route asks of its buyers. */
-export function routeExtensions(route: { requirePaymentId?: boolean }): Record<string, unknown> {
-  return { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration(route.requirePaymentId === true) };
+export interface X402Extension {
+  /** The key in `/supported.extensions` and in a 402's `extensions`. */
+  key: string;
+  /** What a 402 for `resource` carries under `key`; undefined: nothing for this resource. */
+  declare(resource: PaidResourceDescription): unknown;
+}
+
+export const X402_EXTENSIONS: readonly X402Extension[] = [
+  { key: BAZAAR_KEY, declare: bazaarDeclaration },
+  { key: PAYMENT_IDENTIFIER, declare: (resource) => paymentIdentifierDeclaration(resource.requirePaymentId === true) },
+];
+
+/** `/supported.extensions`: the keys of the extensions implemented here. */
+export function supportedExtensionKeys(): string[] {
+  return X402_EXTENSIONS.map((e) => e.key);
+}
+
+/** A 402's `extensions` for `resource`: each implemented extension's declaration. */
+export function declaredExtensions(resource: PaidResourceDescription): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const e of X402_EXTENSIONS) {
+    const value = e.declare(resource);
+    if (value !== undefined) out[e.key] = value;
+  }
+  return out;
 }
