@@ -17,7 +17,7 @@ export interface X402Extension {
 
 export const X402_EXTENSIONS: readonly X402Extension[] = [
   { key: BAZAAR_KEY, declare: bazaarDeclaration },
-  { key: PAYMENT_IDENTIFIER, declare: (resource) => paymentIdentifierDeclaration(resource.requirePaymentId === true) },
+  { key: PAYMENT_IDENTIFIER, declare: (resource) => (resource.paymentIdentifier ? paymentIdentifierDeclaration(resource.paymentIdentifier.required) : undefined) },
 ];
 
 /** `/supported.extensions`: the keys of the extensions implemented here. */
