@@ -520,7 +520,12 @@ async function paidWithId(
     if (!verdict.isValid && SIGNATURE_REASONS.has(verdict.invalidReason ?? '')) return refused(`payment refused: ${verdict.invalidReason}`);
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
-  const payer = schemeOfPayload(payment.payload).payer(payment.payload);
+  let payer: string;
+  try {
+    payer = schemeOfPayload(payment.payload).payer(payment.payload);
+  } catch {
+    return json(400, { error: 'PAYMENT-SIGNATURE: the payload is of no known scheme; nothing was charged', code: 'malformed-credential' });
+  }
   const key = paymentIdKey(payer, pid.id);
   const fingerprint = paymentIdFingerprint({
     merchant: merchant.slug,
