@@ -227,6 +227,11 @@ t.test('validation refusals (400), nothing stored', async (t) => {
     ['price 0.000000', { routes: [{ route: 'a', methods: ['GET'], priceUsd: '0.000000', summary: 's', description: '', input: '' }] }, /between/],
     ['price as a number', { routes: [{ route: 'a', methods: ['GET'], priceUsd: 0.01, summary: 's', description: '', input: '' }] }, /priceUsd: must be string/],
     ['price 01.000000', { routes: [{ route: 'a', methods: ['GET'], priceUsd: '01.000000', summary: 's', description: '', input: '' }] }, /priceUsd/],
+    [
+      'requirePaymentId as a string',
+      { routes: [{ route: 'a', methods: ['GET'], priceUsd: '0.010000', summary: 's', description: '', input: '', requirePaymentId: 'yes' }] },
+      /requirePaymentId: must be boolean/,
+    ],
     ['no routes', { routes: [] }, /routes/],
     [
       'duplicate route',

@@ -39,7 +39,7 @@ export const networkEntrySchema = {
   },
 } as const;
 
-const validateFile = new Ajv({ allErrors: true }).compile({
+const validateFile = new Ajv({ allErrors: true, validateSchema: false }).compile({
   type: 'object',
   required: ['networks'],
   properties: { networks: { type: 'object', propertyNames: { pattern: '^eip155:[0-9]{1,12}$' }, additionalProperties: networkEntrySchema } },

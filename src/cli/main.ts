@@ -24,12 +24,8 @@ export function fail(message: string): never {
   process.exit(2);
 }
 
+// `pay` never comes here: bin.mjs runs it from its bundle, without tsx.
 const [command, ...rest] = process.argv.slice(2);
-if (command === 'pay') {
-  const { runPayCommand } = await import('./pay-command.ts');
-  await runPayCommand(rest).catch((err: unknown) => fail((err as Error).message));
-  process.exit(process.exitCode ?? 0);
-}
 const { values } = (() => {
   try {
     return parseArgs({

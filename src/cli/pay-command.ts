@@ -8,14 +8,24 @@ import { Mppx, evm } from 'mppx/client';
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../chain/canonical.ts';
-import { readManifest } from '../devnet/manifest.ts';
-import { decodeReceipt } from '../protocol/mpp/receipt.ts';
+import type { DevnetManifest } from '../devnet/manifest.ts';
+import { aboveMax, describeOffer, parseMaxUsd, priceUsd, type ChosenOffer } from './pay-offer.ts';
 
 const USAGE = `gate402 pay <url> [--protocol x402|mpp] [--network eip155:4663|eip155:8453|eip155:84532] [--method GET|POST] [--data JSON]
+               [--dry-run] [--max <USD>]
 
 Pays for one request with the official clients (@x402/fetch with @x402/evm, or mppx) and prints the response and
 its receipt. The key comes from GATE402_BUYER_KEY, or, on the devnet, from the manifest's first buyer.
+
+  --dry-run     print the offer it would pay (price, token, network, payee) and pay nothing
+  --max <USD>   refuse to pay more than this (e.g. 0.05): a higher price pays nothing and exits 3
 `;
+
+/** Exit status of a call refused by `--max`: nothing was paid. */
+export const OVER_MAX_EXIT = 3;
+
+/** Why the call stopped before anything was signed: a dry run, or a price above `--max`. */
+type Stop = { why: 'dry-run' | 'over-max'; offer: ChosenOffer };
 
 /** A buyer, for trying the marketplace: never part of the server. */
 export async function runPayCommand(args: string[]): Promise<void> {
@@ -28,36 +38,86 @@ export async function runPayCommand(args: string[]): Promise<void> {
       method: { type: 'string', default: 'GET' },
       data: { type: 'string' },
       manifest: { type: 'string', default: process.env.GATE402_MANIFEST ?? 'var/devnet.json' },
+      'dry-run': { type: 'boolean', default: false },
+      max: { type: 'string' },
     },
   });
   const url = positionals[0];
   if (!url) throw new Error(USAGE);
-  const manifest = existsSync(values.manifest) ? readManifest(values.manifest) : undefined;
+  if (values.protocol !== 'x402' && values.protocol !== 'mpp') throw new Error(`--protocol must be x402 or mpp\n\n${USAGE}`);
+  const max = values.max === undefined ? undefined : parseMaxUsd(values.max);
+  if (values.max !== undefined && max === undefined) throw new Error(`--max must be a USD amount with at most 6 decimals, e.g. 0.05; got '${values.max}'`);
+  // The manifest's reader validates it with JSON Schema: loaded only on the devnet, where there is a manifest to read.
+  const manifest: DevnetManifest | undefined = existsSync(values.manifest) ? (await import('../devnet/manifest.ts')).readManifest(values.manifest) : undefined;
   const key = (process.env.GATE402_BUYER_KEY ?? manifest?.accounts.buyers.find((b) => !b.gasless)?.privateKey) as Hex | undefined;
   if (!key) throw new Error('no buyer key: set GATE402_BUYER_KEY (or run on the devnet, whose manifest names demo buyers)');
   const account = privateKeyToAccount(key);
   const init: RequestInit = { method: values.method, ...(values.data ? { body: values.data, headers: { 'content-type': 'application/json' } } : {}) };
+  const decimalsOf = (network: string, asset: string): number => {
+    const n = manifest?.networks[network];
+    return n && n.stablecoin.address.toLowerCase() === asset.toLowerCase() ? n.stablecoin.decimals : 6;
+  };
 
-  let res: Response;
-  if (values.protocol === 'mpp') {
-    const n = manifest?.networks[values.network];
-    const domain = n ? { name: n.stablecoin.name, version: n.stablecoin.version } : { name: process.env.GATE402_MPP_TOKEN_NAME ?? 'USD Coin', version: process.env.GATE402_MPP_TOKEN_VERSION ?? '2' };
-    const mppx = Mppx.create({ methods: [evm({ account, authorization: domain })], polyfill: false });
-    res = await mppx.fetch(url, init);
-  } else if (values.protocol === 'x402') {
-    const client = registerExactEvmScheme(
-      x402Client.fromConfig({
-        schemes: [],
-        spendControls: false,
-        paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === values.network) ?? (offers[0] as (typeof offers)[number]),
-      }),
-      { signer: account },
-    );
-    res = await wrapFetchWithPayment(fetch, client)(url, init);
-  } else {
-    throw new Error(`--protocol must be x402 or mpp\n\n${USAGE}`);
+  // Decided on the offer the official client chose, before it signs: a dry run or a price over --max stops there.
+  let stop: Stop | undefined;
+  const decide = (offer: ChosenOffer): Stop | undefined => {
+    if (values['dry-run']) stop = { why: 'dry-run', offer };
+    else if (max !== undefined && aboveMax(offer, max)) stop = { why: 'over-max', offer };
+    return stop;
+  };
+
+  let res: Response | undefined;
+  try {
+    if (values.protocol === 'mpp') {
+      const n = manifest?.networks[values.network];
+      const domain = n ? { name: n.stablecoin.name, version: n.stablecoin.version } : { name: process.env.GATE402_MPP_TOKEN_NAME ?? 'USD Coin', version: process.env.GATE402_MPP_TOKEN_VERSION ?? '2' };
+      const mppx = Mppx.create({
+        methods: [evm({ account, authorization: domain })],
+        polyfill: false,
+        onChallenge: async (challenge, { createCredential }) => {
+          const request = challenge.request as { amount?: unknown; currency?: unknown; recipient?: unknown; methodDetails?: { chainId?: unknown; decimals?: unknown } };
+          const offer: ChosenOffer = {
+            protocol: 'mpp',
+            network: `eip155:${String(request.methodDetails?.chainId ?? '?')}`,
+            asset: String(request.currency ?? ''),
+            payTo: String(request.recipient ?? ''),
+            amount: BigInt(String(request.amount ?? '0')),
+            decimals: typeof request.methodDetails?.decimals === 'number' ? request.methodDetails.decimals : 6,
+          };
+          if (decide(offer)) throw new Error(`stopped before paying (${stop?.why})`);
+          return createCredential();
+        },
+      });
+      res = await mppx.fetch(url, init);
+    } else {
+      const client = registerExactEvmScheme(
+        x402Client.fromConfig({
+          schemes: [],
+          spendControls: false,
+          paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === values.network) ?? (offers[0] as (typeof offers)[number]),
+        }),
+        { signer: account },
+      );
+      client.onBeforePaymentCreation(async ({ selectedRequirements: r }) => {
+        const offer: ChosenOffer = { protocol: 'x402', network: r.network, asset: r.asset, payTo: r.payTo, amount: BigInt(r.amount), decimals: decimalsOf(r.network, r.asset) };
+        return decide(offer) ? { abort: true, reason: stop?.why ?? 'stopped' } : undefined;
+      });
+      res = await wrapFetchWithPayment(fetch, client)(url, init);
+    }
+  } catch (err) {
+    if (stop === undefined) throw err;
   }
 
+  if (stop?.why === 'dry-run') {
+    process.stdout.write(`${describeOffer(stop.offer)}\ndry run: nothing was paid\n`);
+    return;
+  }
+  if (stop?.why === 'over-max') {
+    process.stderr.write(`gate402: the price ${priceUsd(stop.offer)} USD is above --max ${values.max} USD; nothing was paid\n${describeOffer(stop.offer)}\n`);
+    process.exitCode = OVER_MAX_EXIT;
+    return;
+  }
+  if (!res) throw new Error('no response');
   process.stdout.write(`${res.status} ${res.statusText}\n`);
   for (const [k, v] of res.headers) process.stdout.write(`${k}: ${v}\n`);
   process.stdout.write(`\n${await res.text()}\n`);
@@ -65,7 +125,8 @@ export async function runPayCommand(args: string[]): Promise<void> {
   if (paymentResponse) process.stdout.write(`\nx402 settlement: ${JSON.stringify(decodePaymentResponseHeader(paymentResponse))}\n`);
   const receipt = res.headers.get('payment-receipt');
   if (receipt) {
-    const decoded = decodeReceipt(receipt);
+    // Its decoder compiles JSON Schemas when loaded: loaded only for an answer that carries a receipt.
+    const decoded = (await import('../protocol/mpp/receipt.ts')).decodeReceipt(receipt);
     process.stdout.write(`\nMPP receipt: ${JSON.stringify(decoded.ok ? decoded.value : decoded.error)}\n`);
   }
   if (!res.ok) process.exitCode = 1;

@@ -18,6 +18,7 @@ import { wellKnownX402 } from './discovery/well-known.ts';
 import { CircuitBreakers } from './paywall/circuit-breaker.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
+import { PaymentIds, type PaymentIdRecord } from './paywall/payment-ids.ts';
 import { guardedDispatcher } from './upstream-guard/guard.ts';
 
 /** Where merchants come from: the registry (and the built-in catalog it was seeded with). */
@@ -51,6 +52,8 @@ export interface GatewayConfig {
   contactEmail: string;
   breaker: { threshold: number; openMs: number };
   trustProxy: TrustProxy;
+  /** x402 payment identifiers: the largest answer body kept for replay, and how long an identifier is kept. */
+  paymentIds: { maxBodyBytes: number; retentionMs: number };
   /** How long `/llms.txt` (and the facilitator's bazaar listing) is kept before it is built again from the registry. */
   discoveryCacheMs: number;
 }
@@ -87,6 +90,10 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
     contactEmail: envString(env, 'GATE402_CONTACT_EMAIL', 'operator@gate402.invalid'),
     breaker: { threshold: envInt(env, 'GATE402_BREAKER_THRESHOLD', 5, { min: 1, max: 1000 }), openMs: envInt(env, 'GATE402_BREAKER_OPEN_MS', 30_000, { min: 100, max: 3_600_000 }) },
     trustProxy: trustProxyFromEnv(env),
+    paymentIds: {
+      maxBodyBytes: envInt(env, 'GATE402_PAYMENT_ID_MAX_BODY_BYTES', 256 * 1024, { min: 0, max: 16 * 1024 * 1024 }),
+      retentionMs: envInt(env, 'GATE402_PAYMENT_ID_RETENTION_SECONDS', 86_400, { min: 60, max: 30 * 86_400 }) * 1000,
+    },
     discoveryCacheMs: envInt(env, 'GATE402_DISCOVERY_CACHE_MS', 5000, { min: 0, max: 3_600_000 }),
   };
 }
@@ -136,6 +143,22 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   const breakers = new CircuitBreakers(config.breaker);
   parts.metrics.watchBreakers(async () => (await parts.merchants.list()).map((m) => [m.slug, breakers.state(m.slug)]));
   parts.metrics.watchMerchants(async () => (await parts.merchants.list()).map((m) => m.slug));
+  const paymentIds = new PaymentIds(
+    { claims: parts.store.claims('payment-ids'), records: parts.store.collection<PaymentIdRecord>('payment-ids'), expiry: parts.store.collection<string>('payment-id-expiry') },
+    {
+      ...config.paymentIds,
+      // A request holds its identifier while it settles and calls the upstream; one held longer belongs to a node that died.
+      leaseMs: config.upstreamTimeoutMs + 120_000,
+      waitMs: config.upstreamTimeoutMs + 5_000,
+      maxWaiting: 1024,
+    },
+    Date.now,
+  );
+  // Identifiers past their retention are forgotten, a bounded batch at a time.
+  const sweeping = setInterval(() => {
+    paymentIds.sweep().catch((err: unknown) => parts.log.error('could not forget expired payment identifiers', { error: err }));
+  }, 60_000);
+  sweeping.unref();
   const paid = paidRouteHandler({
     networks: parts.networks,
     settle: parts.settlement?.settle ?? ((request) => parts.engine.settle(request)),
@@ -143,6 +166,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     verify: parts.settlement?.verify ?? ((request) => parts.engine.verify(request)),
     merchant: (slug) => parts.merchants.get(slug),
     served: parts.store.claims('served'),
+    paymentIds,
     records: parts.store.collection<PaidRequestRecord>('paid-requests'),
     dispatcher,
     breakers,
@@ -202,6 +226,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     port,
     receiptSigner,
     async close() {
+      clearInterval(sweeping);
       await server.close();
       await dispatcher.close();
     },

@@ -60,8 +60,10 @@ export const TESTER_SLOTS = {
   attackMpp: 25,
   fuzz: 26,
   suiteMoney: 27,
-  spare2: 28,
-  spare3: 29,
+  // test/payment-identifier.test.ts
+  paymentIds: 28,
+  // test/pay-command.test.ts
+  payCommand: 29,
   // test/store-postgres-gateway.test.ts's funder
   storePostgres: 30,
   // test/prometheus.test.ts

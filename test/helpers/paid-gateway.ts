@@ -116,12 +116,13 @@ export async function until(check: () => boolean | Promise<boolean>, what: strin
 /**
  * Registers a merchant of the test's own through the gateway's signed registration: a fresh wallet, so that its
  * balance moves only with this test's payments. Its upstream is `{upstreamOrigin}/{slug}`; its one route `data`
- * takes GET and POST at `priceUsd`. With `file`, the merchant sells that uploaded file instead.
+ * takes GET and POST at `priceUsd` (requiring a payment identifier with `requirePaymentId`). With `file`, the merchant
+ * sells that uploaded file instead.
  */
 export async function registerOwnMerchant(
   gatewayUrl: string,
   upstreamOrigin: string,
-  opts: { slug: string; priceUsd: string; networks: string[]; file?: { fileName: string; contentType: string; content: Buffer } },
+  opts: { slug: string; priceUsd: string; networks: string[]; file?: { fileName: string; contentType: string; content: Buffer }; requirePaymentId?: boolean },
 ): Promise<{ slug: string; payTo: Address }> {
   const { registrationTypedData } = await import('../../src/gateway/merchants/signature.ts');
   const owner = freshAccount();
@@ -135,7 +136,17 @@ export async function registerOwnMerchant(
     upstream: opts.file
       ? { kind: 'file' as const, fileName: opts.file.fileName, contentType: opts.file.contentType, contentBase64: opts.file.content.toString('base64') }
       : { kind: 'url' as const, baseUrl: `${upstreamOrigin}/${opts.slug}`, secretHeaders: { 'x-api-key': `${opts.slug}-secret` } },
-    routes: [{ route: 'data', methods: ['GET' as const, 'POST' as const], priceUsd: opts.priceUsd, summary: 'Data', description: 'Paid data', input: 'anything' }],
+    routes: [
+      {
+        route: 'data',
+        methods: ['GET' as const, 'POST' as const],
+        priceUsd: opts.priceUsd,
+        summary: 'Data',
+        description: 'Paid data',
+        input: 'anything',
+        ...(opts.requirePaymentId ? { requirePaymentId: true } : {}),
+      },
+    ],
     nonce: `n-${Math.random()}`,
     issuedAt: Math.floor(Date.now() / 1000),
   };

@@ -65,6 +65,11 @@ export interface MerchantRoute {
   /** `${slug}-${route}` */
   operationId: string;
   shape?: RouteShape;
+  /**
+   * x402 payments must carry a `payment-identifier` id (an idempotency key): one without is refused 400 before
+   * anything is charged. Absent or false: the id is optional (a payment with one is still deduplicated).
+   */
+  requirePaymentId?: boolean;
 }
 
 /** The upstreams gate402 serves in-process: `stock-data` is its own stock chain data (`src/stock/stock-data.ts`). */

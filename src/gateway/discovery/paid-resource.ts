@@ -34,5 +34,7 @@ export function paidResourceDescription(merchant: Merchant | PublicMerchant, rou
     freeFormQuery: shape === undefined || shape.freeFormQuery === true,
     ...(method === 'POST' ? { body: { schema: bodySchema, example: bodyExample(bodySchema) } } : {}),
     output: up.kind === 'file' ? { type: 'file', format: up.contentType } : { type: 'json', format: shape?.response === 'number' ? 'number' : 'object' },
+    // Every paid route honours payment identifiers (the paywall's `paidWithId`).
+    paymentIdentifier: { required: route.requirePaymentId === true },
   };
 }

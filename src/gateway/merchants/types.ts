@@ -15,6 +15,8 @@ export interface RouteInput {
   summary: string;
   description: string;
   input: string;
+  /** Refuse x402 payments without a `payment-identifier` id (see `MerchantRoute.requirePaymentId`). */
+  requirePaymentId?: boolean;
 }
 
 /**

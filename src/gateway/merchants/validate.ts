@@ -234,6 +234,7 @@ const routeSchema: SchemaObject = {
     summary: { ...text(MAX_SUMMARY, false), minLength: 1 },
     description: text(MAX_ROUTE_DESCRIPTION, true),
     input: text(MAX_INPUT, true),
+    requirePaymentId: { type: 'boolean' },
   },
 };
 
@@ -482,6 +483,7 @@ function checkRoutes(slug: string, routes: RouteInput[], limits: RegistrationLim
       description: r.description,
       input: r.input,
       operationId: `${slug}-${r.route}`,
+      ...(r.requirePaymentId === true ? { requirePaymentId: true } : {}),
     });
   }
   return good(out);

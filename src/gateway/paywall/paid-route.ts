@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
 import type { Hex } from 'viem';
 import type { NetworkRegistry } from '../../chain/networks.ts';
-import { nonceKeyOf } from '../../engine/payment-record.ts';
+import { fingerprintOf, nonceKeyOf } from '../../engine/payment-record.ts';
 import { fillHeader, headerTemplate, type FilledHeader, type HeaderTemplate, type HttpHandler, type HttpRequest, type HttpResponse } from '../../http/server.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
@@ -14,7 +14,8 @@ import type { SettleResponse, VerifyRequest, VerifyResponse } from '../../protoc
 import type { Shed } from '../../engine/settlement-admission.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
-import { SCHEMES } from '../../schemes/registry.ts';
+import { paymentIdentifierOf } from '../../protocol/x402/extensions/payment-identifier.ts';
+import { SCHEMES, schemeOfPayload } from '../../schemes/registry.ts';
 import { GatewayReason } from '../../verify/reasons.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
 import type { CircuitBreakers } from './circuit-breaker.ts';
@@ -27,6 +28,7 @@ import { paidResourceDescription } from '../discovery/paid-resource.ts';
 import { forwardToUpstream, type InternalUpstream } from './forward.ts';
 import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
+import { encodeAnswer, paymentIdFingerprint, paymentIdKey, type PaymentIds, type RecordedAnswer } from './payment-ids.ts';
 import { claimForServing, markServed, releaseServing, servedState } from './served-claims.ts';
 import { checkQuery, confinedUpstreamUrl, confinePath, upstreamRelativePath } from './upstream-path.ts';
 
@@ -61,6 +63,8 @@ export interface PaywallDeps {
   merchant(slug: string): Merchant | undefined | Promise<Merchant | undefined>;
   /** Which payments have been served upstream: a payment buys one upstream call. */
   served: NonceClaims;
+  /** x402 payment identifiers (idempotency keys): what each is bound to, and its recorded answer. */
+  paymentIds: PaymentIds;
   records: DurableCollection<PaidRequestRecord>;
   dispatcher: Dispatcher;
   breakers: CircuitBreakers;
@@ -238,7 +242,9 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       return challenge(deps, req, merchant, route, terms, credential, terms.nowMs, {}, memo);
     }
     // However it ends (body too large, client gone, a throw), a half-open trial this request held is given back.
-    return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, segments)).finally(() => deps.breakers.release(slug));
+    const path = upstreamRelativePath(route.route, segments);
+    const buying = credential.kind === 'x402' ? paidWithId(deps, req, merchant, route, terms, credential, path) : paid(deps, req, merchant, route, terms, credential, path);
+    return buying.finally(() => deps.breakers.release(slug));
   };
   return (req) => {
     const slug = req.params.slug ?? '';
@@ -357,6 +363,7 @@ async function paid(
   terms: RouteTerms,
   credential: Extract<Credential, { kind: 'x402' | 'mpp' }>,
   upstreamPath: string,
+  hooks: PaidHooks = {},
 ): Promise<HttpResponse> {
   const slug = merchant.slug;
   const key = nonceKeyOf(credential.request);
@@ -379,7 +386,7 @@ async function paid(
     );
   }
   // A body is read only for a credential whose signature checks: a forged one is refused before a byte of it is.
-  if (deps.verify && sendsBody(req)) {
+  if (deps.verify && sendsBody(req) && !hooks.signatureChecked) {
     const verdict = await deps.verify(credential.request);
     if (!verdict.isValid && SIGNATURE_REASONS.has(verdict.invalidReason ?? '')) return used(`payment refused: ${verdict.invalidReason}`);
   }
@@ -396,6 +403,7 @@ async function paid(
   }
 
   const settlement = await deps.settle(credential.request);
+  if (settlement.success || settlement.status === 'pending') hooks.onCharged?.();
   const paymentHeaders = await paymentHeadersFor(deps, credential, settlement);
   if (settlement.status === 'pending') {
     deps.breakers.release(slug);
@@ -490,6 +498,7 @@ async function paid(
     void deps.records.put(`${String(record.at).padStart(15, '0')}-${claim.id}`, record).catch((err: unknown) => deps.log.error('could not record a paid request', { payment: key, error: err }));
     if (upstreamFailed) return await failedAfterPayment(!result.ok ? result.error : `status ${result.status}`);
     const response: HttpResponse = { status: answer.status, headers: paidAnswerHeaders(answer.headers, paymentHeaders), body: answer.status === 204 ? new Uint8Array(0) : answer.body };
+    await hooks.beforeServed?.(response);
     // The payment is spent once the answer is ready: durably, before it goes out.
     if (!(await markServed(deps.served, claim))) return used('this payment has already been used for a request');
     // Counted once per payment: a served payment's claim is kept, so the credential buys nothing more.
@@ -508,6 +517,107 @@ const SETTLEMENT_DOWN = new Set<string>([GatewayReason.settlementUnavailable, Ga
 function retryAfterOf(settlement: SettleResponse): number {
   const s = Number(settlement.extra?.retryAfterSeconds);
   return Number.isInteger(s) ? Math.min(60, Math.max(1, s)) : 5;
+}
+
+/** What a caller of `paid` may add: its signature already checked, and hooks on the payment's outcome. */
+interface PaidHooks {
+  /** The credential's signature was checked before its body was read (the caller did it). */
+  signatureChecked?: boolean;
+  /** The payment settled (or was broadcast and is pending): it is charged. */
+  onCharged?: () => void;
+  /** The upstream's answer is ready and about to be sent, before the payment is marked served. */
+  beforeServed?: (response: HttpResponse) => Promise<void>;
+}
+
+/** Header on an answer replayed for a repeated payment identifier. */
+const REPLAYED_HEADER = 'idempotent-replayed';
+
+/**
+ * An x402 payment, with its `payment-identifier` id if it carries one (see `payment-ids.ts`): a route that requires an
+ * id refuses a payment without one (400); the same id with the same request and terms gets the recorded answer, or
+ * runs on the payment first bound to the id (never settling this one too); with anything else it gets 409.
+ */
+async function paidWithId(
+  deps: PaywallDeps,
+  req: HttpRequest,
+  merchant: Merchant,
+  route: MerchantRoute,
+  terms: RouteTerms,
+  credential: Extract<Credential, { kind: 'x402' }>,
+  upstreamPath: string,
+): Promise<HttpResponse> {
+  const payment = credential.request.paymentPayload;
+  const pid = paymentIdentifierOf(payment);
+  if (pid.kind === 'invalid') return json(400, { error: `${pid.message}; nothing was charged`, code: 'invalid_payment_identifier' });
+  if (pid.kind === 'none') {
+    if (route.requirePaymentId === true) {
+      return json(400, {
+        error: "this route requires a payment identifier: add extensions['payment-identifier'].info.id (16 to 128 letters, digits, '-' or '_') to the payment; nothing was charged",
+        code: 'payment_identifier_required',
+      });
+    }
+    return paid(deps, req, merchant, route, terms, credential, upstreamPath);
+  }
+  const refused = (detail: string) => challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail });
+  // As in `paid`: a credential whose signature is not the payer's is refused before its body is read.
+  if (deps.verify && sendsBody(req)) {
+    const verdict = await deps.verify(credential.request);
+    if (!verdict.isValid && SIGNATURE_REASONS.has(verdict.invalidReason ?? '')) return refused(`payment refused: ${verdict.invalidReason}`);
+  }
+  const body = req.method === 'POST' ? await req.body() : undefined;
+  let payer: string;
+  try {
+    payer = schemeOfPayload(payment.payload).payer(payment.payload);
+  } catch {
+    return json(400, { error: 'PAYMENT-SIGNATURE: the payload is of no known scheme; nothing was charged', code: 'malformed-credential' });
+  }
+  const key = paymentIdKey(payer, pid.id);
+  const fingerprint = paymentIdFingerprint({
+    merchant: merchant.slug,
+    route: route.route,
+    method: boundMethod(req.method),
+    path: req.path,
+    query: req.query,
+    body,
+    accepted: credential.request.paymentRequirements,
+  });
+  const turn = await deps.paymentIds.turn(key, fingerprint, credential.request);
+  if (turn.kind === 'conflict') return json(409, { error: turn.message, code: 'payment_identifier_conflict' });
+  if (turn.kind === 'busy') return json(409, { error: turn.message, code: 'payment_identifier_in_progress' }, { 'retry-after': '1' });
+  if (turn.kind === 'gone') return json(410, { error: turn.message, code: 'payment_identifier_answer_not_kept' });
+  // A request on a payment bound earlier brings a payment of its own: it must be the payer's, valid now, though it
+  // is never settled (else anyone knowing a payer's id could collect the payer's answer).
+  const bound = turn.kind === 'replay' ? turn.bound : turn.request;
+  if (fingerprintOf(bound) !== fingerprintOf(credential.request) && deps.verify) {
+    const verdict = await deps.verify(credential.request);
+    if (!verdict.isValid) {
+      if (turn.kind === 'run') await turn.finish('charged').catch((err: unknown) => deps.log.error('could not free a payment identifier', { error: err }));
+      return refused(`payment refused: ${verdict.invalidReason ?? 'invalid'}`);
+    }
+  }
+  if (turn.kind === 'replay') return replayed(turn.answer);
+  let charged = false;
+  let served = false;
+  try {
+    return await paid(deps, req, merchant, route, terms, { ...credential, request: turn.request }, upstreamPath, {
+      signatureChecked: true,
+      onCharged: () => {
+        charged = true;
+      },
+      beforeServed: async (response) => {
+        served = true;
+        const answer = encodeAnswer(response.status, response.headers ?? {}, response.body, deps.paymentIds.policy.maxBodyBytes);
+        await turn.record(answer).catch((err: unknown) => deps.log.error('could not record the answer to a payment identifier', { error: err }));
+      },
+    });
+  } finally {
+    await turn.finish(served ? 'served' : charged ? 'charged' : 'not-charged').catch((err: unknown) => deps.log.error('could not release a payment identifier', { error: err }));
+  }
+}
+
+/** A recorded answer, sent again: the same status, headers and body, marked as a replay. */
+function replayed(answer: RecordedAnswer): HttpResponse {
+  return { status: answer.status, headers: { ...answer.headers, [REPLAYED_HEADER]: 'true' }, body: Buffer.from(answer.body ?? '', 'base64') };
 }
 
 /** Reasons of a credential whose signature is not the payer's: the checks run before a body is read. */

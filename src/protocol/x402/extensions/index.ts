@@ -3,6 +3,7 @@
  * is made from. An extension is a file here; adding one is adding its entry to {@link X402_EXTENSIONS}.
  */
 import { BAZAAR_KEY, bazaarDeclaration } from './bazaar.ts';
+import { PAYMENT_IDENTIFIER, paymentIdentifierDeclaration } from './payment-identifier.ts';
 import type { PaidResourceDescription } from './resource.ts';
 
 export type { PaidResourceDescription } from './resource.ts';
@@ -14,7 +15,10 @@ export interface X402Extension {
   declare(resource: PaidResourceDescription): unknown;
 }
 
-export const X402_EXTENSIONS: readonly X402Extension[] = [{ key: BAZAAR_KEY, declare: bazaarDeclaration }];
+export const X402_EXTENSIONS: readonly X402Extension[] = [
+  { key: BAZAAR_KEY, declare: bazaarDeclaration },
+  { key: PAYMENT_IDENTIFIER, declare: (resource) => (resource.paymentIdentifier ? paymentIdentifierDeclaration(resource.paymentIdentifier.required) : undefined) },
+];
 
 /** `/supported.extensions`: the keys of the extensions implemented here. */
 export function supportedExtensionKeys(): string[] {

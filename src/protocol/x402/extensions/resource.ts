@@ -16,4 +16,9 @@ export interface PaidResourceDescription {
   body?: { schema: Schema; example: Record<string, unknown> };
   /** What a 200 carries: JSON (an object or a bare number) or a file of a content type. */
   output: { type: 'json'; format: 'object' | 'number' } | { type: 'file'; format: string };
+  /**
+   * The resource honours `payment-identifier` ids (idempotency keys), and whether it requires one. Absent: it does not
+   * (the stock buy), and its 402 does not declare the extension.
+   */
+  paymentIdentifier?: { required: boolean };
 }

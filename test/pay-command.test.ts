@@ -1,0 +1,103 @@
+/**
+ * `gate402 pay`, the buyer's command, run as a buyer runs it against the real gateway: `--dry-run` prints the offer
+ * and pays nothing, `--max` refuses a higher price (exit 3) and pays nothing, and a call within `--max` pays. Its
+ * start-up is the bundle's: no TypeScript is compiled and tsx is never loaded (what made a call take ~2.8 s).
+ */
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseUnits } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { CAIP2 } from '../src/chain/canonical.ts';
+import { stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
+import { clientsFor, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
+import { startHostileUpstream } from './helpers/hostile-upstream.ts';
+import { registerOwnMerchant, spawnPaidGateway } from './helpers/paid-gateway.ts';
+import { stableBalance } from './helpers/payments.ts';
+import { BIN } from './helpers/spawn-devnet.ts';
+import { tempDir } from './helpers/temp-dir.ts';
+
+const manifest = testDevnet();
+const base = network(manifest, CAIP2.base);
+const upstream = await startHostileUpstream();
+t.teardown(() => upstream.close());
+const { gw } = await spawnPaidGateway(manifest, upstream.origin);
+t.teardown(() => gw.stop());
+const { slug, payTo } = await registerOwnMerchant(gw.url, upstream.origin, { slug: `pay-${Date.now().toString(36)}`, priceUsd: '0.010000', networks: [CAIP2.base] });
+const url = `${gw.url}/m/${slug}/data`;
+const buyerKey = generatePrivateKey();
+const buyer = privateKeyToAccount(buyerKey).address;
+{
+  const { pub, wallet } = clientsFor(base, tester('payCommand'));
+  await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: base.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'mint', args: [buyer, parseUnits('1', 6)] }) });
+}
+const logs = tempDir('pay-command');
+t.teardown(() => rmSync(logs, { recursive: true, force: true }));
+
+/** `gate402 pay` as a buyer runs it; with `moduleLog`, every module it resolves is listed in that file. */
+function pay(args: string[], moduleLog?: string): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+  const started = performance.now();
+  const child = spawn(
+    process.execPath,
+    [...(moduleLog ? ['--import', join(import.meta.dirname, 'fixtures/module-log.mjs')] : []), BIN, 'pay', url, '--network', CAIP2.base, '--manifest', TEST_MANIFEST_PATH, ...args],
+    {
+      env: { ...process.env, GATE402_BUYER_KEY: buyerKey, ...(moduleLog ? { GATE402_MODULE_LOG: moduleLog } : {}) },
+    },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c));
+  child.stderr.on('data', (c: Buffer) => (stderr += c));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr, ms: performance.now() - started })));
+}
+
+const money = async () => ({ buyer: await stableBalance(base, buyer), merchant: await stableBalance(base, payTo) });
+
+t.test('--dry-run prints the offer it would pay and pays nothing', async (t) => {
+  const before = await money();
+  for (const protocol of ['x402', 'mpp']) {
+    const run = await pay(['--dry-run', '--protocol', protocol]);
+    t.equal(run.code, 0, run.stderr);
+    t.match(run.stdout, new RegExp(`${protocol} offer: 0\\.010000 USD \\(10000 units of ${base.stablecoin.address} on ${CAIP2.base}\\) to ${payTo}`, 'i'));
+    t.match(run.stdout, /dry run: nothing was paid/);
+  }
+  t.equal(upstream.callsTo(`/${slug}/data`), 0, 'the upstream was not called');
+  t.same(await money(), before, 'no balance moved');
+});
+
+t.test('--max below the price refuses it (exit 3) and pays nothing; at the price it pays', async (t) => {
+  const before = await money();
+  const refused = await pay(['--max', '0.005']);
+  t.equal(refused.code, 3);
+  t.match(refused.stderr, 'the price 0.010000 USD is above --max 0.005 USD; nothing was paid');
+  t.same(await money(), before, 'no balance moved');
+  const bad = await pay(['--max', 'ten']);
+  t.equal(bad.code, 2, 'a --max that is not an amount is a usage error');
+  t.match(bad.stderr, /--max must be a USD amount/);
+  const paid = await pay(['--max', '0.01']);
+  t.equal(paid.code, 0, paid.stderr);
+  t.match(paid.stdout, /^200 /);
+  t.match(paid.stdout, /x402 settlement: \{"success":true/);
+  const after = await money();
+  t.same([before.buyer - after.buyer, after.merchant - before.merchant], [10_000n, 10_000n], 'paid once, the price');
+});
+
+t.test('start-up runs the bundle: no TypeScript compiled, tsx never loaded', async (t) => {
+  await pay(['--dry-run']); // builds the bundle if the sources changed since the last one
+  const log = join(logs, 'modules.log');
+  const run = await pay(['--dry-run'], log);
+  t.equal(run.code, 0, run.stderr);
+  const loaded = readFileSync(log, 'utf8').trim().split('\n');
+  t.same(
+    loaded.filter((u) => u.includes('/node_modules/tsx/') || /\.ts$/.test(u)),
+    [],
+    'no tsx, no .ts module',
+  );
+  t.ok(
+    loaded.some((u) => /\/gate402(-cache-[^/]+)?\/pay-[0-9a-f]{32}\.mjs$/.test(u)),
+    'the cached bundle ran',
+  );
+  t.ok(loaded.length < 40, `a few modules resolved, not hundreds (${loaded.length})`);
+  t.comment(`gate402 pay --dry-run took ${Math.round(run.ms)} ms (wall, this machine, under the suite's load)`);
+});
