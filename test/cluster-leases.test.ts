@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import pg from 'pg';
+import { Membership } from '../src/cluster/membership.ts';
 import { createLogger } from '../src/log/logger.ts';
 import { Leases, LEASES_TABLE, relayerLease } from '../src/store/postgres/leases.ts';
 import { ChangeListener, LISTENER_APPLICATION, notify } from '../src/store/postgres/notifications.ts';
@@ -12,7 +14,8 @@ t.teardown(async () => {
   await pool.end();
   await db.stop();
 });
-await pool.query(`CREATE TABLE IF NOT EXISTS ${LEASES_TABLE} (name text PRIMARY KEY, node text NOT NULL, boot text NOT NULL, expires_at timestamptz NOT NULL)`);
+// The migration as shipped.
+await pool.query(readFileSync(new URL('../src/store/postgres/migrations/050-cluster-leases.sql', import.meta.url), 'utf8'));
 const log = createLogger('test', { level: 'error' });
 const leases = (node: string, boot = `${node}-boot`, leaseMs = 300) => new Leases(pool, { node, boot }, { leaseMs, timeoutMs: 2000 });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -93,4 +96,32 @@ t.test('a change is heard on every listener; a listener whose connection is kill
     ],
     'and hears changes again',
   );
+});
+
+t.test('a node joins with all its leases or refuses, naming the holder; a stopped node is taken over by one survivor', async (t) => {
+  const config = (nodeId: string) => ({ nodeId, leaseMs: 400, takeover: true, timeoutMs: 1000 });
+  const lost: string[] = [];
+  const join = (nodeId: string, keys: string[], boot = `${nodeId}-${Math.random()}`) =>
+    Membership.join({ db: pool, config: config(nodeId), boot, leases: keys.map(relayerLease), log, onLost: (why) => lost.push(`${nodeId}: ${why}`) });
+  const keyA = '0x00000000000000000000000000000000000000a1';
+  const a = await join('m-a', [keyA], 'm-a-boot');
+  await t.rejects(join('m-b', [keyA]), /relayer:0x0+a1 is held by node m-a .*another live node uses it/, 'a second node on the same key is refused, the holder named');
+  t.equal(await leases('probe').read('node:m-b'), undefined, 'the refused node left no lease of its own behind');
+  const adopted: string[][] = [[], []];
+  const survivors = [await join('m-s1', []), await join('m-s2', [])];
+  for (const [i, s] of survivors.entries()) s.takeOverWith(async (node) => void adopted[i]?.push(node));
+  t.teardown(() => Promise.all(survivors.map((s) => s.stop())));
+  t.equal(await survivors[0]?.live('m-a-boot'), true, "m-a's run is live to the others");
+  t.equal(await survivors[0]?.live('some-dead-boot'), false, 'a run no lease names is not');
+  // m-a stops: its key lease is given back, its node lease expired for another node to finish its records.
+  await a.stop();
+  const until = performance.now() + 3000;
+  while (adopted.flat().length === 0 && performance.now() < until) await sleep(50);
+  await sleep(400);
+  t.same(adopted.flat(), ['m-a'], "exactly one survivor took m-a's records over");
+  t.equal(await survivors[1]?.live('m-a-boot'), false, "m-a's run is no longer live");
+  const b = await join('m-b', [keyA]);
+  t.ok(b.held.has(relayerLease(keyA)), "m-a's key is free for another node");
+  await b.stop();
+  t.same(lost, [], 'no node lost a lease of its own');
 });

@@ -15,6 +15,7 @@ import { wellKnownX402 } from './discovery/well-known.ts';
 import { CircuitBreakers } from './paywall/circuit-breaker.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
+import type { BootLiveness } from './paywall/served-claims.ts';
 import { guardedDispatcher } from './upstream-guard/guard.ts';
 
 /** Where merchants come from: the registry (and the built-in catalog it was seeded with). */
@@ -98,6 +99,8 @@ export interface GatewayParts {
   readFile(sha256: string): Promise<Uint8Array | undefined>;
   /** The upstreams served inside the gateway, which built-in merchants may name. */
   internalUpstream: InternalUpstream;
+  /** Whose `serving` claims stand (a cluster's live nodes); default: this process's only. */
+  live?: BootLiveness;
   /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
   extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
   log: Logger;
@@ -121,6 +124,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     verify: (request) => parts.engine.verify(request),
     merchant: (slug) => parts.merchants.get(slug),
     served: parts.store.claims('served'),
+    ...(parts.live ? { live: parts.live } : {}),
     records: parts.store.collection<PaidRequestRecord>('paid-requests'),
     dispatcher,
     breakers,

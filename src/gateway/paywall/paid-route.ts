@@ -23,7 +23,7 @@ import { ok, refusal } from '../../protocol/result.ts';
 import { forwardToUpstream, type InternalUpstream } from './forward.ts';
 import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
-import { claimForServing, markServed, releaseServing, servedState } from './served-claims.ts';
+import { claimForServing, markServed, releaseServing, servedState, type BootLiveness } from './served-claims.ts';
 import { checkQuery, confinedUpstreamUrl, confinePath, upstreamRelativePath } from './upstream-path.ts';
 
 /** One paid request, as recorded: enough to reconcile revenue, disputes and upstream health. */
@@ -51,6 +51,8 @@ export interface PaywallDeps {
   merchant(slug: string): Merchant | undefined;
   /** Which payments have been served upstream: a payment buys one upstream call. */
   served: NonceClaims;
+  /** Whose `serving` claims still stand (default: this process's only; in a cluster, every live node's). */
+  live?: BootLiveness;
   records: DurableCollection<PaidRequestRecord>;
   dispatcher: Dispatcher;
   breakers: CircuitBreakers;
@@ -332,7 +334,7 @@ async function paid(
     deps.breakers.release(slug);
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail, ...bound });
   };
-  if (servedState(deps.served.holder(key)) !== 'free') return used('this payment has already been used for a request');
+  if ((await servedState(deps.served.holder(key), deps.live)) !== 'free') return used('this payment has already been used for a request');
   // A body is read only for a credential whose signature checks: a forged one is refused before a byte of it is.
   if (deps.verify && sendsBody(req)) {
     const verdict = await deps.verify(credential.request);
@@ -377,7 +379,7 @@ async function paid(
   // Claimed as `serving` (durably) before the upstream is called: a crash from here on leaves the credential redeemable.
   let claim: Awaited<ReturnType<typeof claimForServing>>;
   try {
-    claim = await claimForServing(deps.served, key);
+    claim = await claimForServing(deps.served, key, deps.live);
   } catch (err) {
     // The store cannot write (a full disk): the payment settled, nothing was claimed, so the credential stays good.
     deps.log.error('could not claim a settled payment for service', { payment: key, error: err });

@@ -126,6 +126,16 @@ export class Leases {
     await this.#query(`DELETE FROM ${LEASES_TABLE} WHERE name = ANY($1::text[]) AND node = $2 AND boot = $3`, [names, this.#me.node, this.#me.boot]);
   }
 
+  /** Ends `names` now, those this boot holds: free for any node to take (and so to finish what they stand for). */
+  async expire(names: readonly string[]): Promise<void> {
+    if (!names.length) return;
+    await this.#query(`UPDATE ${LEASES_TABLE} SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE name = ANY($1::text[]) AND node = $2 AND boot = $3`, [
+      names,
+      this.#me.node,
+      this.#me.boot,
+    ]);
+  }
+
   async read(name: string): Promise<LeaseRow | undefined> {
     const rows = await this.#query<LeaseRow>(
       `SELECT name, node, boot, greatest(0, extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS "expiresInMs" FROM ${LEASES_TABLE} WHERE name = $1`,
