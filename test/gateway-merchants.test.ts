@@ -21,7 +21,7 @@ import type { Resolver } from '../src/gateway/upstream-guard/guard.ts';
 import { createHttpServer } from '../src/http/server.ts';
 import { createLogger } from '../src/log/logger.ts';
 import { canonicalJson } from '../src/protocol/mpp/canonical-json.ts';
-import { openStore } from '../src/store/open-store.ts';
+import { openLmdbStore } from '../src/store/lmdb/open-lmdb-store.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
 const NOW = 1_750_000_000_000; // unix ms
@@ -76,7 +76,7 @@ async function signed(account: PrivateKeyAccount, reg: Registration | Record<str
 
 function setup(t: { teardown(fn: () => unknown): void }, extra: Partial<ConstructorParameters<typeof MerchantRegistry>[0]> = {}) {
   const dir = tempDir('merchants');
-  const store = openStore(join(dir, 'db'));
+  const store = openLmdbStore(join(dir, 'db'));
   t.teardown(async () => {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
@@ -93,18 +93,18 @@ function setup(t: { teardown(fn: () => unknown): void }, extra: Partial<Construc
   return { registry, filesDir, store };
 }
 
-const snapshot = (registry: MerchantRegistry, slug: string): string => {
-  const r = canonicalJson(registry.record(slug) ?? null);
+const snapshot = async (registry: MerchantRegistry, slug: string): Promise<string> => {
+  const r = canonicalJson((await registry.record(slug)) ?? null);
   if (!r.ok) throw new Error(r.error.message);
   return r.value;
 };
 
 /** Runs a call that must be refused, and checks that the stored record of `slug` did not change at all. */
 async function refused(t: Test, registry: MerchantRegistry, slug: string, call: () => Promise<RegistryResult>, status: number, error: RegExp, what: string): Promise<void> {
-  const before = snapshot(registry, slug);
+  const before = await snapshot(registry, slug);
   const r = await call();
   t.match(r, { ok: false, error: { status, message: error } }, what);
-  t.equal(snapshot(registry, slug), before, `${what}: the stored record is unchanged`);
+  t.equal(await snapshot(registry, slug), before, `${what}: the stored record is unchanged`);
 }
 
 /** The address with the case of its first letter flipped: a mixed-case address whose checksum is wrong. */
@@ -152,7 +152,7 @@ t.test('register: stored, and the public view has no secrets', async (t) => {
   const { registry } = setup(t);
   const r = await registry.register(await signed(owner, registration(owner.address)), NOW);
   t.match(r, { ok: true, value: { action: 'register' } });
-  const m = registry.get('weather-pro');
+  const m = await registry.get('weather-pro');
   t.ok(m, 'stored');
   if (!m) return;
   t.equal(m.owner, owner.address);
@@ -168,19 +168,19 @@ t.test('register: stored, and the public view has no secrets', async (t) => {
     ],
   );
   t.same(
-    registry.list().map((x) => x.slug),
+    (await registry.list()).map((x) => x.slug),
     ['weather-pro'],
   );
-  t.equal(registry.record('weather-pro')?.nonces.length, 1, 'the nonce is remembered');
+  t.equal((await registry.record('weather-pro'))?.nonces.length, 1, 'the nonce is remembered');
 
   // A lower-case payTo is accepted and stored checksummed.
   const r2 = await registry.register(await signed(other, registration(other.address.toLowerCase() as `0x${string}`, { slug: 'lower-case' })), NOW);
   t.match(r2, { ok: true });
-  t.equal(registry.get('lower-case')?.payTo, other.address);
+  t.equal((await registry.get('lower-case'))?.payTo, other.address);
   const third = privateKeyToAccount(generatePrivateKey());
   const upper = `0x${third.address.slice(2).toUpperCase()}` as `0x${string}`;
   t.match(await registry.register(await signed(third, registration(upper, { slug: 'upper-case' })), NOW), { ok: true }, 'an all-caps payTo too');
-  t.equal(registry.get('upper-case')?.owner, third.address);
+  t.equal((await registry.get('upper-case'))?.owner, third.address);
 });
 
 t.test('signatures', async (t) => {
@@ -213,7 +213,7 @@ t.test('signatures', async (t) => {
     'a registration changed after signing',
   );
   await refused(t, registry, slug, () => registry.register({ ...good, signature: '0x1234' }, NOW), 400, /signature: must be a 65-byte/, 'a malformed signature');
-  t.equal(registry.get(slug), undefined);
+  t.equal(await registry.get(slug), undefined);
 });
 
 t.test('validation refusals (400), nothing stored', async (t) => {
@@ -291,7 +291,7 @@ t.test('validation refusals (400), nothing stored', async (t) => {
   for (const [what, overrides, error] of cases) {
     await refused(t, registry, slug, async () => registry.register(await signed(owner, { ...registration(owner.address), ...overrides }), NOW), 400, error, what);
   }
-  t.equal(registry.list().length, 0);
+  t.equal((await registry.list()).length, 0);
   t.match(await registry.register(new TextEncoder().encode('{"registration":'), NOW), { ok: false, error: { code: 'invalid_registration', status: 400, message: /not JSON/ } }, 'malformed JSON');
   t.match(await registry.register([], NOW), { ok: false, error: { status: 400 } }, 'not an object');
   t.match(await registry.register({ registration: registration(owner.address) }, NOW), { ok: false, error: { status: 400, message: /signature: is required/ } });
@@ -380,7 +380,7 @@ t.test('update, delete, ownership and replay', async (t) => {
   );
   const u = await registry.register(update, later);
   t.match(u, { ok: true, value: { action: 'update' } });
-  const m = registry.get(slug)!;
+  const m = (await registry.get(slug))!;
   t.equal(m.name, 'Weather Pro 2');
   t.equal(m.createdAt, NOW, 'createdAt kept');
   t.equal(m.updatedAt, later);
@@ -396,12 +396,12 @@ t.test('update, delete, ownership and replay', async (t) => {
   await refused(t, registry, slug, async () => registry.register(await del(other, other.address), later), 403, /only the owner/, 'delete by another wallet');
   const d = await del(owner, owner.address);
   t.match(await registry.register(d, later), { ok: true, value: { action: 'delete' } });
-  t.equal(registry.get(slug), undefined, 'gone');
-  t.same(registry.list(), []);
+  t.equal(await registry.get(slug), undefined, 'gone');
+  t.same(await registry.list(), []);
   await refused(t, registry, slug, () => registry.register(d, later), 400, /nonce already used/, 'the delete replayed');
   await refused(t, registry, slug, () => registry.register(first, NOW + 2000), 400, /nonce already used/, 'the original register replayed after the delete cannot resurrect it');
   t.match(await registry.register(await signed(other, registration(other.address)), later), { ok: true }, 'the slug is free for a new owner');
-  t.equal(registry.get(slug)?.owner, other.address);
+  t.equal((await registry.get(slug))?.owner, other.address);
 });
 
 t.test('nonces are pruned once outside the clock window', async (t) => {
@@ -409,7 +409,7 @@ t.test('nonces are pruned once outside the clock window', async (t) => {
   t.match(await registry.register(await signed(owner, registration(owner.address)), NOW), { ok: true });
   const much = NOW + 3_600_000;
   t.match(await registry.register(await signed(owner, registration(owner.address, { action: 'update', issuedAt: much / 1000 })), much), { ok: true });
-  t.equal(registry.record('weather-pro')?.nonces.length, 1, 'only the fresh nonce is kept');
+  t.equal((await registry.record('weather-pro'))?.nonces.length, 1, 'only the fresh nonce is kept');
 });
 
 t.test('concurrent registrations of one slug: exactly one wins', async (t) => {
@@ -428,7 +428,7 @@ t.test('file upstreams are stored content-addressed', async (t) => {
   const fileUpstream = { kind: 'file' as const, fileName: 'answer.json', contentType: 'application/json', contentBase64: base64 };
   const r = await registry.register(await signed(owner, registration(owner.address, { slug: 'answers', upstream: fileUpstream })), NOW);
   t.match(r, { ok: true });
-  const m = registry.get('answers')!;
+  const m = (await registry.get('answers'))!;
   const sha = createHash('sha256').update(content).digest('hex');
   t.same(m.upstream, { kind: 'file', sha256: sha, contentType: 'application/json', size: content.length, fileName: 'answer.json' });
   t.equal(readFileSync(join(filesDir, sha), 'utf8'), content, 'on disk under <dir>/<sha256>');
@@ -494,9 +494,9 @@ t.test('built-in merchants', async (t) => {
   );
   t.match(await registry.register(await signed(owner, registration(owner.address, { slug: 'dogjoke' })), NOW), { ok: true });
   t.same(await registry.upsertBuiltin([{ ...builtin, slug: 'dogjoke' }]), { written: [], unchanged: [], conflicts: ['dogjoke'] }, 'a registered merchant keeps its slug');
-  t.equal(registry.get('dogjoke')?.owner, owner.address);
+  t.equal((await registry.get('dogjoke'))?.owner, owner.address);
   t.ok(await registry.delete('dogjoke'), 'operator removal');
-  t.equal(registry.get('dogjoke'), undefined);
+  t.equal(await registry.get('dogjoke'), undefined);
   t.notOk(await registry.delete('dogjoke'));
 });
 

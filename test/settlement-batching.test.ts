@@ -7,7 +7,7 @@ import { stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { nonceKeyOf, type PaymentRecord } from '../src/engine/payment-record.ts';
-import { openStore } from '../src/store/open-store.ts';
+import { openLmdbStore } from '../src/store/lmdb/open-lmdb-store.ts';
 import type { Eip3009Payload, PaymentPayload, SettleResponse } from '../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
@@ -359,9 +359,9 @@ t.test('SIGKILL with payments claimed but their batch not yet sent: after the re
 
 /** The payments' records in a facilitator's data directory (LMDB: readable beside the running facilitator). */
 async function recordsIn(dataDir: string, ps: Payment[]): Promise<Array<PaymentRecord | undefined>> {
-  const store = openStore(dataDir);
+  const store = openLmdbStore(dataDir);
   try {
-    return ps.map((p) => store.collection<PaymentRecord>('payments').get(nonceKeyOf(p.body)));
+    return await Promise.all(ps.map((p) => store.collection<PaymentRecord>('payments').get(nonceKeyOf(p.body))));
   } finally {
     await store.close();
   }

@@ -1,3 +1,5 @@
+// The LMDB store's own cases (a crash of the writer, the directory it opens, a full disk); what every store must do,
+// LMDB and PostgreSQL alike, is in store-contract.test.ts.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -5,7 +7,7 @@ import { open } from 'lmdb';
 import { join } from 'node:path';
 import { eip3009NonceKey } from '../src/schemes/eip3009/nonce-key.ts';
 import { permit2NonceKey } from '../src/schemes/permit2/nonce-key.ts';
-import { openStore } from '../src/store/open-store.ts';
+import { openLmdbStore } from '../src/store/lmdb/open-lmdb-store.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
 const made: string[] = [];
@@ -17,17 +19,6 @@ const dir = () => {
 // Registered first, so it runs after each test's own teardown has closed its store.
 t.teardown(() => {
   for (const d of made) rmSync(d, { recursive: true, force: true });
-});
-
-t.test('of 50 concurrent claims on one nonce exactly one wins, and all agree who', async (t) => {
-  const store = openStore(dir());
-  t.teardown(() => store.close());
-  const results = await Promise.all(Array.from({ length: 50 }, (_, i) => store.nonces.claim('k', `payment-${i}`)));
-  const winners = results.flatMap((r, i) => (r.claimed ? [`payment-${i}`] : []));
-  t.equal(winners.length, 1, 'one winner');
-  for (const r of results) if (!r.claimed) t.equal(r.holder, winners[0], 'losers learn the winner');
-  t.equal(store.nonces.holder('k'), winners[0]);
-  t.same(await store.nonces.claim('k', 'late'), { claimed: false, holder: winners[0] }, 'a later claim loses too');
 });
 
 t.test('nonce keys name the on-chain uniqueness scope', async (t) => {
@@ -47,25 +38,10 @@ t.test('an acknowledged write survives SIGKILL of the writer', async (t) => {
   t.match(line, /written true/);
   child.kill('SIGKILL');
   await new Promise((r) => child.once('exit', r));
-  const store = openStore(path);
+  const store = openLmdbStore(path);
   t.teardown(() => store.close());
-  t.same(store.collection('payments').get('pay-1'), { amount: '10000' }, 'the record is there after the crash');
-  t.equal(store.nonces.holder('nonce-pay-1'), 'pay-1', 'so is the nonce claim');
-});
-
-t.test('records list by prefix in key order', async (t) => {
-  const store = openStore(dir());
-  t.teardown(() => store.close());
-  const c = store.collection<number>('orders');
-  await Promise.all([c.put('b:2', 2), c.put('a:1', 1), c.put('b:1', 1), c.put('c:1', 3)]);
-  t.same(
-    [...c.entries('b:')],
-    [
-      ['b:1', 1],
-      ['b:2', 2],
-    ],
-  );
-  t.equal([...c.entries()].length, 4);
+  t.same(await store.collection('payments').get('pay-1'), { amount: '10000' }, 'the record is there after the crash');
+  t.equal(await store.nonces.holder('nonce-pay-1'), 'pay-1', 'so is the nonce claim');
 });
 
 t.test('a data directory that exists already (a mounted volume) or has a dot in its name opens', async (t) => {
@@ -76,12 +52,12 @@ t.test('a data directory that exists already (a mounted volume) or has a dot in 
         mkdirSync(path);
         writeFileSync(join(path, 'README'), 'a volume with something in it already');
       }
-      const store = openStore(path);
+      const store = openLmdbStore(path);
       await store.collection<number>('c').put('k', 1);
       await store.close();
       t.ok(statSync(path).isDirectory(), `${name} (${exists ? 'existing' : 'new'}) is a directory`);
-      const again = openStore(path);
-      t.equal(again.collection<number>('c').get('k'), 1, `${name} (${exists ? 'existing' : 'new'}) keeps its records`);
+      const again = openLmdbStore(path);
+      t.equal(await again.collection<number>('c').get('k'), 1, `${name} (${exists ? 'existing' : 'new'}) keeps its records`);
       await again.close();
     }
   }
@@ -110,7 +86,7 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
   const onUnhandled = (e: unknown) => unhandled.push(e);
   process.on('unhandledRejection', onUnhandled);
   t.teardown(() => void process.off('unhandledRejection', onUnhandled));
-  const store = openStore(dir(), { openLmdb: failingLmdb(state) as never, failureMemoryMs: 1500 });
+  const store = openLmdbStore(dir(), { openLmdb: failingLmdb(state) as never, failureMemoryMs: 1500 });
   t.teardown(() => store.close());
   const payments = store.collection<{ state: string }>('payments');
   await payments.put('p', { state: 'broadcasting' });
@@ -119,8 +95,8 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
   state.failing = true;
   await t.rejects(payments.put('p', { state: 'settled' }), /No space left/, 'the write says it failed');
   await t.rejects(store.nonces.claim('n', 'holder'), /No space left/);
-  t.same(payments.get('p'), { state: 'broadcasting' }, 'the record is where its last durable write left it');
-  t.equal(store.nonces.holder('n'), undefined, 'and the claim was not taken');
+  t.same(await payments.get('p'), { state: 'broadcasting' }, 'the record is where its last durable write left it');
+  t.equal(await store.nonces.holder('n'), undefined, 'and the claim was not taken');
   t.match(store.health(), { ok: false, error: { code: 'store_unwritable', message: /No space left/ } }, 'unhealthy');
   t.match(await store.probe(), { ok: false }, 'a probe while the disk is full fails too');
 
@@ -130,7 +106,7 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
   await new Promise((r) => setTimeout(r, 500));
   t.same(await store.probe(), { ok: true, value: undefined }, 'then healthy again');
   await payments.put('p', { state: 'settled' });
-  t.same(payments.get('p'), { state: 'settled' });
+  t.same(await payments.get('p'), { state: 'settled' });
   await new Promise((r) => setTimeout(r, 50));
   t.same(unhandled, [], 'no unhandled rejection');
 });

@@ -1,6 +1,6 @@
 import pg from 'pg';
-import { ConfigError, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';
+import { storeConfigFromEnv } from '../store/store-config.ts';
 import { deskLease, relayerLease } from '../store/postgres/leases.ts';
 import { ChangeListener, notify } from '../store/postgres/notifications.ts';
 import { type ClusterConfig, clusterConfigFromEnv, Membership } from './membership.ts';
@@ -12,9 +12,8 @@ export interface ClusterNodeConfig extends ClusterConfig {
 
 /** The cluster settings, or undefined when no shared store is configured (the embedded default runs alone). */
 export function clusterNodeConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ClusterNodeConfig | undefined {
-  const url = envString(env, 'GATE402_STORE_URL', '');
+  const url = storeConfigFromEnv(env, '').location.url;
   if (!url) return undefined;
-  if (!/^postgres(ql)?:\/\//.test(url)) throw new ConfigError('GATE402_STORE_URL must be a postgres:// URL');
   return { url, ...clusterConfigFromEnv(env) };
 }
 

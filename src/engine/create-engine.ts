@@ -8,6 +8,7 @@ import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { openStore, type Store } from '../store/open-store.ts';
+import { storeConfigFromEnv, type StoreConfig } from '../store/store-config.ts';
 import { SignatureVerifier } from '../verify/signature/pool.ts';
 import { type ClusterNode, type ClusterNodeConfig, joinCluster } from '../cluster/join.ts';
 import { BOOT } from '../cluster/boot.ts';
@@ -17,6 +18,8 @@ import { SettlementEngine } from './settlement-engine.ts';
 
 export interface EngineConfig {
   dataDir: string;
+  /** LMDB in `dataDir`, or PostgreSQL (`GATE402_STORE_URL`). */
+  store: StoreConfig;
   confirmDeadlineMs: number;
   pollMs: number;
   rpcTimeoutMs: number;
@@ -41,8 +44,10 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
     .map((k) => k.trim())
     .filter(Boolean);
   for (const k of keys) if (!/^0x[0-9a-fA-F]{64}$/.test(k)) throw new ConfigError('GATE402_RELAYER_KEYS must be 0x-prefixed 32-byte hex keys separated by commas');
+  const dataDir = resolve(envString(env, 'GATE402_DATA_DIR', 'var/data'));
   return {
-    dataDir: resolve(envString(env, 'GATE402_DATA_DIR', 'var/data')),
+    dataDir,
+    store: storeConfigFromEnv(env, dataDir),
     confirmDeadlineMs: envInt(env, 'GATE402_CONFIRM_DEADLINE_MS', 20_000, { min: 100, max: 600_000 }),
     pollMs: envInt(env, 'GATE402_RECEIPT_POLL_MS', 200, { min: 10, max: 60_000 }),
     rpcTimeoutMs: envInt(env, 'GATE402_RPC_TIMEOUT_MS', 10_000, { min: 100, max: 120_000 }),
@@ -82,7 +87,7 @@ export interface EngineOptions {
 export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics, opts: EngineOptions = {}): Promise<RunningEngine> {
   const accounts: LocalAccount[] = config.relayerKeys.length ? config.relayerKeys.map((k) => privateKeyToAccount(k)) : [...(opts.defaultRelayers ?? [])];
   if (!accounts.length) throw new ConfigError('GATE402_RELAYER_KEYS is required off the devnet (the relayers that pay settlement gas)');
-  const store = openStore(config.dataDir, { onCommit: (seconds) => metrics.lmdbCommit(seconds) });
+  const store = await openStore(config.store.location, { ...config.store.postgres, onCommit: (seconds) => metrics.lmdbCommit(seconds) });
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();
   const relayers = new Map<string, RelayerPool>();

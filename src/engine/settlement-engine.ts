@@ -189,13 +189,15 @@ export class SettlementEngine {
 
   /** Resumes the unfinished payments `mine` selects; `ready` runs once their transactions went out again, before they start. */
   async #resume(mine: (r: PaymentRecord) => boolean, ready: () => Promise<void>): Promise<string[]> {
-    const unfinished = [...this.#records.entries()].map(([, r]) => r).filter((r) => !isFinished(r) && mine(r) && !this.#host.get(r.id));
-    const batches = [...new Set(unfinished.flatMap((r) => (r.batch ? [r.batch.id] : [])))].flatMap((id) => {
-      const batch = this.#batches.get(id);
+    const unfinished: PaymentRecord[] = [];
+    for await (const [, r] of this.#records.entries()) if (!isFinished(r) && mine(r) && !this.#host.get(r.id)) unfinished.push(r);
+    const batches: BatchRecord[] = [];
+    for (const id of new Set(unfinished.flatMap((r) => (r.batch ? [r.batch.id] : [])))) {
+      const batch = await this.#batches.get(id);
       // Written in one transaction with its members: a member without its batch record is a broken store.
       if (!batch) this.#o.log.error('a payment names a batch that has no record', { batch: id });
-      return batch ? [batch] : [];
-    });
+      else batches.push(batch);
+    }
     const trails = [...unfinished.filter((r) => !r.batch && r.txs.length), ...batches];
     for (const t of trails) await resend({ pool: this.#o.relayers(t.network) }, t.txs);
     await ready();
@@ -234,15 +236,15 @@ export class SettlementEngine {
    * refusal it returns is the answer, and nothing is settled.
    */
   async settle(request: VerifyRequest, admit?: (request: VerifyRequest) => Promise<SettleResponse | undefined>): Promise<SettleResponse> {
-    const known = this.#known(request);
+    const known = this.#known(request) ?? (await this.#settledBefore(request));
     if (known) return known;
     if (admit) {
       const refused = await admit(request);
       if (refused) return refused;
-      // Another settle of the same payment may have started meanwhile.
-      const meanwhile = this.#known(request);
-      if (meanwhile) return meanwhile;
     }
+    // Another settle of the same payment may have started meanwhile (no await from here to the spawn).
+    const meanwhile = this.#known(request);
+    if (meanwhile) return meanwhile;
     const now = this.#clock();
     const record: PaymentRecord = {
       id: nonceKeyOf(request),
@@ -260,7 +262,7 @@ export class SettlementEngine {
     return this.#answer(this.#spawn(record));
   }
 
-  /** The answer for a payment in flight or settled under this nonce; undefined when it is new here. */
+  /** The answer for a payment in flight in this process, or just ended in it; undefined when it is new here. */
   #known(request: VerifyRequest): Promise<SettleResponse> | SettleResponse | undefined {
     const id = nonceKeyOf(request);
     const fingerprint = fingerprintOf(request);
@@ -276,13 +278,18 @@ export class SettlementEngine {
       const answer = outcomeOf(ended);
       if (answer && ended.context.record.fingerprint === fingerprint) return answer;
     }
-    const existing = this.#records.get(id);
+    return undefined;
+  }
+
+  /** The recorded answer for a payment settled under this nonce, by this process or another sharing the store (in a cluster, the pending one of a payment another node is settling). */
+  async #settledBefore(request: VerifyRequest): Promise<SettleResponse | undefined> {
+    const existing = await this.#records.get(nonceKeyOf(request));
     if (existing?.state === 'settled' && existing.result) {
-      if (existing.fingerprint === fingerprint) return existing.result;
-      return failure(network, existing.payer, nonceUsedReason(request), 'this nonce has settled another payment');
+      if (existing.fingerprint === fingerprintOf(request)) return existing.result;
+      return failure(request.paymentRequirements.network, existing.payer, nonceUsedReason(request), 'this nonce has settled another payment');
     }
     // In a cluster, another node is settling it: the transaction that node sent is the answer until it is final.
-    const tx = existing && this.#o.node !== undefined && !isFinished(existing) && existing.fingerprint === fingerprint ? currentTxOf(existing) : undefined;
+    const tx = existing && this.#o.node !== undefined && !isFinished(existing) && existing.fingerprint === fingerprintOf(request) ? currentTxOf(existing) : undefined;
     if (existing && tx) return pendingOf(existing, tx);
     return undefined;
   }
@@ -372,7 +379,7 @@ export class SettlementEngine {
     const claim = await claims.claim(record.id, record.attempt, () => this.#records.putWithin(record.id, { ...claimed, updatedAt: this.#clock() }));
     if (claim.claimed) return { ok: true, record: claimed };
     if (claim.holder !== record.attempt) {
-      const existing = this.#records.get(record.id);
+      const existing = await this.#records.get(record.id);
       if (existing?.state === 'settled' && existing.result) {
         if (existing.fingerprint === record.fingerprint) return { ok: 'settled-before', result: existing.result };
         return { ok: false, reason: nonceUsedReason(record.request), message: 'this nonce has settled another payment' };

@@ -20,8 +20,9 @@ import { guardedDispatcher } from './upstream-guard/guard.ts';
 
 /** Where merchants come from: the registry (and the built-in catalog it was seeded with). */
 export interface MerchantDirectory {
-  get(slug: string): Merchant | undefined;
-  list(): Merchant[];
+  /** Synchronously when the merchant is at hand (cached), else a promise of the store's answer. */
+  get(slug: string): Merchant | undefined | Promise<Merchant | undefined>;
+  list(): Promise<Merchant[]>;
 }
 
 export interface GatewayConfig {
@@ -117,7 +118,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   const receiptSigner = privateKeyToAccount(config.receiptKey).address;
   const discovery = { baseUrl: config.baseUrl, networks: parts.networks, contactEmail: config.contactEmail };
   const breakers = new CircuitBreakers(config.breaker);
-  parts.metrics.watchBreakers(() => parts.merchants.list().map((m) => [m.slug, breakers.state(m.slug)]));
+  parts.metrics.watchBreakers(async () => (await parts.merchants.list()).map((m) => [m.slug, breakers.state(m.slug)]));
   const paid = paidRouteHandler({
     networks: parts.networks,
     settle: (request) => parts.engine.settle(request),
@@ -153,10 +154,10 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     .route('GET', '/health', async () => {
       const store = await parts.store.probe();
       if (!store.ok) return json(503, { ok: false, store: { ok: false, error: 'the data store cannot write', since: new Date(store.error.since).toISOString() } });
-      return json(200, { ok: true, merchants: parts.merchants.list().length, inFlight: parts.engine.inFlight });
+      return json(200, { ok: true, merchants: (await parts.merchants.list()).length, inFlight: parts.engine.inFlight });
     })
-    .route('GET', '/openapi.json', () => json(200, rootOpenApi(parts.merchants.list(), discovery)))
-    .route('GET', '/.well-known/x402', () => json(200, wellKnownX402(parts.merchants.list(), config.baseUrl)))
+    .route('GET', '/openapi.json', async () => json(200, rootOpenApi(await parts.merchants.list(), discovery)))
+    .route('GET', '/.well-known/x402', async () => json(200, wellKnownX402(await parts.merchants.list(), config.baseUrl)))
     .route('GET', '/.well-known/gate402', () =>
       json(200, {
         receiptSigner,
@@ -164,8 +165,8 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
         receipts: 'Payment-Receipt is base64url JSON; drop `signature`, canonicalize (RFC 8785), and check it is an EIP-191 signature by receiptSigner',
       }),
     )
-    .route('GET', '/m/:slug/openapi.json', (req) => {
-      const m = parts.merchants.get(req.params.slug ?? '');
+    .route('GET', '/m/:slug/openapi.json', async (req) => {
+      const m = await parts.merchants.get(req.params.slug ?? '');
       return m ? json(200, merchantOpenApi(m, discovery)) : json(404, { error: `no merchant '${req.params.slug}'` });
     });
   for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler);

@@ -74,7 +74,7 @@ export interface Metrics {
   watchPendingPayments(read: () => number): void;
   watchRelayers(read: () => Iterable<RelayerSample>): void;
   watchWorkerPool(pool: string, read: () => WorkerPoolSample): void;
-  watchBreakers(read: () => Iterable<[merchant: string, state: BreakerStateName]>): void;
+  watchBreakers(read: () => Promise<Iterable<[merchant: string, state: BreakerStateName]>>): void;
 
   /** Stock orders (issue 5), incremented by the stock desk. */
   readonly stockOrders: Counter<'symbol' | 'outcome'>;
@@ -229,14 +229,15 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     labelNames: ['merchant', 'outcome'],
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   });
-  const breakerSources: Array<() => Iterable<[string, BreakerStateName]>> = [];
+  const breakerSources: Array<() => Promise<Iterable<[string, BreakerStateName]>>> = [];
   gauge({
     name: 'gate402_upstream_circuit_state',
     help: 'Circuit breaker of each merchant upstream: 0 closed, 1 half-open, 2 open',
     labelNames: ['merchant'],
-    collect() {
+    async collect() {
+      const states = await Promise.all(breakerSources.map((read) => read()));
       this.reset();
-      for (const read of breakerSources) for (const [merchant, state] of read()) this.labels(merchant).set(BREAKER_VALUE[state]);
+      for (const source of states) for (const [merchant, state] of source) this.labels(merchant).set(BREAKER_VALUE[state]);
     },
   });
 

@@ -24,7 +24,7 @@
  * | `{ ok: false, reason, message }` (`CheckResult`) | verify/checks.ts, the scheme checks (schemes/eip3009/checks.ts, schemes/permit2/checks.ts), verify/payment-policy.ts | `Err<Failure<InvalidReason>>`: the code is the protocol's reason code (`pass`/`fail()`) |
  * | `{ ok: false, reason, message, payer? }` (`Checked`, `Admission`) | schemes/scheme.ts `check`, facilitator/admission.ts | `Err<PaymentRefusal>` (verify/checks.ts): a `Failure<InvalidReason>` with the payer once known (`refusedPayer()`); admitted is `Ok<{ payer }>` |
  * | `{ ok: false, code, error, detail }` (`UpstreamCheck`) | gateway/upstream-guard/guard.ts | `Err<UpstreamRefusal>`: `error` is the message (shown to the merchant); `detail` (the resolved address) stays a field the registry only logs |
- * | `{ ok: false, error, since }` (`StoreHealth`) | store/open-store.ts | `Err<StoreFailure>`: code `store_unwritable`, the failed write's error as the message, `since` beside it |
+ * | `{ ok: false, error, since }` (`StoreHealth`) | store/store.ts | `Err<StoreFailure>`: code `store_unwritable`, the failed write's error as the message, `since` beside it |
  * | not yet | engine/* (`Precheck`, `StepResult`, `SendResult`, the batcher's outcomes), stock/order-desk.ts and order-machine.ts (`OrderStep`) | `{ ok: false, reason, message }`: the lifecycles are being reworked; these become `Err<Failure<InvalidReason>>` with them (the engine reads the converted checks above as `error.code`/`error.message`) |
  * | not yet | stock/market.ts (`PoolCheck`, `{ ok: false, reason }`) | its one reader is stock/order-desk.ts, being reworked with the lifecycles; becomes `Err<Failure<'pool_mismatch'>>`, the reason as the message |
  * | not yet | web/client | browser code with its own shapes |

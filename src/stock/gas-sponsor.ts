@@ -61,7 +61,7 @@ export class GasSponsor {
   async #sponsor(address: Address): Promise<SponsorOutcome> {
     const key = address.toLowerCase();
     const { market, permit2 } = this.#o;
-    if (this.#o.claims.holder(key) !== undefined) return refusal('already_sponsored', `${address} was sponsored before; sponsorship is once per address`, 409);
+    if ((await this.#o.claims.holder(key)) !== undefined) return refusal('already_sponsored', `${address} was sponsored before; sponsorship is once per address`, 409);
     const [balance, allowance] = await Promise.all([market.balanceOf(market.stable, address), market.allowance(market.stable, address, permit2)]);
     if (balance === 0n) return refusal('no_stablecoin_b', `${address} holds no stablecoin B (${market.stable}); sponsorship is for wallets that hold it`, 422);
     if (allowance > 0n) return refusal('already_approved', `${address} already has a Permit2 allowance for stablecoin B; no approval is needed`, 409);

@@ -190,14 +190,14 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       return orderAnswer(order);
     },
 
-    order(req): HttpResponse {
+    async order(req): Promise<HttpResponse> {
       const id = req.params.id ?? '';
-      const order = o.desk.get(id);
+      const order = await o.desk.get(id);
       if (!order) return json(404, { error: `no order ${JSON.stringify(id.slice(0, 64))}` }, NO_STORE);
       return json(200, publicOrder(order), NO_STORE);
     },
 
-    orders(req): HttpResponse {
+    async orders(req): Promise<HttpResponse> {
       const q = new URLSearchParams(req.query);
       const rawLimit = q.get('limit');
       const limit = rawLimit === null || rawLimit === '' ? 20 : /^\d{1,4}$/.test(rawLimit) ? Number(rawLimit) : NaN;
@@ -209,7 +209,7 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
         if (!p.ok) return refused(p.error);
         payer = p.value;
       }
-      return json(200, { orders: o.desk.history(payer, limit).map(publicOrder), ...(payer ? { payer } : { feed: 'global' }) }, NO_STORE);
+      return json(200, { orders: (await o.desk.history(payer, limit)).map(publicOrder), ...(payer ? { payer } : { feed: 'global' }) }, NO_STORE);
     },
 
     async sponsor(req): Promise<HttpResponse> {

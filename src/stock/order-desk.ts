@@ -116,7 +116,8 @@ export class StockDesk {
 
   /** Re-sends what unfinished orders had signed, learns the desk's nonce, approves the router once, resumes every order. */
   async start(): Promise<void> {
-    const unfinished = [...this.#orders.entries()].map(([, o]) => o).filter((o) => !FINAL_ORDER_STATES.has(o.state));
+    const unfinished: StockOrder[] = [];
+    for await (const [, o] of this.#orders.entries()) if (!FINAL_ORDER_STATES.has(o.state)) unfinished.push(o);
     for (const o of unfinished) await resend(this.#courier, o.refundTxs.length ? o.refundTxs : o.swapTxs);
     await this.#o.pool.init();
     for (const o of unfinished) {
@@ -135,17 +136,17 @@ export class StockDesk {
     this.#host.stop();
   }
 
-  get(id: string): StockOrder | undefined {
+  async get(id: string): Promise<StockOrder | undefined> {
     const running = this.#host.snapshot(id);
     return running ? orderOf(running) : this.#orders.get(id);
   }
 
   /** Newest first; one payer's orders, or everyone's. */
-  history(payer: Address | undefined, limit: number): StockOrder[] {
+  async history(payer: Address | undefined, limit: number): Promise<StockOrder[]> {
     const index = payer ? this.#byPayer.entries(`${payer.toLowerCase()}|`, { reverse: true }) : this.#feed.entries('', { reverse: true });
     const out: StockOrder[] = [];
-    for (const [, { id }] of index) {
-      const order = this.get(id);
+    for await (const [, { id }] of index) {
+      const order = await this.get(id);
       if (order) out.push(order);
       if (out.length >= limit) break;
     }
@@ -161,7 +162,7 @@ export class StockDesk {
     const id = randomUUID();
     const claim = await this.#payments.claim(paymentKey, id);
     if (!claim.claimed) {
-      const existing = this.#orders.get(claim.holder);
+      const existing = await this.#orders.get(claim.holder);
       if (existing) return existing;
       throw new Error('this payment is being placed by another request');
     }
@@ -198,7 +199,7 @@ export class StockDesk {
   /** The order once it is over, or as it stands after `ms`. */
   wait(id: string, ms: number): Promise<StockOrder | undefined> {
     const actor = this.#host.get(id);
-    if (!actor) return Promise.resolve(this.get(id));
+    if (!actor) return this.get(id);
     return this.#host.answer(actor, ms, (snapshot, deadlinePassed) => (snapshot.status === 'done' || deadlinePassed ? orderOf(snapshot) : undefined));
   }
 

@@ -63,7 +63,8 @@ export const TESTER_SLOTS = {
   spare2: 28,
   spare3: 29,
   spare4: 30,
-  spare5: 31,
+  // test/store-postgres-gateway.test.ts's funder
+  storePostgres: 31,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {

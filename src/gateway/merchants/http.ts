@@ -44,12 +44,12 @@ export function merchantHandlers(options: MerchantHttpOptions): MerchantHandlers
       if (action === 'delete') return json(200, { deleted: merchant.slug }, NO_STORE);
       return json(action === 'register' ? 201 : 200, { merchant: publicMerchant(merchant) }, NO_STORE);
     },
-    list(): HttpResponse {
-      return json(200, { merchants: registry.list().map(publicMerchant) }, REVALIDATE);
+    async list(): Promise<HttpResponse> {
+      return json(200, { merchants: (await registry.list()).map(publicMerchant) }, REVALIDATE);
     },
-    get(req): HttpResponse {
+    async get(req): Promise<HttpResponse> {
       const slug = req.params.slug ?? '';
-      const merchant = registry.get(slug);
+      const merchant = await registry.get(slug);
       if (!merchant) return json(404, { error: `no merchant ${slug.slice(0, 64)}` }, REVALIDATE);
       return json(200, { merchant: publicMerchant(merchant) }, REVALIDATE);
     },

@@ -2,7 +2,7 @@
  * The merchant registry: the built-in catalog plus merchants that registered themselves with a signed message
  * (`POST /api/merchants`, see `validate.ts` and `signature.ts`).
  *
- * Storage: one record per slug in the LMDB collection `merchants`, holding the merchant and the nonces of the
+ * Storage: one record per slug in the store's collection `merchants`, holding the merchant and the nonces of the
  * signed messages accepted for that slug while they could still be replayed. Merchant and nonces live in the
  * same record so that one `put` changes both (the collection has no multi-key transactions). A delete leaves a
  * tombstone (`merchant: null`) that keeps the nonces: the slug is free again, but the deleted merchant's signed
@@ -13,7 +13,8 @@
  * the merchant's owner (the wallet that registered it, which is its payTo: payTo cannot change, delete and
  * register again to move); built-in merchants are operator-managed and cannot be changed by signature.
  * A refusal changes nothing (no record written, no file stored). Changes to one slug are serialised in-process;
- * the registry assumes it is the only writer of its collection (one gateway process per data directory).
+ * the registry assumes it is the only writer of its collection (one gateway process per data directory; gateways
+ * sharing a PostgreSQL store each cache what they read, so another node's change reaches a cache only once told).
  *
  * Results (the shared vocabulary of `protocol/result.ts`): `ok({action, merchant})`, or a refusal with its code,
  * message and status: 400 (malformed, invalid,
@@ -119,9 +120,9 @@ export class MerchantRegistry {
   readonly #locks = new Map<string, Promise<unknown>>();
   /**
    * Records read or written, frozen, by slug: the paid route looks its merchant up on every request, and
-   * decoding it from LMDB each time cost more than the rest of the 402. Sound because this registry is the only
+   * decoding it from the store each time cost more than the rest of the 402. Sound because this registry is the only
    * writer of its collection (see the top of this file) and updates the cache once a write is durable.
-   * Only slugs that have a record are kept (a miss costs LMDB no decoding, and anyone can ask for any slug), and
+   * Only slugs that have a record are kept (a miss costs the store no decoding, and anyone can ask for any slug), and
    * at most {@link MERCHANT_CACHE_MAX} of them, least recently used first out.
    */
   readonly #cache = new LRUCache<string, Readonly<MerchantRecord>>({ max: MERCHANT_CACHE_MAX });
@@ -144,13 +145,18 @@ export class MerchantRegistry {
     else this.#cache.delete(slug);
   }
 
-  #read(slug: string): Readonly<MerchantRecord> | undefined {
-    let hit = this.#cache.get(slug);
-    if (hit === undefined) {
-      hit = deepFreeze(this.#merchants.get(slug));
-      if (hit !== undefined) this.#cache.set(slug, hit);
-    }
-    return hit;
+  /** At once from the cache; else once the store has answered (in PostgreSQL, a round trip). */
+  #read(slug: string): Readonly<MerchantRecord> | undefined | Promise<Readonly<MerchantRecord> | undefined> {
+    const hit = this.#cache.get(slug);
+    if (hit !== undefined) return hit;
+    return this.#merchants.get(slug).then((record) => {
+      // A write that landed while this read was out has cached the newer record: it stays.
+      const cached = this.#cache.get(slug);
+      if (cached !== undefined) return cached;
+      const frozen = deepFreeze(record);
+      if (frozen !== undefined) this.#cache.set(slug, frozen);
+      return frozen;
+    });
   }
 
   /** Slugs whose record is held in memory (for tests: bounded whatever buyers ask for). */
@@ -159,7 +165,7 @@ export class MerchantRegistry {
   }
 
   async #write(slug: string, record: MerchantRecord): Promise<void> {
-    this.#cache.delete(slug); // a failed write leaves the next read to LMDB
+    this.#cache.delete(slug); // a failed write leaves the next read to the store
     await this.#merchants.put(slug, record);
     this.#cache.set(slug, deepFreeze(structuredClone(record)));
     // The write stands whether or not the others hear of it now (a listener that reconnects reloads everything).
@@ -174,28 +180,32 @@ export class MerchantRegistry {
     return this.#files;
   }
 
-  /** The live merchant of `slug`. */
-  get(slug: string): Merchant | undefined {
+  /**
+   * The live merchant of `slug`: synchronously when its record is cached (the paid route answers its 402 without
+   * waiting), else a promise of the store's answer.
+   */
+  get(slug: string): Merchant | undefined | Promise<Merchant | undefined> {
     if (!validKey(slug)) return undefined;
-    return this.#read(slug)?.merchant ?? undefined;
+    const r = this.#read(slug);
+    return r instanceof Promise ? r.then((record) => record?.merchant ?? undefined) : (r?.merchant ?? undefined);
   }
 
   /** Whether `slug` is a built-in (operator) merchant. */
-  isBuiltin(slug: string): boolean {
+  async isBuiltin(slug: string): Promise<boolean> {
     if (!validKey(slug)) return false;
-    const r = this.#read(slug);
+    const r = await this.#read(slug);
     return r?.merchant != null && r.builtin;
   }
 
   /** Every live merchant, by slug. */
-  list(): Merchant[] {
+  async list(): Promise<Merchant[]> {
     const out: Merchant[] = [];
-    for (const [, record] of this.#merchants.entries()) if (record.merchant) out.push(record.merchant);
+    for await (const [, record] of this.#merchants.entries()) if (record.merchant) out.push(record.merchant);
     return out;
   }
 
   /** The stored record of `slug` (tombstones included), for inspection and tests. */
-  record(slug: string): MerchantRecord | undefined {
+  async record(slug: string): Promise<MerchantRecord | undefined> {
     if (!validKey(slug)) return undefined;
     return this.#read(slug);
   }
@@ -231,7 +241,7 @@ export class MerchantRegistry {
 
     const result = await this.#withLock(registration.slug, async (): Promise<RegistryResult> => {
       const slug = registration.slug;
-      const record = this.#read(slug);
+      const record = await this.#read(slug);
       if (record?.nonces.some((n) => n.nonce === registration.nonce)) return refuse(400, `nonce already used for ${slug}: sign a new registration with a fresh nonce`);
       const current = record?.merchant ?? null;
       if (registration.action === 'register') {
@@ -304,7 +314,7 @@ export class MerchantRegistry {
   async delete(slug: string): Promise<boolean> {
     if (!validKey(slug)) return false;
     return this.#withLock(slug, async () => {
-      const record = this.#read(slug);
+      const record = await this.#read(slug);
       if (!record?.merchant) return false;
       await this.#write(slug, { merchant: null, builtin: false, nonces: this.#liveNonces(record, Date.now()) });
       this.#log?.info('merchant removed by the operator', { slug });
@@ -320,7 +330,7 @@ export class MerchantRegistry {
     const report: BuiltinSeedReport = { written: [], unchanged: [], conflicts: [] };
     for (const m of merchants) {
       await this.#withLock(m.slug, async () => {
-        const record = this.#read(m.slug);
+        const record = await this.#read(m.slug);
         if (record?.merchant && !record.builtin) {
           report.conflicts.push(m.slug);
           this.#log?.warn('built-in merchant slug is held by a registered merchant; skipping it', { slug: m.slug });

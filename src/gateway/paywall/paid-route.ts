@@ -48,7 +48,8 @@ export interface PaywallDeps {
    * signature is not the payer's is refused without reading (or buffering) the body.
    */
   verify?(request: VerifyRequest): Promise<VerifyResponse>;
-  merchant(slug: string): Merchant | undefined;
+  /** Synchronously when the merchant is at hand (cached): an unpaid request's 402 is answered without waiting. */
+  merchant(slug: string): Merchant | undefined | Promise<Merchant | undefined>;
   /** Which payments have been served upstream: a payment buys one upstream call. */
   served: NonceClaims;
   /** Whose `serving` claims still stand (default: this process's only; in a cluster, every live node's). */
@@ -187,9 +188,7 @@ async function postedDigest(req: HttpRequest): Promise<string | undefined> {
 export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
   const memo = new ChallengeMemo();
   // Not `async`: the unpaid 402 is answered synchronously, before the server's route callback returns.
-  return (req) => {
-    const slug = req.params.slug ?? '';
-    const merchant = deps.merchant(slug);
+  const handle = (req: HttpRequest, slug: string, merchant: Merchant | undefined): Promise<HttpResponse> | HttpResponse => {
     if (!merchant) return json(404, { error: `no merchant '${slug}'` });
     // The path is checked before anything else: a path that could leave the route is refused, whatever is paid.
     const confined = confinePath(req.params['*'] ?? '');
@@ -222,6 +221,11 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
     }
     // However it ends (body too large, client gone, a throw), a half-open trial this request held is given back.
     return paid(deps, req, merchant, route, terms, credential, upstreamRelativePath(route.route, segments)).finally(() => deps.breakers.release(slug));
+  };
+  return (req) => {
+    const slug = req.params.slug ?? '';
+    const merchant = deps.merchant(slug);
+    return merchant instanceof Promise ? merchant.then((m) => handle(req, slug, m)) : handle(req, slug, merchant);
   };
 }
 
@@ -334,7 +338,7 @@ async function paid(
     deps.breakers.release(slug);
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail, ...bound });
   };
-  if ((await servedState(deps.served.holder(key), deps.live)) !== 'free') return used('this payment has already been used for a request');
+  if ((await servedState(await deps.served.holder(key), deps.live)) !== 'free') return used('this payment has already been used for a request');
   // A body is read only for a credential whose signature checks: a forged one is refused before a byte of it is.
   if (deps.verify && sendsBody(req)) {
     const verdict = await deps.verify(credential.request);

@@ -1,0 +1,94 @@
+import { mkdirSync } from 'node:fs';
+import { open, type Database, type RootDatabase, type RootDatabaseOptionsWithPath } from 'lmdb';
+import type { Store, StoreOptions } from '../store.ts';
+import { WriteHealth } from '../write-health.ts';
+import { WriteSet } from '../write-set.ts';
+import { LmdbClaims } from './lmdb-claims.ts';
+import { LmdbCollection } from './lmdb-collection.ts';
+
+export interface LmdbStoreOptions extends StoreOptions {
+  /** Opens the LMDB environment; `lmdb`'s `open` unless given (tests give one whose writes fail). */
+  openLmdb?: (options: RootDatabaseOptionsWithPath) => RootDatabase;
+}
+
+/** Resolves once `write` is committed and flushed to disk. */
+export type Durable = <T>(write: Promise<T>) => Promise<T>;
+
+/**
+ * The one LMDB environment of a gate402 process. Writes from concurrent requests share a transaction and one
+ * disk flush (lmdb-js batches them), so durability never costs an fsync per request.
+ *
+ * `path` is a directory (created if missing; an existing one, e.g. a mounted volume, is used as it is, whatever its
+ * name: lmdb would otherwise take a name with a dot, `data.v1`, for a file).
+ *
+ * A write that fails (disk full, I/O error) rejects its own promise, and only that: callers decide what it means for
+ * their record, and the store reports itself unhealthy until a write succeeds again.
+ */
+export function openLmdbStore(path: string, opts: LmdbStoreOptions = {}): Store {
+  guardCommitRejections();
+  mkdirSync(path, { recursive: true });
+  const root: RootDatabase = (opts.openLmdb ?? open)({ path, noSubdir: false, compression: false, maxDbs: 32 });
+  const dbs = new Map<string, Database>();
+  const db = (name: string): Database => {
+    let d = dbs.get(name);
+    if (!d) {
+      d = root.openDB({ name, encoding: 'msgpack' });
+      dbs.set(name, d);
+    }
+    return d;
+  };
+  const health = new WriteHealth(opts.failureMemoryMs);
+  const durable: Durable = async (write) => {
+    const started = performance.now();
+    try {
+      const result = await write;
+      await root.flushed;
+      health.succeeded();
+      opts.onCommit?.((performance.now() - started) / 1000);
+      return result;
+    } catch (err) {
+      health.failed(err);
+      // lmdb rejects a failed commit's cause (`commitError`) in a promise of its own: handled here, with the write.
+      (err as { commitError?: Promise<unknown> } | undefined)?.commitError?.catch(() => {});
+      throw err;
+    }
+  };
+  const within = new WriteSet<Database>();
+  return {
+    path,
+    nonces: new LmdbClaims(db('nonces'), durable, within),
+    claims: (name: string) => new LmdbClaims(db(`claims:${name}`), durable, within),
+    collection: <T>(name: string) => new LmdbCollection<T>(db(name), durable, within),
+    atomically: async (write) => {
+      const writes = within.gather(write);
+      await durable(
+        root.transaction(() => {
+          for (const w of writes) void w.target.put(w.key, w.value);
+        }),
+      );
+    },
+    health: () => health.health(),
+    probe: async () => {
+      if (health.probeDue()) await (async () => durable(db('health').put('probe', Date.now())))().catch(() => {});
+      return health.health();
+    },
+    close: () => root.close(),
+  };
+}
+
+let guarding = false;
+
+/**
+ * When a commit fails (disk full, I/O error), lmdb rejects each write of the transaction, which its caller handles,
+ * and also internal promises nobody can hold, which would be unhandled rejections and, by Node's default, end the
+ * process. Those (recognised by lmdb's `commitError`) are ignored: the failure reaches the writes' callers and the
+ * store's health. Any other unhandled rejection is thrown on, as Node would.
+ */
+function guardCommitRejections(): void {
+  if (guarding) return;
+  guarding = true;
+  process.on('unhandledRejection', (reason) => {
+    if (reason instanceof Error && 'commitError' in reason) return;
+    throw reason;
+  });
+}

@@ -1,0 +1,126 @@
+import pg from 'pg';
+import type { Store, StoreOptions } from '../store.ts';
+import { WriteHealth } from '../write-health.ts';
+import { migrate } from './migrate.ts';
+import { PostgresClaims } from './postgres-claims.ts';
+import { PostgresCollection } from './postgres-collection.ts';
+import { WriteSet } from '../write-set.ts';
+import { upsertRecords, writeColumns } from './record-writes.ts';
+
+export interface PostgresStoreOptions extends StoreOptions {
+  /** Connections this process keeps at most (default 10). */
+  poolSize?: number;
+  /** How long connecting, or waiting for a free connection, may take (default 5 s). */
+  connectTimeoutMs?: number;
+  /** How long one statement may run, server-side and as seen from here (default 5 s). */
+  statementTimeoutMs?: number;
+}
+
+/** A PostgreSQL store, and its connection pool for what else this process keeps in the database (leases, notifications). */
+export interface PostgresStore extends Store {
+  readonly pool: pg.Pool;
+}
+
+/** The statements the collections and claims run: writes count toward the store's health, and are timed. */
+export interface Sql {
+  read<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>>;
+  write<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+/** Statements waiting for a connection beyond this many fail at once instead of queueing (memory stays bounded). */
+const MAX_WAITING = 10_000;
+
+/**
+ * A store in a PostgreSQL database that any number of gate402 processes share. Every write is one statement, so one
+ * transaction, acknowledged once committed (`synchronous_commit` on); every read asks the database, so a record or
+ * claim another process wrote is seen. The migrations in `migrations/` are applied before it opens.
+ */
+export async function openPostgresStore(url: string, opts: PostgresStoreOptions = {}): Promise<PostgresStore> {
+  const poolSize = opts.poolSize ?? 10;
+  const statementTimeoutMs = opts.statementTimeoutMs ?? 5000;
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5000,
+    statement_timeout: statementTimeoutMs,
+    // The client gives up a little after the server would: a lost connection does not hold a request forever.
+    query_timeout: statementTimeoutMs + 1000,
+    idle_in_transaction_session_timeout: statementTimeoutMs,
+    keepAlive: true,
+    application_name: 'gate402',
+    options: '-c synchronous_commit=on',
+  });
+  const health = new WriteHealth(opts.failureMemoryMs);
+  // An idle connection that breaks (the server restarted) is dropped by the pool; the next statement opens another.
+  pool.on('error', (err) => health.failed(err));
+  const query = async <R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> => {
+    if (pool.waitingCount >= MAX_WAITING) throw new Error(`the data store is saturated: ${pool.waitingCount} statements wait for a connection`);
+    return pool.query<R>(text, values);
+  };
+  const sql: Sql = {
+    read: async <R extends pg.QueryResultRow>(text: string, values: unknown[]) => {
+      try {
+        return await query<R>(text, values);
+      } catch (err) {
+        if (isUnavailable(err)) health.failed(err);
+        throw err;
+      }
+    },
+    write: async <R extends pg.QueryResultRow>(text: string, values: unknown[]) => {
+      const started = performance.now();
+      try {
+        const result = await query<R>(text, values);
+        health.succeeded();
+        opts.onCommit?.((performance.now() - started) / 1000);
+        return result;
+      } catch (err) {
+        if (isUnavailable(err)) health.failed(err);
+        throw err;
+      }
+    },
+  };
+  try {
+    await migrate(pool);
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw new Error(`the PostgreSQL store at ${redacted(url)} could not be opened: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const within = new WriteSet<string>();
+  return {
+    pool,
+    path: redacted(url),
+    nonces: new PostgresClaims('nonces', sql, within),
+    claims: (name) => new PostgresClaims(`claims:${name}`, sql, within),
+    collection: <T>(name: string) => new PostgresCollection<T>(name, sql, within),
+    atomically: async (write) => {
+      const writes = within.gather(write);
+      if (writes.length) await sql.write(upsertRecords(1), writeColumns(writes));
+    },
+    health: () => health.health(),
+    probe: async () => {
+      if (health.probeDue()) await sql.write(upsertRecords(1), writeColumns([{ target: 'health', key: 'probe', value: Date.now() }])).catch(() => {});
+      return health.health();
+    },
+    close: () => pool.end(),
+  };
+}
+
+/**
+ * The statement failed for want of the database (unreachable, shutting down, out of disk, a timeout), not for what it
+ * carried: a data or constraint error (SQLSTATE classes 22 and 23) says nothing of the store's health.
+ */
+function isUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return !(typeof code === 'string' && /^2[23]/.test(code));
+}
+
+/** The URL without its password, for messages and `Store.path`. */
+export function redacted(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return 'postgres://(unparsable URL)';
+  }
+}

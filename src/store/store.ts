@@ -1,0 +1,42 @@
+import type { Err, Failure, Ok } from '../protocol/result.ts';
+import type { DurableCollection } from './durable-collection.ts';
+import type { NonceClaims } from './nonce-claims.ts';
+
+/**
+ * The records of a gate402 process: in an LMDB environment of its own (`lmdb/`), or in a PostgreSQL database that
+ * several processes share (`postgres/`). `open-store.ts` picks one.
+ */
+export interface Store {
+  /** Where the records are: the LMDB directory, or the PostgreSQL URL without its password. */
+  readonly path: string;
+  /** Payment nonces claimed before simulation: one key per on-chain nonce, forever. */
+  readonly nonces: NonceClaims;
+  /** Another named set of atomic claims (e.g. which payments have been served upstream). */
+  claims(name: string): NonceClaims;
+  /** Open a named collection of durable records (payments, orders, sponsorships, ...). */
+  collection<T>(name: string): DurableCollection<T>;
+  /** Runs `write` (its writes made with `putWithin`, in any collections) as one transaction, durably: all or nothing. */
+  atomically(write: () => void): Promise<void>;
+  /**
+   * Not ok while the last durable write failed (a full disk, an I/O error, an unreachable database), and for a while
+   * after any write failed: on a nearly full disk small writes may still pass while larger ones fail.
+   */
+  health(): StoreHealth;
+  /** {@link health}, after trying a small durable write when the store is failing (at most once a second). */
+  probe(): Promise<StoreHealth>;
+  close(): Promise<void>;
+}
+
+/** Why the store is not healthy: the last failed write's error as the message, and since when (ms since the epoch). */
+export interface StoreFailure extends Failure<'store_unwritable'> {
+  since: number;
+}
+
+export type StoreHealth = Ok<undefined> | Err<StoreFailure>;
+
+export interface StoreOptions {
+  /** Told how long each durable write took, from the write until it was durable (metrics). */
+  onCommit?: (seconds: number) => void;
+  /** How long a failed write keeps the store unhealthy after writes succeed again (default 60 s). */
+  failureMemoryMs?: number;
+}
