@@ -62,9 +62,10 @@ export const TESTER_SLOTS = {
   suiteMoney: 27,
   spare2: 28,
   spare3: 29,
-  spare4: 30,
   // test/store-postgres-gateway.test.ts's funder
   storePostgres: 31,
+  // test/cluster-nodes.test.ts's funder
+  cluster: 30,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {
