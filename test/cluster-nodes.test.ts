@@ -77,23 +77,23 @@ t.test('a merchant deleted at one node is gone at the other within a second', as
   const owner = freshAccount();
   const slug = `cluster-${Date.now().toString(36)}`;
   const signed = async (action: 'register' | 'delete') => {
-    const registration = {
-      action,
-      slug,
-      name: 'Cluster shop',
-      description: 'A merchant the cluster test registers',
-      payTo: owner.address,
-      networks: [caip2],
-      upstream: { kind: 'url' as const, baseUrl: `${upstream}/${slug}`, secretHeaders: {} },
-      routes: [{ route: 'data', methods: ['GET' as const], priceUsd: '0.01', summary: 'Data', description: 'Paid data', input: 'anything' }],
-      nonce: `n-${Math.random()}`,
-      issuedAt: Math.floor(Date.now() / 1000),
-    };
+    const common = { action, slug, payTo: owner.address, nonce: `n-${Math.random()}`, issuedAt: Math.floor(Date.now() / 1000) };
+    const registration =
+      action === 'delete'
+        ? common
+        : {
+            ...common,
+            name: 'Cluster shop',
+            description: 'A merchant the cluster test registers',
+            networks: [caip2],
+            upstream: { kind: 'url' as const, baseUrl: `${upstream}/${slug}`, secretHeaders: {} },
+            routes: [{ route: 'data', methods: ['GET' as const], priceUsd: '0.010000', summary: 'Data', description: 'Paid data', input: 'anything' }],
+          };
     const signature = await owner.signTypedData(registrationTypedData(registration as never));
     return fetch(`${a.gw.url}/api/merchants`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ registration, signature }) });
   };
   const registered = await signed('register');
-  t.ok(registered.status < 300, `registered at node 1: ${registered.status}`);
+  t.ok(registered.status < 300, `registered at node 1: ${registered.status} ${await registered.clone().text()}`);
   const seen = performance.now();
   await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 402, 'node 2 to offer it', 1000);
   t.ok(performance.now() - seen < 1000, 'node 2 offers it within a second');
