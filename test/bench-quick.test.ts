@@ -25,7 +25,7 @@ t.equal(code, 0, 'the whole bench ran', { output: output.join('').slice(-4000) }
 const result = (scenario: string): ScenarioResult => JSON.parse(readFileSync(join(dir, `${scenario}.json`), 'utf8')) as ScenarioResult;
 const onlyStatus = (outcomes: Record<string, number>, status: string) => Object.keys(outcomes).length === 1 && (outcomes[status] ?? 0) > 0;
 
-for (const scenario of ['challenge', 'verify', 'paid', 'stock', 'scaling']) {
+for (const scenario of ['challenge', 'verify', 'paid', 'stock', 'cluster', 'scaling']) {
   t.test(`${scenario}.json says where and how it was measured`, async (t) => {
     const r = result(scenario);
     t.equal(r.scenario, scenario);
@@ -108,10 +108,19 @@ t.test('scaling: each level of concurrent buyers answered 200, each one settleme
   }
 });
 
+t.test('cluster: both runs paid and served, their CPU per paid request measured', async (t) => {
+  const c = result('cluster').figures.cluster as Record<'lmdb' | 'postgres', { paid: number; cpuMsPerPaid: { total: number } }> & { cpuPerPaidClusterVsLmdb: number };
+  for (const run of [c.lmdb, c.postgres]) {
+    t.ok(run.paid > 0, 'requests answered 200');
+    t.ok(run.cpuMsPerPaid.total > 0, 'CPU per paid request read from /proc');
+  }
+  t.ok(c.cpuPerPaidClusterVsLmdb > 0, 'the ratio is there');
+});
+
 t.test('summary.md: one table with every scenario, each goal judged', async (t) => {
   const md = readFileSync(join(dir, 'summary.md'), 'utf8');
   t.match(md, /\| scenario \| measurement \| figure \| goal \| met \|/);
-  for (const scenario of ['challenge', 'verify', 'paid', 'stock', 'scaling']) t.match(md, new RegExp(`^\\| ${scenario} \\|`, 'm'));
+  for (const scenario of ['challenge', 'verify', 'paid', 'stock', 'cluster', 'scaling']) t.match(md, new RegExp(`^\\| ${scenario} \\|`, 'm'));
   const judged = md.split('\n').filter((line) => !line.startsWith('| scenario ') && /\| (met|\*\*not met\*\*|not evaluated)[^|]*\|$/.test(line));
   const goals = ['challenge', 'verify', 'paid'].reduce((n, s) => n + result(s).goals.length, 0);
   t.equal(judged.length, goals, 'a verdict per goal');
