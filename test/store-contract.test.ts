@@ -1,8 +1,10 @@
 // What every store does, LMDB and PostgreSQL alike: claims won exactly once under concurrency, a claim's writes
 // and `atomically`'s all or nothing, listings in key order, records that outlive the store that wrote them. Then
-// what only a shared PostgreSQL store has to: two instances on one database, migrations applied once however many
-// nodes start at once, an outage reported as store_unwritable and recovered from.
+// what only a shared PostgreSQL store has to: two instances on one database, a write that outlives a SIGKILL of its
+// writer, migrations applied once however many nodes start at once, an outage reported as store_unwritable and
+// recovered from.
 import t from 'tap';
+import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { openLmdbStore } from '../src/store/lmdb/open-lmdb-store.ts';
 import { openStore, type Store } from '../src/store/open-store.ts';
@@ -140,6 +142,22 @@ for (const b of backends) {
     t.same(again.health(), { ok: true, value: undefined });
   });
 }
+
+t.test('PostgreSQL: an acknowledged write survives SIGKILL of the writer', async (t) => {
+  const url = await db.server.createDatabase('killed_writer');
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/store-writer.ts', url, 'pay-1'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => resolve(d.toString()));
+    child.once('exit', (code) => reject(new Error(`writer exited ${code}`)));
+  });
+  t.match(line, /written true/);
+  child.kill('SIGKILL');
+  await new Promise((r) => child.once('exit', r));
+  const store = await openPostgresStore(url, { poolSize: 1 });
+  t.teardown(() => store.close());
+  t.same(await store.collection('payments').get('pay-1'), { amount: '10000' }, 'the record is there after the crash');
+  t.equal(await store.nonces.holder('nonce-pay-1'), 'pay-1', 'so is the nonce claim');
+});
 
 t.test('PostgreSQL: migrations are applied once, however many nodes start at once', async (t) => {
   const url = await db.server.createDatabase('migrations_race');

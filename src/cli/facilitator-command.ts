@@ -32,8 +32,12 @@ export async function startServiceOrExit(opts: ServiceOptions): Promise<RunningS
 
 /** On a devnet, the data directory holds the records of its chains only: new chains, new records (README, "Restarts"). */
 async function startRecordsWithChains(manifest: DevnetManifest): Promise<void> {
-  const dataDir = engineConfigFromEnv().dataDir;
-  if ((await bindRecordsToChains(dataDir, manifest)) === 'reset') {
+  const { dataDir, store } = engineConfigFromEnv();
+  const verdict = await bindRecordsToChains(dataDir, manifest);
+  if (store.location.url) {
+    // A shared database outlives any one devnet: its records are the operator's to drop.
+    if (verdict !== 'keep') createLogger('gate402').warn('the devnet chains are new, but records in GATE402_STORE_URL are kept: use a fresh database for fresh chains');
+  } else if (verdict === 'reset') {
     createLogger('gate402').warn('the devnet chains are new: the records of the previous chains were removed', { dataDir });
   }
 }

@@ -126,6 +126,8 @@ export class MerchantRegistry {
    * at most {@link MERCHANT_CACHE_MAX} of them, least recently used first out.
    */
   readonly #cache = new LRUCache<string, Readonly<MerchantRecord>>({ max: MERCHANT_CACHE_MAX });
+  /** Store reads in flight, by slug (as many as requests for distinct uncached slugs are in flight). */
+  readonly #reading = new Map<string, Promise<Readonly<MerchantRecord> | undefined>>();
 
   constructor(options: MerchantRegistryOptions) {
     this.#merchants = options.store.collection<MerchantRecord>(MERCHANTS_COLLECTION);
@@ -145,18 +147,29 @@ export class MerchantRegistry {
     else this.#cache.delete(slug);
   }
 
-  /** At once from the cache; else once the store has answered (in PostgreSQL, a round trip). */
+  /**
+   * At once from the cache; else once the store has answered (in PostgreSQL, a round trip), one read per slug
+   * however many requests ask for it meanwhile (a cold node's first burst costs the store one query).
+   */
   #read(slug: string): Readonly<MerchantRecord> | undefined | Promise<Readonly<MerchantRecord> | undefined> {
     const hit = this.#cache.get(slug);
     if (hit !== undefined) return hit;
-    return this.#merchants.get(slug).then((record) => {
-      // A write that landed while this read was out has cached the newer record: it stays.
-      const cached = this.#cache.get(slug);
-      if (cached !== undefined) return cached;
-      const frozen = deepFreeze(record);
-      if (frozen !== undefined) this.#cache.set(slug, frozen);
-      return frozen;
-    });
+    let reading = this.#reading.get(slug);
+    if (!reading) {
+      reading = this.#merchants
+        .get(slug)
+        .then((record) => {
+          // A write that landed while this read was out has cached the newer record: it stays.
+          const cached = this.#cache.get(slug);
+          if (cached !== undefined) return cached;
+          const frozen = deepFreeze(record);
+          if (frozen !== undefined) this.#cache.set(slug, frozen);
+          return frozen;
+        })
+        .finally(() => this.#reading.delete(slug));
+      this.#reading.set(slug, reading);
+    }
+    return reading;
   }
 
   /** Slugs whose record is held in memory (for tests: bounded whatever buyers ask for). */

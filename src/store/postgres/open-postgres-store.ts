@@ -51,8 +51,9 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     options: '-c synchronous_commit=on',
   });
   const health = new WriteHealth(opts.failureMemoryMs);
-  // An idle connection that breaks (the server restarted) is dropped by the pool; the next statement opens another.
-  pool.on('error', (err) => health.failed(err));
+  // An idle connection that breaks (the server restarted) is dropped by the pool and the next statement opens another:
+  // the store is unhealthy only if that statement fails too.
+  pool.on('error', () => {});
   const query = async <R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> => {
     if (pool.waitingCount >= MAX_WAITING) throw new Error(`the data store is saturated: ${pool.waitingCount} statements wait for a connection`);
     return pool.query<R>(text, values);
