@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
+import { resolve } from 'node:path';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';
 import { type LeaseHeld, type LeaseRow, Leases, nodeLease, type Queryable } from '../store/postgres/leases.ts';
@@ -15,7 +17,7 @@ import { type LeaseHeld, type LeaseRow, Leases, nodeLease, type Queryable } from
  *   responsible for that node's records and resumes them (`adopt`); it gives the lease back once they are finished.
  */
 export interface ClusterConfig {
-  /** This node's name, the same across its restarts (GATE402_NODE_ID, default the host name). */
+  /** This node's name, the same across its restarts (GATE402_NODE_ID, default the host name and a hash of the data directory). */
   nodeId: string;
   /** A lease's term (GATE402_LEASE_MS). */
   leaseMs: number;
@@ -28,12 +30,17 @@ export interface ClusterConfig {
 const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
 export function clusterConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ClusterConfig {
+  // By default the host name and the data directory: the same across restarts, another for each node on one host.
+  const dataDir = createHash('sha256')
+    .update(resolve(envString(env, 'GATE402_DATA_DIR', 'var/data')))
+    .digest('hex')
+    .slice(0, 8);
   const nodeId = envString(
     env,
     'GATE402_NODE_ID',
-    hostname()
-      .slice(0, 64)
-      .replace(/[^A-Za-z0-9._-]/g, '-'),
+    `${hostname()
+      .slice(0, 55)
+      .replace(/[^A-Za-z0-9._-]/g, '-')}-${dataDir}`,
   );
   if (!NODE_ID.test(nodeId)) throw new ConfigError(`GATE402_NODE_ID must be 1 to 64 letters, digits, '.', '_' or '-', got '${nodeId}'`);
   const leaseMs = envInt(env, 'GATE402_LEASE_MS', 15_000, { min: 300, max: 600_000 });
