@@ -55,7 +55,16 @@ interface Row {
 
 type Load = LoadResult;
 type Paid = PaidFigures;
+interface ClusterRun {
+  paidPerSecond: number;
+  p50ms: number;
+  p99ms: number;
+  outcomes: Record<string, number>;
+  cpuMsPerPaid: { gateways: number; postgres: number; total: number };
+}
+
 interface Figures {
+  cluster?: { concurrency: number; lmdb: ClusterRun; postgres: ClusterRun; cpuPerPaidClusterVsLmdb: number };
   challenge?: { concurrency: number; gate402: Load; bareUws: Load; x402Express: Load; gate402VsBareUws: number; gate402VsX402Express: number };
   signatures?: { environment: { cores: number }; rows: { name: string; perSecond: number; wrong: number }[]; ratios: Record<string, number> };
   http?: { simulationOff?: Load; simulationOn?: Load };
@@ -267,6 +276,17 @@ function figureRows(figures: Record<string, unknown>): Row[] {
     rows.push({
       measurement: `stock orders end to end (${s.orders} orders)`,
       figure: `${int(s.ordersPerSecond)}/s (${latency(s)}; ${s.delivered} of ${s.orders} delivered, ${s.belowSlippageFloor} below the slippage floor)`,
+    });
+  }
+  if (f.cluster) {
+    const c = f.cluster;
+    const line = (x: ClusterRun) => `${x.cpuMsPerPaid.total} ms CPU per paid request (${x.paidPerSecond} paid/s, p50 ${x.p50ms} / p99 ${x.p99ms} ms; ${outcomes(x.outcomes)})`;
+    rows.push({ measurement: `paid, one gateway on LMDB (${c.concurrency} connections)`, figure: line(c.lmdb) });
+    rows.push({ measurement: 'paid, two gateways on one PostgreSQL', figure: `${line(c.postgres)}; of it PostgreSQL ${c.postgres.cpuMsPerPaid.postgres} ms` });
+    rows.push({
+      measurement: 'cluster CPU per paid request / LMDB',
+      figure: times(c.cpuPerPaidClusterVsLmdb),
+      goal: { goal: 'the cluster costs at most 1.2× LMDB per paid request', measured: times(c.cpuPerPaidClusterVsLmdb), met: c.cpuPerPaidClusterVsLmdb > 0 && c.cpuPerPaidClusterVsLmdb <= 1.2 },
     });
   }
   if (f.scaling) {

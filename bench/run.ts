@@ -41,6 +41,10 @@ const SCENARIOS: Record<string, { files: string[]; about: string }> = {
     files: ['bench/stock.ts'],
     about: 'completed stock orders per second (fresh buyers, official client payments, 14 stocks), p50/p90/p99',
   },
+  cluster: {
+    files: ['bench/cluster.ts'],
+    about: 'CPU per paid request and p99: one gateway on LMDB against two gateways sharing an embedded PostgreSQL (goal: at most 1.2× LMDB)',
+  },
   scaling: {
     files: ['bench/scaling.ts'],
     about: "gate402's paid requests at 1, 10, 100 and 1,000 concurrent buyers",

@@ -27,7 +27,7 @@ t.equal(code, 0, 'the whole bench ran', { output: output.join('').slice(-4000) }
 const result = (scenario: string): ScenarioResult => JSON.parse(readFileSync(join(dir, `${scenario}.json`), 'utf8')) as ScenarioResult;
 const onlyStatus = (outcomes: Record<string, number>, status: string) => Object.keys(outcomes).length === 1 && (outcomes[status] ?? 0) > 0;
 
-const SCENARIOS = ['challenge', 'verify', 'paid', 'capacity', 'gas', 'stock', 'scaling'];
+const SCENARIOS = ['challenge', 'verify', 'paid', 'capacity', 'gas', 'stock', 'cluster', 'scaling'];
 for (const scenario of SCENARIOS) {
   t.test(`${scenario}.json says where and how it was measured`, async (t) => {
     const r = result(scenario);
@@ -151,6 +151,15 @@ t.test('scaling: each level of concurrent buyers answered 200, each one settleme
     t.ok(onlyStatus(l.outcomes, '200'), JSON.stringify(l.outcomes));
     t.equal(l.onChain.payments, l.requests);
   }
+});
+
+t.test('cluster: both runs paid and served, their CPU per paid request measured', async (t) => {
+  const c = result('cluster').figures.cluster as Record<'lmdb' | 'postgres', { paid: number; cpuMsPerPaid: { total: number } }> & { cpuPerPaidClusterVsLmdb: number };
+  for (const run of [c.lmdb, c.postgres]) {
+    t.ok(run.paid > 0, 'requests answered 200');
+    t.ok(run.cpuMsPerPaid.total > 0, 'CPU per paid request read from /proc');
+  }
+  t.ok(c.cpuPerPaidClusterVsLmdb > 0, 'the ratio is there');
 });
 
 t.test('summary.md: every goal with its verdict, then one table with every scenario', async (t) => {

@@ -7,6 +7,7 @@ Commands:
   devnet    the three local chains and their contracts only, for tools and tests
   facilitator  the open facilitator alone (/supported, /verify, /settle) on a devnet manifest or production networks
   gateway   the marketplace alone (paid routes under /m/{slug}/, discovery) on a devnet manifest or production networks
+  cluster   a local cluster to try: the devnet, an embedded PostgreSQL and N gateway nodes on consecutive ports
   pay       pay for one request as a buyer (official x402 or MPP client) and print the receipt
   help      this text
 
@@ -17,6 +18,10 @@ Options of start and devnet:
   --host <ip>          interface the chains listen on (env GATE402_DEVNET_HOST, default 127.0.0.1)
   --block-time <s>     seconds per block (default: a block per transaction)
   --exit-after <s>     stop by itself after this many seconds (a guard for test runs)
+
+Options of cluster (besides those of devnet):
+  --nodes <n>          gateway nodes, 1 to 4 (default 3)
+  --port <p>           the first node's port; the others follow (default 8402)
 `;
 
 export function fail(message: string): never {
@@ -37,6 +42,8 @@ const { values } = (() => {
         host: { type: 'string' },
         'block-time': { type: 'string' },
         'exit-after': { type: 'string' },
+        nodes: { type: 'string' },
+        port: { type: 'string' },
       },
       strict: true,
     });
@@ -54,6 +61,9 @@ switch (command) {
   case 'facilitator':
   case 'gateway':
     await (await import('./facilitator-command.ts')).runPartCommand(command, values);
+    break;
+  case 'cluster':
+    await (await import('./cluster-command.ts')).runClusterCommand(values);
     break;
   case 'start':
     await (await import('./start-command.ts')).runStartCommand(values);

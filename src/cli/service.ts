@@ -6,6 +6,7 @@ import type { DevnetManifest } from '../devnet/manifest.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envString } from '../config/env.ts';
 import { requireProductionSecrets } from '../config/production-secrets.ts';
+import { type ClusterNode, clusterNodeConfigFromEnv } from '../cluster/join.ts';
 import { createEngine, engineConfigFromEnv } from '../engine/create-engine.ts';
 import { facilitatorAdmissionConfigFromEnv } from '../facilitator/admission.ts';
 import { facilitatorHttpConfigFromEnv } from '../facilitator/config.ts';
@@ -50,6 +51,9 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
+/** The channel merchant changes are told on, named by slug. */
+const MERCHANT_CHANNEL = 'gate402_merchants';
+
 /** DEVNET ONLY: the key that signs MPP receipts on the embedded default (derived from the public test mnemonic). */
 const DEVNET_RECEIPT_KEY_INDEX = 60;
 /** DEVNET ONLY: the secret header the built-in catalog sends to its local fixture upstreams. */
@@ -73,13 +77,26 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   // One registry per process: in `start`, the facilitator's and the gateway's /metrics show the same numbers.
   const metrics = createMetrics();
   const metricsEndpoint = metricsRoute(metrics, metricsEndpointConfigFromEnv(env));
-  const engine = await createEngine(
-    opts.networks,
-    engineConfigFromEnv(env),
-    log.child({ part: 'engine' }),
-    metrics,
-    opts.manifest ? { defaultRelayers: DEVNET_ROLES.relayers.map((i) => devnetAccount(i)) } : {},
-  );
+  // The stock desk's key: the open facilitator never pays it, and in a cluster the gateway holding it takes its lease.
+  const stockConfig = stockConfigFromEnv(env);
+  const desk = stockConfig.deskKey ? privateKeyToAccount(stockConfig.deskKey).address : opts.manifest ? devnetAccount(DEVNET_ROLES.stockDesk).address : undefined;
+  const cluster = clusterNodeConfigFromEnv(env);
+  const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics, {
+    ...(opts.manifest ? { defaultRelayers: DEVNET_ROLES.relayers.map((i) => devnetAccount(i)) } : {}),
+    ...(cluster
+      ? {
+          cluster: {
+            config: cluster,
+            ...(opts.gateway && stockConfig.enabled && desk ? { desk } : {}),
+            // Signing on with a key another node may hold now would race it for nonces: stop at once.
+            onLost: (why: string) => {
+              log.error('stopping: this node lost its leases', { why });
+              process.exit(1);
+            },
+          },
+        }
+      : {}),
+  });
   const closers: Array<() => Promise<void>> = [() => engine.close()];
   const running: RunningService = {
     async close() {
@@ -144,7 +161,10 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         upstreamAllowlist: config.upstreamAllowlist,
         limits: merchantConfig.limits,
         log: log.child({ part: 'merchants' }),
+        ...(engine.cluster ? { written: (slug: string) => (engine.cluster as ClusterNode).notify(MERCHANT_CHANNEL, slug) } : {}),
       });
+      // Every node keeps merchants in memory: a change another node made drops it here, within a round trip.
+      await engine.cluster?.listener.subscribe(MERCHANT_CHANNEL, { changed: (slug) => registry.forget(slug), resync: () => registry.forget() });
       const stock = await createStockDesk(
         {
           networks: opts.networks,
@@ -156,7 +176,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           log: log.child({ part: 'stock' }),
           metrics,
         },
-        stockConfigFromEnv(env),
+        stockConfig,
       );
       if (stock) closers.push(() => stock.close());
       const merchants: Merchant[] = [];
@@ -186,6 +206,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           engine: engine.engine,
           settlement,
           store: engine.store,
+          ...(engine.cluster ? { live: engine.cluster.membership.live } : {}),
           merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
           readFile: (sha256) => registry.readMerchantFile(sha256),
           internalUpstream: (name, request) => (stock ? stock.data(request) : refusal('upstream_off', `the ${name} upstream is off on this gateway`, 503)),

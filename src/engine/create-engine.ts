@@ -11,6 +11,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import { openStore, type Store } from '../store/open-store.ts';
 import { storeConfigFromEnv, type StoreConfig } from '../store/store-config.ts';
 import { SignatureVerifier } from '../verify/signature/pool.ts';
+import { type ClusterNode, type ClusterNodeConfig, joinCluster } from '../cluster/join.ts';
+import { BOOT } from '../cluster/boot.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine } from './payment-machine.ts';
 import { RelayerPool } from './relayer-pool.ts';
@@ -73,6 +75,8 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
 
 export interface RunningEngine {
   engine: SettlementEngine;
+  /** This node's place in its cluster, when the store is shared. */
+  cluster?: ClusterNode;
   store: Store;
   signatures: SignatureVerifier;
   relayers: Map<string, RelayerPool>;
@@ -82,6 +86,11 @@ export interface RunningEngine {
 export interface EngineOptions {
   /** Used when no relayer key is configured: the command line passes the devnet's, and only on the devnet. */
   defaultRelayers?: readonly LocalAccount[];
+  /**
+   * A node of a cluster (the store is shared): its leases (its records, its relayer keys, the desk key's `desk`) are
+   * taken before anything is resumed, and a dead node's payments are taken over. `onLost`: a lease was lost.
+   */
+  cluster?: { config: ClusterNodeConfig; desk?: string; onLost(why: string): void };
 }
 
 /** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
@@ -131,6 +140,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     admission: config.admission,
     log,
     metrics,
+    ...(opts.cluster ? { node: opts.cluster.config.nodeId } : {}),
   });
   metrics.watchPendingPayments(() => engine.inFlight);
   metrics.watchRelayers(() => [...relayers].flatMap(([network, pool]) => pool.status().map((r) => ({ network, address: r.address, balanceWei: r.balance, inFlight: r.inFlight }))));
@@ -138,7 +148,28 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     const s = signatures.stats;
     return { queued: s.pending, busy: s.inFlight, threads: s.threads };
   });
+  let cluster: ClusterNode | undefined;
+  if (opts.cluster) {
+    try {
+      cluster = await joinCluster({
+        config: opts.cluster.config,
+        boot: BOOT,
+        relayers: accounts.map((a) => a.address),
+        ...(opts.cluster.desk ? { desk: opts.cluster.desk } : {}),
+        log: log.child({ part: 'cluster' }),
+        onLost: opts.cluster.onLost,
+      });
+    } catch (error) {
+      await signatures.close();
+      await store.close();
+      throw error;
+    }
+  }
   await engine.start();
+  const membership = cluster?.membership;
+  membership?.takeOverWith(async (node) => {
+    await engine.adopt(node, () => void membership.finished(node).catch((error: unknown) => log.warn("could not give a dead node's lease back; it expires", { node, error })));
+  });
   const watch = setInterval(() => {
     for (const [caip2, pool] of relayers) {
       pool.refreshBalances().then(
@@ -154,12 +185,15 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
   watch.unref();
   return {
     engine,
+    ...(cluster ? { cluster } : {}),
     store,
     signatures,
     relayers,
     async close() {
       clearInterval(watch);
       await engine.stop();
+      // After the engine stopped: the node's lease is expired, for another node to finish what was left in flight.
+      await cluster?.close();
       for (const w of watchers.values()) w.stop();
       await signatures.close();
       await store.close();

@@ -10,6 +10,11 @@ export interface PaymentRecord {
   id: string;
   /** This attempt's claim on the key. */
   attempt: string;
+  /**
+   * The cluster node that started it (absent alone): whoever holds that node's lease finishes it, the node itself
+   * after a restart or another once the lease expired (see `src/cluster/membership.ts`).
+   */
+  node?: string;
   network: string;
   payer: string;
   /** Fingerprint of the signed payload: a repeat of the same payload gets the recorded answer. */

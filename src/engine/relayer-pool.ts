@@ -227,10 +227,13 @@ export class RelayerPool {
     r.free = r.free.filter((n) => n >= r.next);
   }
 
-  /** The transaction was mined (or replaced): its relayer has one fewer in flight. */
+  /**
+   * The transaction was mined (or replaced): its relayer has one fewer in flight. One signed by a key this pool does
+   * not hold (a dead cluster node's, re-sent as it was) counted against none.
+   */
   done(tx: SignedTx): void {
-    const r = this.#relayerOf(tx.relayer);
-    r.inFlight = Math.max(0, r.inFlight - 1);
+    const r = this.#relayers.find((x) => x.account.address.toLowerCase() === tx.relayer.toLowerCase());
+    if (r) r.inFlight = Math.max(0, r.inFlight - 1);
   }
 
   /** A restored transaction still in flight counts against its relayer. */

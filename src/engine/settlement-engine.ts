@@ -50,6 +50,8 @@ export interface EngineOptions extends VerifyDeps {
   log: Logger;
   metrics: EngineMetrics;
   clockMs?: () => number;
+  /** This node's name in a cluster: its payments carry it, and it resumes on start only its own (alone: every one). */
+  node?: string;
 }
 
 export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement'>;
@@ -90,6 +92,8 @@ export class SettlementEngine {
   readonly #clock: () => number;
   readonly #abort = new AbortController();
   readonly #admission: SettlementAdmission;
+  /** Dead nodes' payments this node is finishing, by node, and what to call once they are all final. */
+  readonly #adopted = new Map<string, { open: Set<string>; finished: () => void }>();
 
   constructor(opts: EngineOptions) {
     this.#o = opts;
@@ -134,8 +138,14 @@ export class SettlementEngine {
           last = state;
         });
       },
-      done: (_id, snapshot, state) => {
+      done: (id, snapshot, state) => {
         const record = snapshot.context.record;
+        const adopted = record.node === undefined ? undefined : this.#adopted.get(record.node);
+        if (adopted?.open.delete(id) && adopted.open.size === 0) {
+          this.#adopted.delete(record.node as string);
+          // Its last write is under way: the node's lease is given back once it is on disk.
+          void this.#host.written(id).then(adopted.finished);
+        }
         this.#o.metrics.settlement(this.#o.networks.has(record.network) ? record.network : 'other', state, (this.#clock() - record.createdAt) / 1000);
       },
     });
@@ -179,12 +189,42 @@ export class SettlementEngine {
   }
 
   /**
-   * Resumes every unfinished payment of the store: transactions already signed go out again as they were (a batch
-   * transaction once for all its members), and each batch is carried to its receipt once for all of them.
+   * Resumes every unfinished payment of the store (in a cluster, this node's): transactions already signed go out
+   * again as they were (a batch transaction once for all its members), and each batch is carried to its receipt once
+   * for all of them.
    */
   async start(): Promise<void> {
+    const own = this.#o.node;
+    const resumed = await this.#resume(
+      (r) => own === undefined || (r.node ?? own) === own,
+      async () => {
+        await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
+      },
+    );
+    this.#o.log.info('payments resumed', { count: resumed.length });
+  }
+
+  /**
+   * Takes over the unfinished payments of `node`, a cluster node whose lease this node took (it died): resumed as its
+   * own restart would resume them, signed transactions re-sent as they were. `finished` is called once every one of
+   * them is final (at once when there are none).
+   */
+  async adopt(node: string, finished: () => void): Promise<number> {
+    const resumed = await this.#resume(
+      (r) => r.node === node,
+      async () => {},
+    );
+    this.#o.log.warn("resumed a dead node's payments", { node, count: resumed.length });
+    const open = new Set(resumed.filter((id) => this.#host.get(id)));
+    if (open.size === 0) finished();
+    else this.#adopted.set(node, { open, finished });
+    return resumed.length;
+  }
+
+  /** Resumes the unfinished payments `mine` selects; `ready` runs once their transactions went out again, before they start. */
+  async #resume(mine: (r: PaymentRecord) => boolean, ready: () => Promise<void>): Promise<string[]> {
     const unfinished: PaymentRecord[] = [];
-    for await (const [, r] of this.#records.entries()) if (!isFinished(r)) unfinished.push(r);
+    for await (const [, r] of this.#records.entries()) if (!isFinished(r) && mine(r) && !this.#host.get(r.id)) unfinished.push(r);
     const batches: BatchRecord[] = [];
     for (const id of new Set(unfinished.flatMap((r) => (r.batch ? [r.batch.id] : [])))) {
       const batch = await this.#batches.get(id);
@@ -194,7 +234,7 @@ export class SettlementEngine {
     }
     const trails = [...unfinished.filter((r) => !r.batch && r.txs.length), ...batches];
     for (const t of trails) await resend({ pool: this.#o.relayers(t.network) }, t.txs);
-    await Promise.all(this.#o.networks.all().map((n) => this.#o.relayers(n.caip2).init()));
+    await ready();
     for (const t of trails) this.#o.relayers(t.network).adopt(t.txs.at(-1) as SignedTx);
     const carried = new Map(
       batches.map((batch) => [
@@ -206,9 +246,10 @@ export class SettlementEngine {
       ]),
     );
     for (const r of unfinished) {
-      this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: currentTxOf(r), batch: r.batch?.id });
+      this.#o.log.info('resuming payment', { payment: r.id, state: r.state, tx: currentTxOf(r), batch: r.batch?.id, node: r.node });
       this.#spawn(r, r.batch ? carried.get(r.batch.id) : undefined);
     }
+    return unfinished.map((r) => r.id);
   }
 
   async stop(): Promise<void> {
@@ -242,6 +283,7 @@ export class SettlementEngine {
     const record: PaymentRecord = {
       id: nonceKeyOf(request),
       attempt: randomUUID(),
+      ...(this.#o.node !== undefined ? { node: this.#o.node } : {}),
       network: request.paymentRequirements.network,
       payer: '',
       fingerprint: fingerprintOf(request),
@@ -292,13 +334,16 @@ export class SettlementEngine {
     return undefined;
   }
 
-  /** The recorded answer for a payment settled under this nonce, by this process or another sharing the store. */
+  /** The recorded answer for a payment settled under this nonce, by this process or another sharing the store (in a cluster, the pending one of a payment another node is settling). */
   async #settledBefore(request: VerifyRequest): Promise<SettleResponse | undefined> {
     const existing = await this.#records.get(nonceKeyOf(request));
     if (existing?.state === 'settled' && existing.result) {
       if (existing.fingerprint === fingerprintOf(request)) return existing.result;
       return failure(request.paymentRequirements.network, existing.payer, nonceUsedReason(request), 'this nonce has settled another payment');
     }
+    // In a cluster, another node is settling it: the transaction that node sent is the answer until it is final.
+    const tx = existing && this.#o.node !== undefined && !isFinished(existing) && existing.fingerprint === fingerprintOf(request) ? currentTxOf(existing) : undefined;
+    if (existing && tx) return pendingOf(existing, tx);
     return undefined;
   }
 

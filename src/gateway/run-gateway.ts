@@ -19,6 +19,7 @@ import { CircuitBreakers } from './paywall/circuit-breaker.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
 import { PaymentIds, type PaymentIdRecord } from './paywall/payment-ids.ts';
+import type { BootLiveness } from './paywall/served-claims.ts';
 import { guardedDispatcher } from './upstream-guard/guard.ts';
 
 /** Where merchants come from: the registry (and the built-in catalog it was seeded with). */
@@ -124,6 +125,8 @@ export interface GatewayParts {
   readFile(sha256: string): Promise<Uint8Array | undefined>;
   /** The upstreams served inside the gateway, which built-in merchants may name. */
   internalUpstream: InternalUpstream;
+  /** Whose `serving` claims stand (a cluster's live nodes); default: this process's only. */
+  live?: BootLiveness;
   /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
   extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
   log: Logger;
@@ -167,6 +170,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     merchant: (slug) => parts.merchants.get(slug),
     served: parts.store.claims('served'),
     paymentIds,
+    ...(parts.live ? { live: parts.live } : {}),
     records: parts.store.collection<PaidRequestRecord>('paid-requests'),
     dispatcher,
     breakers,

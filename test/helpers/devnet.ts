@@ -68,6 +68,8 @@ export const TESTER_SLOTS = {
   storePostgres: 30,
   // test/prometheus.test.ts
   operators: 31,
+  // test/cluster-nodes.test.ts's funder: the batching tests' account, which only ever funds on their own devnet
+  cluster: 18,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {

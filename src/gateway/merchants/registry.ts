@@ -83,6 +83,11 @@ export interface MerchantRegistryOptions {
   resolveTimeoutMs?: number;
   limits?: Partial<RegistrationLimits>;
   log?: Logger;
+  /**
+   * Told each slug written, once the write is durable: in a cluster it tells the other nodes, whose registries
+   * {@link MerchantRegistry.forget} it (their cached record is stale).
+   */
+  written?: (slug: string) => Promise<void>;
 }
 
 function refuse(status: RegistryFailureStatus, message: string): Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }> {
@@ -111,6 +116,7 @@ export class MerchantRegistry {
   readonly #resolveTimeoutMs: number | undefined;
   readonly #limits: RegistrationLimits;
   readonly #log: Logger | undefined;
+  readonly #written: ((slug: string) => Promise<void>) | undefined;
   readonly #locks = new Map<string, Promise<unknown>>();
   /**
    * Records read or written, frozen, by slug: the paid route looks its merchant up on every request, and
@@ -132,6 +138,13 @@ export class MerchantRegistry {
     this.#resolveTimeoutMs = options.resolveTimeoutMs;
     this.#limits = resolveLimits(options.limits);
     this.#log = options.log;
+    this.#written = options.written;
+  }
+
+  /** Drops the cached record of `slug` (or every one): another node wrote it, so the next read asks the store. */
+  forget(slug?: string): void {
+    if (slug === undefined) this.#cache.clear();
+    else this.#cache.delete(slug);
   }
 
   /**
@@ -168,6 +181,8 @@ export class MerchantRegistry {
     this.#cache.delete(slug); // a failed write leaves the next read to the store
     await this.#merchants.put(slug, record);
     this.#cache.set(slug, deepFreeze(structuredClone(record)));
+    // The write stands whether or not the others hear of it now (a listener that reconnects reloads everything).
+    await this.#written?.(slug).catch((error: unknown) => this.#log?.warn('could not tell the other nodes of a merchant change', { slug, error }));
   }
 
   get limits(): Readonly<RegistrationLimits> {

@@ -29,7 +29,7 @@ import { forwardToUpstream, type InternalUpstream } from './forward.ts';
 import { mppNetworkFor, mppRequestFor, mppRequirements, offersFor } from './offers.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
 import { encodeAnswer, paymentIdFingerprint, paymentIdKey, type PaymentIds, type RecordedAnswer } from './payment-ids.ts';
-import { claimForServing, markServed, releaseServing, servedState } from './served-claims.ts';
+import { claimForServing, markServed, releaseServing, servedState, type BootLiveness } from './served-claims.ts';
 import { checkQuery, confinedUpstreamUrl, confinePath, upstreamRelativePath } from './upstream-path.ts';
 
 /** One paid request, as recorded: enough to reconcile revenue, disputes and upstream health. */
@@ -65,6 +65,8 @@ export interface PaywallDeps {
   served: NonceClaims;
   /** x402 payment identifiers (idempotency keys): what each is bound to, and its recorded answer. */
   paymentIds: PaymentIds;
+  /** Whose `serving` claims still stand (default: this process's only; in a cluster, every live node's). */
+  live?: BootLiveness;
   records: DurableCollection<PaidRequestRecord>;
   dispatcher: Dispatcher;
   breakers: CircuitBreakers;
@@ -373,7 +375,7 @@ async function paid(
     deps.breakers.release(slug);
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail, ...bound });
   };
-  if (servedState(await deps.served.holder(key)) !== 'free') return used('this payment has already been used for a request');
+  if ((await servedState(await deps.served.holder(key), deps.live)) !== 'free') return used('this payment has already been used for a request');
   // Settlement behind: turned away before anything is verified, read or charged; the credential stays good.
   const shed = await deps.shedding?.(credential.request);
   if (shed !== undefined) {
@@ -444,7 +446,7 @@ async function paid(
   // Claimed as `serving` (durably) before the upstream is called: a crash from here on leaves the credential redeemable.
   let claim: Awaited<ReturnType<typeof claimForServing>>;
   try {
-    claim = await claimForServing(deps.served, key);
+    claim = await claimForServing(deps.served, key, deps.live);
   } catch (err) {
     // The store cannot write (a full disk): the payment settled, nothing was claimed, so the credential stays good.
     deps.log.error('could not claim a settled payment for service', { payment: key, error: err });

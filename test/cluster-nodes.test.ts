@@ -1,0 +1,149 @@
+// Three `gate402 gateway` nodes on one embedded PostgreSQL, each with relayer keys of its own, paid by the official
+// client: a payment answered 202 by one node is served by another once mined, charged once; a credential sent to
+// every node at once is served once; a merchant deleted at one node is gone at every node within a second; a node on
+// another node's relayer keys refuses to start; a node killed with its settlement signed but not yet sent is
+// finished by exactly one of the two survivors, with the transaction it signed.
+import t from 'tap';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseUnits, type Address } from 'viem';
+import { CAIP2 } from '../src/chain/canonical.ts';
+import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
+import { freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
+import { relayerTxCount, spawnPaidGateway, until, x402Credential, type PaidGateway } from './helpers/paid-gateway.ts';
+import { fundedPayer, stableBalance } from './helpers/payments.ts';
+import { startPostgres } from './helpers/postgres.ts';
+import { startRpcGate } from './helpers/rpc-gate.ts';
+import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
+import { tempDir } from './helpers/temp-dir.ts';
+
+const manifest = testDevnet();
+const caip2 = CAIP2.stockChain;
+const n = network(manifest, caip2);
+const db = await startPostgres();
+t.teardown(() => db.stop());
+const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
+t.teardown(() => fixtures.close());
+const upstream = new URL(fixtures.baseUrlFor('catjoke')).origin;
+const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '1000', GATE402_CONFIRM_DEADLINE_MS: '100' });
+const nodes: PaidGateway[] = [];
+for (const id of ['n1', 'n2']) {
+  const node = await spawnPaidGateway(manifest, upstream, cluster(id));
+  t.teardown(() => node.gw.stop());
+  nodes.push(node);
+}
+const [a, b] = nodes as [PaidGateway, PaidGateway];
+const joke = (node: PaidGateway) => `${node.gw.url}/m/catjoke/joke`;
+const price = 10_000n; // catjoke's joke: $0.01
+const payer = await fundedPayer(n, caip2, tester('cluster'), parseUnits('1', 6));
+const paid = (node: PaidGateway, credential: string) => fetch(joke(node), { headers: { 'payment-signature': credential } });
+
+t.test('a payment one node answered 202 is served by the other once mined, and charged once', async (t) => {
+  const before = await stableBalance(n, payer.address);
+  const calls = fixtures.calls;
+  const credential = await x402Credential(joke(a), payer, caip2);
+  const first = await paid(a, credential);
+  t.equal(first.status, 202, `node 1 answers pending: ${await first.clone().text()}`);
+  let second: Response | undefined;
+  await until(async () => {
+    second = await paid(b, credential);
+    return second.status !== 202;
+  }, 'node 2 to serve it');
+  t.equal(second?.status, 200, 'node 2 serves it once mined');
+  t.equal(fixtures.calls, calls + 1, 'the upstream was called once');
+  t.equal(await stableBalance(n, payer.address), before - price, 'the buyer paid once');
+  t.equal((await paid(a, credential)).status, 402, 'and node 1 now refuses it as spent');
+});
+
+t.test('a credential sent to both nodes at once is served once, charged once', async (t) => {
+  const before = await stableBalance(n, payer.address);
+  const calls = fixtures.calls;
+  const credential = await x402Credential(joke(a), payer, caip2);
+  // Each node retries a pending answer as a buyer would, until the payment's fate is known.
+  const settle = async (node: PaidGateway) => {
+    for (;;) {
+      const res = await paid(node, credential);
+      if (res.status !== 202) return res.status;
+    }
+  };
+  const statuses = await Promise.all([settle(a), settle(b), settle(a), settle(b)]);
+  t.equal(statuses.filter((s) => s === 200).length, 1, `served once: ${statuses.join(', ')}`);
+  t.equal(fixtures.calls, calls + 1, 'the upstream was called once');
+  t.equal(await stableBalance(n, payer.address), before - price, 'the buyer paid once');
+});
+
+t.test('a merchant deleted at one node is gone at the other within a second', async (t) => {
+  const { registrationTypedData } = await import('../src/gateway/merchants/signature.ts');
+  const owner = freshAccount();
+  const slug = `cluster-${Date.now().toString(36)}`;
+  const signed = async (action: 'register' | 'delete') => {
+    const common = { action, slug, payTo: owner.address, nonce: `n-${Math.random()}`, issuedAt: Math.floor(Date.now() / 1000) };
+    const registration =
+      action === 'delete'
+        ? common
+        : {
+            ...common,
+            name: 'Cluster shop',
+            description: 'A merchant the cluster test registers',
+            networks: [caip2],
+            upstream: { kind: 'url' as const, baseUrl: `${upstream}/${slug}`, secretHeaders: {} },
+            routes: [{ route: 'data', methods: ['GET' as const], priceUsd: '0.010000', summary: 'Data', description: 'Paid data', input: 'anything' }],
+          };
+    const signature = await owner.signTypedData(registrationTypedData(registration as never));
+    return fetch(`${a.gw.url}/api/merchants`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ registration, signature }) });
+  };
+  const registered = await signed('register');
+  t.ok(registered.status < 300, `registered at node 1: ${registered.status} ${await registered.clone().text()}`);
+  const seen = performance.now();
+  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 402, 'node 2 to offer it', 1000);
+  t.ok(performance.now() - seen < 1000, 'node 2 offers it within a second');
+  // Node 2 now holds the merchant in memory; node 1 deletes it.
+  t.equal((await signed('delete')).status, 200, 'deleted at node 1');
+  const deleted = performance.now();
+  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 404, 'node 2 to drop it', 1000);
+  t.ok(performance.now() - deleted < 1000, 'node 2 no longer offers it, within a second');
+});
+
+t.test("a node on another live node's relayer keys refuses to start, naming the holder", async (t) => {
+  await t.rejects(spawnPaidGateway(manifest, upstream, cluster('n3'), { relayerKeys: a.relayerKeys, relayers: a.relayers }), /exited 1[\s\S]*held by node n1[\s\S]*another live node uses it/);
+});
+
+t.test('a node killed with its settlement signed but unsent is finished once, by one of two survivors, with that transaction', async (t) => {
+  // Node 3 reaches the stock chain through a gate that holds every transaction it sends.
+  const gate = await startRpcGate(n.rpcUrl);
+  t.teardown(() => gate.close());
+  const dir = tempDir('cluster-manifest');
+  const gated = JSON.parse(readFileSync(TEST_MANIFEST_PATH, 'utf8'));
+  gated.networks[caip2].rpcUrl = gate.url;
+  const manifestPath = join(dir, 'manifest.json');
+  writeFileSync(manifestPath, JSON.stringify(gated));
+  const own = await spawnPaidGateway(manifest, upstream, cluster('n3'));
+  await own.gw.stop(); // only its funded keys are wanted: it runs again below, through the gate
+  const victim = await spawnFacilitator({
+    part: 'gateway',
+    manifestPath,
+    env: { GATE402_RELAYER_KEYS: own.relayerKeys, GATE402_CATALOG_UPSTREAM_BASE: upstream, GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1', GATE402_BREAKER_THRESHOLD: '1000', ...cluster('n3') },
+  });
+  t.teardown(() => victim.stop('SIGKILL'));
+  const before = await stableBalance(n, payer.address);
+  const survivorsSent = await relayerTxCount(n, [...a.relayers, ...b.relayers]);
+  const credential = await x402Credential(joke(a), payer, caip2);
+  gate.hold((call) => call.method === 'eth_sendRawTransaction');
+  void fetch(`${victim.url}/m/catjoke/joke`, { headers: { 'payment-signature': credential } }).catch(() => {});
+  await until(() => gate.held > 0, 'node 3 to send its signed settlement', 30_000);
+  await victim.stop('SIGKILL');
+  // The held send never reaches the chain: only a survivor's re-send of the stored transaction can.
+  let served: Response | undefined;
+  await until(
+    async () => {
+      served = await paid(b, credential);
+      return served.status === 200;
+    },
+    'a survivor to finish the payment',
+    30_000,
+  );
+  t.equal(served?.status, 200, 'the buyer is served at a survivor');
+  t.equal(await stableBalance(n, payer.address), before - price, 'charged exactly once');
+  t.equal(await relayerTxCount(n, own.relayers as Address[]), 1, "node 3's relayers sent one transaction: the one it signed, re-sent as it was");
+  t.equal(await relayerTxCount(n, [...a.relayers, ...b.relayers]), survivorsSent, 'the survivors signed nothing for it');
+});
