@@ -210,7 +210,8 @@ interface PreparedResponse {
   /** `statusLine(status)` */
   line: RecognizedString;
   headers: [RecognizedString, RecognizedString][];
-  body: Uint8Array;
+  /** A string goes to uWS as it is (encoded there, straight into the socket's buffer: no Buffer made per response). */
+  body: Uint8Array | string;
 }
 
 /**
@@ -256,11 +257,11 @@ function prepare(r: HttpResponse): PreparedResponse {
     }
     headers = r.moreHeaders === undefined ? shared : checkedHeaders(r.moreHeaders, [...shared]);
   } else headers = checkedHeaders(r.moreHeaders, checkedHeaders(r.headers));
-  const body = r.body === undefined ? EMPTY : typeof r.body === 'string' ? Buffer.from(r.body, 'utf8') : r.body;
-  if (!(body instanceof Uint8Array)) throw new TypeError('response body must be a string or a Uint8Array');
+  const body = r.body === undefined ? EMPTY : r.body;
+  if (!(body instanceof Uint8Array) && typeof body !== 'string') throw new TypeError('response body must be a string or a Uint8Array');
   if ((status === 204 || status === 304) && body.length > 0) throw new TypeError(`a ${status} response has no body`);
   if (!frozen) return { status, line: statusLine(status), headers, body };
-  const prepared = { status, line: utf8(statusLine(status)), headers: headers.map(([n, v]): [Buffer, Buffer] => [utf8(n), utf8(v)]), body };
+  const prepared = { status, line: utf8(statusLine(status)), headers: headers.map(([n, v]): [Buffer, Buffer] => [utf8(n), utf8(v)]), body: typeof body === 'string' ? utf8(body) : body };
   preparedFrozen.set(r, prepared);
   return prepared;
 }
@@ -509,7 +510,7 @@ class Exchange {
     if (r.status === 204 || r.status === 304) {
       if (closeConnection) res.endWithoutBody(0, true);
       else res.endWithoutBody();
-    } else if (this.method === 'HEAD') res.endWithoutBody(r.body.length, closeConnection);
+    } else if (this.method === 'HEAD') res.endWithoutBody(typeof r.body === 'string' ? Buffer.byteLength(r.body, 'utf8') : r.body.length, closeConnection);
     else res.end(r.body, closeConnection);
   }
 }
