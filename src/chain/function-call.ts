@@ -18,7 +18,7 @@ export function functionCall<const F extends AbiFunction>(fn: F): FunctionCall<F
     selector,
     encode: (args) => `${selector}${encodeAbiParameters(fn.inputs as readonly AbiParameter[], args as readonly unknown[]).slice(2)}` as Hex,
     decode: (data) => {
-      if (data.length < 10 || data.slice(0, 10).toLowerCase() !== selector) return undefined;
+      if (data.length < 10 || data.slice(0, 10) !== selector) return undefined;
       try {
         return decodeAbiParameters(fn.inputs as readonly AbiParameter[], `0x${data.slice(10)}`) as DecodeAbiParametersReturnType<F['inputs']>;
       } catch {
