@@ -222,10 +222,25 @@ const preparedFrozen = new WeakMap<HttpResponse, PreparedResponse>();
 /** Frozen `headers` objects shared by responses that are not frozen themselves, checked and encoded once. */
 const preparedFrozenHeaders = new WeakMap<Record<string, string>, [Buffer, Buffer][]>();
 
+/**
+ * Header names that passed the checks below: the few a handler writes are checked once, not per response. Bounded:
+ * past it (names an upstream chose, say) a name is simply checked every time.
+ */
+const checkedNames = new Set<string>();
+const CHECKED_NAMES_MAX = 512;
+
+function checkName(name: string): void {
+  if (checkedNames.has(name)) return;
+  if (!HEADER_NAME.test(name)) throw new TypeError(`invalid response header name ${JSON.stringify(name)}`);
+  if (RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`response header ${name} is set by the server`);
+  if (checkedNames.size < CHECKED_NAMES_MAX) checkedNames.add(name);
+}
+
 function checkedHeaders(record: Record<string, string | FilledHeader> | undefined, out: [RecognizedString, RecognizedString][] = []): [RecognizedString, RecognizedString][] {
-  for (const [name, value] of Object.entries(record ?? {})) {
-    if (!HEADER_NAME.test(name)) throw new TypeError(`invalid response header name ${JSON.stringify(name)}`);
-    if (RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`response header ${name} is set by the server`);
+  if (record === undefined) return out;
+  for (const name of Object.keys(record)) {
+    const value = record[name];
+    checkName(name);
     if (value instanceof FilledHeader) {
       out.push([name, value.value]);
       continue;
