@@ -6,11 +6,27 @@ import { AUTHORIZATION_USED_TOPIC, transferWithAuthorizationAbi } from './abi.ts
 
 const transferWithAuthorization = functionCall(transferWithAuthorizationAbi[0]);
 
+/**
+ * The call each payload encoded last, by payload object: verification builds it, and the settled batch member's check
+ * builds it again from the same payload. Kept only while every field it was made from is the same.
+ */
+const encoded = new WeakMap<Eip3009Payload, { fields: string; call: SettlementCall }>();
+
+const fieldsOf = (asset: Address, p: Eip3009Payload): string => {
+  const a = p.authorization;
+  return `${asset}|${a.from}|${a.to}|${a.value}|${a.validAfter}|${a.validBefore}|${a.nonce}|${p.signature}`;
+};
+
 /** EIP-3009 `transferWithAuthorization` with the bytes signature (EOAs and ERC-1271 wallets alike), sent to the asset. */
 export function eip3009SettlementCall(asset: Address, payload: Eip3009Payload): SettlementCall {
+  const fields = fieldsOf(asset, payload);
+  const hit = encoded.get(payload);
+  if (hit?.fields === fields) return hit.call;
   const a = payload.authorization;
   const data = transferWithAuthorization.encode([a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, payload.signature]);
-  return callOf(asset, data, a.from, a.to, BigInt(a.value), a.nonce);
+  const call = callOf(asset, data, a.from, a.to, BigInt(a.value), a.nonce);
+  encoded.set(payload, { fields, call });
+  return call;
 }
 
 /** An EIP-3009 settlement call read back from its calldata; undefined for any other call. */
