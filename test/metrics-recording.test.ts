@@ -1,5 +1,7 @@
 // What an operator reads on /metrics, without a devnet: route templates and bounded labels, the bearer token, actors.
 import t from 'tap';
+import { Histogram, Registry } from 'prom-client';
+import { SeriesHistogram } from '../src/metrics/series-histogram.ts';
 import { createActor, createMachine } from 'xstate';
 import { createHttpServer, json } from '../src/http/server.ts';
 import { metricsRoute } from '../src/metrics/endpoint.ts';
@@ -129,4 +131,26 @@ t.test('declared from the machine: every transition and state an actor can repor
     transitions(ran).filter((s) => s.endsWith('= 1')),
     ['busy.waiting -> done = 1', 'busy.working -> busy.waiting = 1', 'idle -> busy.working = 1', 'start -> idle = 1'],
   );
+});
+
+t.test("the HTTP histogram's series expose exactly what a prom-client Histogram would", async (t) => {
+  const buckets = [0.001, 0.01, 0.1, 1];
+  const theirs = new Registry();
+  const ours = new Registry();
+  const reference = new Histogram({ name: 'h_seconds', help: 'help', labelNames: ['route', 'status'], buckets, registers: [theirs] });
+  const fast = new SeriesHistogram('h_seconds', 'help', ['route', 'status'], buckets, [ours]);
+  const a = fast.series('/m/:slug/*', '402');
+  const b = fast.series('/health', '200');
+  fast.series('/never', '500'); // a series never observed is not exposed, as prom-client shows none before the first observation
+  for (const v of [0.0005, 0.001, 0.002, 0.5, 7]) {
+    reference.labels('/m/:slug/*', '402').observe(v);
+    a(v);
+  }
+  reference.labels('/health', '200').observe(0.05);
+  b(0.05);
+  t.equal(await ours.metrics(), await theirs.metrics(), 'the text exposition, byte for byte');
+  t.same(await ours.getMetricsAsJSON(), await theirs.getMetricsAsJSON(), 'and the JSON form');
+  fast.reset();
+  reference.reset();
+  t.equal(await ours.metrics(), await theirs.metrics(), 'reset empties both');
 });

@@ -3,7 +3,7 @@
 // and the revert diagnosis. Milliseconds; the devnet tests (devnet-eip3009, devnet-permit2, settlement-batching,
 // front-run) run the same code against real chains.
 import t from 'tap';
-import { encodeAbiParameters, pad, toEventSelector, toFunctionSelector, type Address, type Hex, type Log, type TransactionReceipt } from 'viem';
+import { encodeAbiParameters, encodeFunctionData, pad, parseAbi, toEventSelector, toFunctionSelector, type Address, type Hex, type Log, type TransactionReceipt } from 'viem';
 import type { StablecoinInfo } from '../src/chain/network-types.ts';
 import type { Network } from '../src/chain/networks.ts';
 import { aggregateCall, callsOfBatch, settledCalls } from '../src/engine/settlement-batch.ts';
@@ -149,8 +149,23 @@ t.test('settlement calls read back from their calldata, as a batch holds them', 
   t.same(decodeSettlementCall(e.to, e.data), e, 'EIP-3009 round trip');
   t.same(decodeSettlementCall(p.to, p.data), p, 'Permit2 round trip');
   t.equal(decodeSettlementCall(TOKEN, '0xdeadbeef'), undefined, 'another call is no settlement');
+  const a = eip3009Payload().authorization;
+  const viaViem = encodeFunctionData({
+    abi: transferWithAuthorizationAbi,
+    functionName: 'transferWithAuthorization',
+    args: [a.from, a.to, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, eip3009Payload().signature],
+  });
+  t.equal(e.data, viaViem, "EIP-3009 calldata is byte for byte viem's encodeFunctionData");
+  t.equal(decodeSettlementCall(e.to, e.data.slice(0, -64) as Hex), undefined, 'truncated calldata is no settlement');
   const batch = aggregateCall(PROXY, [e, p], true);
+  const aggregate3 = parseAbi(['struct Call3 { address target; bool allowFailure; bytes callData; }', 'function aggregate3(Call3[] calls) payable returns ((bool success, bytes returnData)[])']);
+  t.equal(
+    batch.data,
+    encodeFunctionData({ abi: aggregate3, functionName: 'aggregate3', args: [[e, p].map((c) => ({ target: c.to, allowFailure: true, callData: c.data }))] }),
+    "aggregate3 calldata is byte for byte viem's",
+  );
   t.same(callsOfBatch(batch.data), [e, p], 'a batch transaction gives back its calls');
+  t.throws(() => callsOfBatch(e.data), 'a call that is not aggregate3 is no batch');
   t.same(eip3009Scheme.expectedTransfer(request(eip3009Req, eip3009Payload())), e.expect, "the Transfer a lone settlement must log is the call's");
   t.same(permit2Scheme.expectedTransfer(request(permit2Req, permit2Payload())), p.expect);
 });

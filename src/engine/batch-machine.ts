@@ -206,7 +206,19 @@ export const batchMachine = setup({
 export function seatedRecords(context: Pick<BatchContext, 'batch' | 'members'>, state: string): PaymentRecord[] {
   const tx = context.batch.txs.at(-1);
   if (!tx) return [];
-  return context.members.map((m) => ({ ...m.record, state, batch: { id: context.batch.id, index: context.batch.members.indexOf(m.record.id), tx: tx.hash } }));
+  const index = new Map(context.batch.members.map((id, i) => [id, i]));
+  return context.members.map((m) => ({ ...m.record, state, batch: { id: context.batch.id, index: index.get(m.record.id) ?? -1, tx: tx.hash } }));
+}
+
+/**
+ * The record of the member `id` alone, as {@link seatedRecords} has it; undefined when it is no member or nothing is
+ * signed yet. Each member asks for its own: building every record for each would cost the batch its size squared.
+ */
+export function seatedRecord(context: Pick<BatchContext, 'batch' | 'members'>, id: string, state: string): PaymentRecord | undefined {
+  const tx = context.batch.txs.at(-1);
+  const member = context.members.find((m) => m.record.id === id);
+  if (!tx || !member) return undefined;
+  return { ...member.record, state, batch: { id: context.batch.id, index: context.batch.members.indexOf(id), tx: tx.hash } };
 }
 
 export type BatchActor = ActorRefFrom<typeof batchMachine>;

@@ -1,4 +1,5 @@
-import { decodeFunctionData, decodeFunctionResult, encodeFunctionData, parseAbi, type Address, type Hex, type Log, type TransactionReceipt } from 'viem';
+import { decodeFunctionResult, parseAbi, type Address, type Hex, type Log, type TransactionReceipt } from 'viem';
+import { functionCall } from '../chain/function-call.ts';
 import { loggedTransfers } from '../schemes/erc20-transfers.ts';
 import { decodeSettlementCall } from '../schemes/registry.ts';
 import type { SettlementCall } from '../schemes/scheme.ts';
@@ -15,13 +16,11 @@ const aggregate3Abi = parseAbi([
   'function aggregate3(Call3[] calls) payable returns (Result[] returnData)',
 ]);
 
+const aggregate3 = functionCall(aggregate3Abi[0]);
+
 /** `aggregate3` over the calls: each may fail alone (what is sent), or none may (what gas is estimated for). */
 export function aggregateCall(multicall: Address, calls: readonly SettlementCall[], allowFailure: boolean): { to: Address; data: Hex } {
-  const data = encodeFunctionData({
-    abi: aggregate3Abi,
-    functionName: 'aggregate3',
-    args: [calls.map((c) => ({ target: c.to, allowFailure, callData: c.data }))],
-  });
+  const data = aggregate3.encode([calls.map((c) => ({ target: c.to, allowFailure, callData: c.data }))]);
   return { to: multicall, data };
 }
 
@@ -33,7 +32,8 @@ export function aggregateResults(returned: Hex): boolean[] {
 
 /** The settlement calls a batch transaction makes, in order, read back from its own calldata. */
 export function callsOfBatch(data: Hex): Array<SettlementCall | undefined> {
-  const { args } = decodeFunctionData({ abi: aggregate3Abi, data });
+  const args = aggregate3.decode(data);
+  if (!args) throw new TypeError('not an aggregate3 call');
   return args[0].map((c) => decodeSettlementCall(c.target, c.callData));
 }
 

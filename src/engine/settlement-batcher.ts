@@ -5,7 +5,7 @@ import { DurableHost, topState } from '../actors/durable-host.ts';
 import type { BlockWatcher } from '../chain/block-watcher.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { Logger } from '../log/logger.ts';
-import { batchMachine, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from './batch-machine.ts';
+import { batchMachine, seatedRecord, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from './batch-machine.ts';
 import type { ChainInspector } from './chain-inspector.ts';
 import type { StepResult } from './payment-machine.ts';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
@@ -148,7 +148,7 @@ export class SettlementBatcher {
     const refused = s.context.refused.find((r) => r.id === id);
     if (refused) return { kind: 'refused', reason: refused.reason, message: refused.message };
     if (s.context.alone.includes(id)) return { kind: 'alone' };
-    const seated = seatedRecords(s.context, 'broadcasting').find((r) => r.id === id);
+    const seated = seatedRecord(s.context, id, 'broadcasting');
     if (!seated || s.matches('failed')) {
       const failure = s.context.failure ?? { reason: 'broadcast_error', message: 'the batch ended before it was signed' };
       return { kind: 'refused', ...failure };
@@ -161,7 +161,7 @@ export class SettlementBatcher {
   async sent(batch: BatchActor, record: PaymentRecord): Promise<StepResult> {
     const s = await waitFor(batch, (s) => s.status === 'done' || s.matches('sent'), { timeout: Infinity });
     if (s.matches('failed')) return { ok: false, ...(s.context.failure ?? { reason: 'broadcast_error', message: 'the batch was not sent' }) };
-    const seated = seatedRecords(s.context, 'broadcasting').find((r) => r.id === record.id);
+    const seated = seatedRecord(s.context, record.id, 'broadcasting');
     return seated ? { ok: true, record: seated } : { ok: false, reason: 'broadcast_error', message: 'not a member of the batch sent' };
   }
 

@@ -55,6 +55,7 @@ function parsePattern(path: string): Segment[] | undefined {
  * percent-encoding in a parameter.
  */
 function matchSegments(segments: Segment[], parts: string[]): Record<string, string> | undefined {
+  if (!fits(segments, parts)) return undefined;
   const params = new StringRecord();
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i]!;
@@ -72,6 +73,20 @@ function matchSegments(segments: Segment[], parts: string[]): Record<string, str
     }
   }
   return parts.length === segments.length ? params : undefined;
+}
+
+/**
+ * Whether the path's shape fits the pattern (its literals, a part for each parameter, no part left over without a
+ * `*`), checked without allocating: most patterns a request is tried against fail here.
+ */
+function fits(segments: Segment[], parts: string[]): boolean {
+  for (let i = 0; i < segments.length; i++) {
+    const seg = segments[i]!;
+    if (seg.kind === 'rest') return true;
+    const part = parts[i];
+    if (part === undefined || (seg.kind === 'literal' ? part !== seg.value : part === '')) return false;
+  }
+  return parts.length === segments.length;
 }
 
 function handlerFor<H>(route: Route<H>, method: string): H | undefined {

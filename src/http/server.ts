@@ -210,7 +210,8 @@ interface PreparedResponse {
   /** `statusLine(status)` */
   line: RecognizedString;
   headers: [RecognizedString, RecognizedString][];
-  body: Uint8Array;
+  /** A string goes to uWS as it is (encoded there, straight into the socket's buffer: no Buffer made per response). */
+  body: Uint8Array | string;
 }
 
 /**
@@ -221,10 +222,25 @@ const preparedFrozen = new WeakMap<HttpResponse, PreparedResponse>();
 /** Frozen `headers` objects shared by responses that are not frozen themselves, checked and encoded once. */
 const preparedFrozenHeaders = new WeakMap<Record<string, string>, [Buffer, Buffer][]>();
 
+/**
+ * Header names that passed the checks below: the few a handler writes are checked once, not per response. Bounded:
+ * past it (names an upstream chose, say) a name is simply checked every time.
+ */
+const checkedNames = new Set<string>();
+const CHECKED_NAMES_MAX = 512;
+
+function checkName(name: string): void {
+  if (checkedNames.has(name)) return;
+  if (!HEADER_NAME.test(name)) throw new TypeError(`invalid response header name ${JSON.stringify(name)}`);
+  if (RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`response header ${name} is set by the server`);
+  if (checkedNames.size < CHECKED_NAMES_MAX) checkedNames.add(name);
+}
+
 function checkedHeaders(record: Record<string, string | FilledHeader> | undefined, out: [RecognizedString, RecognizedString][] = []): [RecognizedString, RecognizedString][] {
-  for (const [name, value] of Object.entries(record ?? {})) {
-    if (!HEADER_NAME.test(name)) throw new TypeError(`invalid response header name ${JSON.stringify(name)}`);
-    if (RESERVED_HEADERS.has(name.toLowerCase())) throw new TypeError(`response header ${name} is set by the server`);
+  if (record === undefined) return out;
+  for (const name of Object.keys(record)) {
+    const value = record[name];
+    checkName(name);
     if (value instanceof FilledHeader) {
       out.push([name, value.value]);
       continue;
@@ -256,11 +272,11 @@ function prepare(r: HttpResponse): PreparedResponse {
     }
     headers = r.moreHeaders === undefined ? shared : checkedHeaders(r.moreHeaders, [...shared]);
   } else headers = checkedHeaders(r.moreHeaders, checkedHeaders(r.headers));
-  const body = r.body === undefined ? EMPTY : typeof r.body === 'string' ? Buffer.from(r.body, 'utf8') : r.body;
-  if (!(body instanceof Uint8Array)) throw new TypeError('response body must be a string or a Uint8Array');
+  const body = r.body === undefined ? EMPTY : r.body;
+  if (!(body instanceof Uint8Array) && typeof body !== 'string') throw new TypeError('response body must be a string or a Uint8Array');
   if ((status === 204 || status === 304) && body.length > 0) throw new TypeError(`a ${status} response has no body`);
   if (!frozen) return { status, line: statusLine(status), headers, body };
-  const prepared = { status, line: utf8(statusLine(status)), headers: headers.map(([n, v]): [Buffer, Buffer] => [utf8(n), utf8(v)]), body };
+  const prepared = { status, line: utf8(statusLine(status)), headers: headers.map(([n, v]): [Buffer, Buffer] => [utf8(n), utf8(v)]), body: typeof body === 'string' ? utf8(body) : body };
   preparedFrozen.set(r, prepared);
   return prepared;
 }
@@ -509,7 +525,7 @@ class Exchange {
     if (r.status === 204 || r.status === 304) {
       if (closeConnection) res.endWithoutBody(0, true);
       else res.endWithoutBody();
-    } else if (this.method === 'HEAD') res.endWithoutBody(r.body.length, closeConnection);
+    } else if (this.method === 'HEAD') res.endWithoutBody(typeof r.body === 'string' ? Buffer.byteLength(r.body, 'utf8') : r.body.length, closeConnection);
     else res.end(r.body, closeConnection);
   }
 }

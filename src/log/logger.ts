@@ -62,13 +62,34 @@ export function createLogger(name: string, opts: LoggerOptions = {}): Logger {
   return wrap(opts.base && Object.keys(opts.base).length > 0 ? root.child(cleanFields(opts.base)) : root);
 }
 
+/**
+ * A level below the logger's costs one comparison: no fields are cleaned for it. A child (one per payment, per
+ * batch) is a pino child only once it writes a line, which at the default level most never do.
+ */
 function wrap(p: Pino): Logger {
+  return wrapLazy(() => p, p);
+}
+
+function wrapLazy(make: () => Pino, levels: Pino): Logger {
+  let made: Pino | undefined;
+  const pinoOf = () => {
+    made ??= make();
+    return made;
+  };
+  const at =
+    (level: LogLevel) =>
+    (msg: string, fields?: LogFields): void => {
+      if (levels.isLevelEnabled(level)) pinoOf()[level](cleanFields(fields ?? {}), msg);
+    };
   return {
-    debug: (msg, fields) => p.debug(cleanFields(fields ?? {}), msg),
-    info: (msg, fields) => p.info(cleanFields(fields ?? {}), msg),
-    warn: (msg, fields) => p.warn(cleanFields(fields ?? {}), msg),
-    error: (msg, fields) => p.error(cleanFields(fields ?? {}), msg),
-    child: (fields) => wrap(p.child(cleanFields(fields))),
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (fields) => {
+      const bindings = cleanFields(fields);
+      return wrapLazy(() => pinoOf().child(bindings), levels);
+    },
   };
 }
 

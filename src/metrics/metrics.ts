@@ -16,6 +16,7 @@ import type { ResponseObserver } from '../http/server.ts';
 import { SHED_REASONS } from '../engine/settlement-admission.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
 import { machineSeries } from './machine-series.ts';
+import { SeriesHistogram, type Observe } from './series-histogram.ts';
 
 export const METRIC_PREFIX = 'gate402_';
 
@@ -153,12 +154,16 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
   const gauge = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; collect?: (this: Gauge<L>) => void }) => new Gauge<L>({ ...define('gauge', config), registers });
   const histogram = <L extends string>(config: { name: string; help: string; labelNames: readonly L[]; buckets: number[] }) => new Histogram<L>({ ...define('histogram', config), registers });
 
-  const httpDuration = histogram({
-    name: 'gate402_http_request_duration_seconds',
-    help: 'HTTP responses by server, route template (`unmatched` when no route matched), method and status, from request to response written; `_count` is the request count',
-    labelNames: ['server', 'route', 'method', 'status'],
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-  });
+  const httpDuration = (() => {
+    const config = define('histogram', {
+      name: 'gate402_http_request_duration_seconds',
+      help: 'HTTP responses by server, route template (`unmatched` when no route matched), method and status, from request to response written; `_count` is the request count',
+      labelNames: ['server', 'route', 'method', 'status'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    });
+    // Observed once per HTTP response: the series histogram's cheap path (same exposition as prom-client's).
+    return new SeriesHistogram(config.name, config.help, config.labelNames, config.buckets, registers);
+  })();
 
   const issued: Record<ChallengeProtocol, number> = { x402: 0, mpp: 0 };
   counter({
@@ -350,14 +355,13 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     },
 
     httpObserver(server) {
-      type Child = ReturnType<typeof httpDuration.labels>;
-      const children = new Map<string, Map<string, Map<number, Child>>>();
+      const children = new Map<string, Map<string, Map<number, Observe>>>();
       return (route, method, status, seconds) => {
         const m = HTTP_METHODS.has(method) ? method : 'OTHER';
-        const byMethod = children.get(route) ?? remember(children, route, new Map<string, Map<number, Child>>());
-        const byStatus = byMethod.get(m) ?? remember(byMethod, m, new Map<number, Child>());
-        const child = byStatus.get(status) ?? remember(byStatus, status, httpDuration.labels(server, route, m, String(status)));
-        child.observe(seconds);
+        const byMethod = children.get(route) ?? remember(children, route, new Map<string, Map<number, Observe>>());
+        const byStatus = byMethod.get(m) ?? remember(byMethod, m, new Map<number, Observe>());
+        const observe = byStatus.get(status) ?? remember(byStatus, status, httpDuration.series(server, route, m, String(status)));
+        observe(seconds);
       };
     },
 
