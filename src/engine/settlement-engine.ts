@@ -65,8 +65,8 @@ const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'recon
 /** States of a payment between its admission and its transaction's send: the queue backpressure bounds. */
 const QUEUED_STATES = new Set(['verifying', 'claiming', 'simulating', 'broadcasting']);
 
-/** Unless configured: 64 payments queued per network, the oldest for at most 250 ms, 64 unmined transactions per relayer. */
-export const DEFAULT_ADMISSION: AdmissionLimits = { maxQueued: 64, maxWaitMs: 250, maxTxsPerRelayer: 64 };
+/** Unless configured: 128 payments queued per network, the oldest for at most 500 ms, 64 unmined transactions per relayer. */
+export const DEFAULT_ADMISSION: AdmissionLimits = { maxQueued: 128, maxWaitMs: 500, maxTxsPerRelayer: 64 };
 
 /** How many blocks below the head are searched for a consuming transaction, unless configured. */
 export const DEFAULT_CONSUMED_LOOKBACK_BLOCKS = 2000n;
