@@ -1,27 +1,13 @@
-/**
- * `npm run bench -- capacity`: the capacity point of gate402 and of the official stack (@x402/express with the
- * reference facilitator) at 1-second blocks, under open-loop load: paid requests arrive at a fixed rate, one
- * pre-signed EIP-3009 payment each, whatever the stack answers (bench/open-loop.ts). The capacity point is the
- * highest offered rate at which every answer is 200 and the p99 (from when each request was due) stays under one
- * block plus 250 ms. A short step search finds it: the rate doubles from --start-rate while a step passes (up to
- * --max-rate), then --bisections steps halve the gap between the last rate that passed and the first that failed.
- * Each step lasts --step-seconds and reports its answers (503s apart: a stack that sheds load before charging is
- * not at capacity at that rate), latencies, the CPU its processes spent per 200 and what reached the chain.
- *
- *   node --import tsx bench/capacity.ts [--block-time N] [--step-seconds N] [--start-rate N] [--max-rate N] [--bisections N] [--buyers N] [--poll-ms N]
- */
-import { parseUnits } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
-import { freshAccount } from '../test/helpers/devnet.ts';
 import { cpuWindow, type CpuFigures } from './cpu.ts';
-import { benchDevnet, blockNumber, fundBuyers, networkOf, setBlockTime, settledOnChain, type Buyer, type OnChain } from './devnet.ts';
+import { benchDevnet, blockNumber, networkOf, setBlockTime, settledOnChain, type Buyer, type OnChain } from './devnet.ts';
 import { openLoop, type OpenLoopResult } from './open-loop.ts';
 import { benchOptions } from './options.ts';
-import { warmUp, type PaidTarget } from './paid-run.ts';
+import { startPaidStacks, type PaidTarget } from './paid-run.ts';
 import { progress, writeFigures } from './report.ts';
 import { SigningPool } from './sign.ts';
-import { offerOf, startAll, startGate402, startReference, upstreamServer, type Server } from './stacks.ts';
+import type { Server } from './stacks.ts';
 
 const opts = benchOptions({
   full: { 'block-time': '1', 'step-seconds': '5', 'start-rate': '10', 'max-rate': '1280', bisections: '3', buyers: '100', 'poll-ms': '20' },
@@ -108,21 +94,7 @@ const servers: Server[] = [];
 const signer = new SigningPool();
 try {
   await setBlockTime(n, 0);
-  const upstream = await upstreamServer();
-  servers.push(upstream);
-  const [gate402, reference] = await startAll(servers, [
-    startGate402(devnet.manifestPath, { upstream: upstream.url, pollMs: POLL_MS }),
-    startReference(n, CAIP, { payTo: freshAccount().address, upstream: upstream.url, pollMs: POLL_MS }),
-  ] as const);
-  const targets: Record<'gate402' | 'reference', PaidTarget> = {
-    gate402: { server: gate402, offer: await offerOf(gate402.url, CAIP) },
-    reference: { server: reference, offer: await offerOf(reference.url, CAIP) },
-  };
-  progress('stacks up');
-  const buyers = await fundBuyers(n, BUYERS, parseUnits('1000', 6));
-  progress(`${buyers.length} buyers funded`);
-  for (const target of Object.values(targets)) await warmUp(signer, target, buyers, Math.min(BUYERS, 8));
-  progress('warmed up');
+  const { targets, buyers } = await startPaidStacks(devnet.manifestPath, n, CAIP, servers, signer, { pollMs: POLL_MS, buyers: BUYERS });
 
   await setBlockTime(n, BLOCK_TIME);
   const found = {

@@ -4,14 +4,17 @@
  * previous one is answered, for `seconds` or until the payments run out; then what the chain shows for the run, and
  * the CPU time and peak memory of the stack's processes during it.
  */
+import { parseUnits } from 'viem';
 import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
+import { freshAccount } from '../test/helpers/devnet.ts';
 import { cpuWindow, type CpuFigures } from './cpu.ts';
-import { blockNumber, settledOnChain, type Buyer, type OnChain } from './devnet.ts';
+import { blockNumber, fundBuyers, settledOnChain, type Buyer, type OnChain } from './devnet.ts';
 import { load, peakRssMb, resetPeakRss, type LoadResult } from './load.ts';
 import type { BenchOptions } from './options.ts';
 import type { SigningPool } from './sign.ts';
-import type { Server } from './stacks.ts';
+import { progress } from './report.ts';
+import { offerOf, startAll, startGate402, startReference, upstreamServer, type Server } from './stacks.ts';
 
 export interface PaidTarget {
   server: Server;
@@ -86,4 +89,27 @@ export function cheaperBy(ours: number | undefined, theirs: number | undefined):
 export async function warmUp(signer: SigningPool, target: PaidTarget, buyers: Buyer[], count: number): Promise<void> {
   const headers = await signer.sign(buyers, target.offer, count);
   await load((i) => (i < headers.length ? { url: target.server.url, headers: { 'payment-signature': headers[i] as string } } : undefined), 60, Math.min(count, 8));
+}
+
+/**
+ * gate402 and the reference stack side by side on one fixture upstream (every server pushed to `servers`, for the
+ * caller to stop), each with its offer on `caip2`, and `buyers` funded buyers who have each paid through both once.
+ */
+export async function startPaidStacks(manifestPath: string, n: NetworkEntry, caip2: string, servers: Server[], signer: SigningPool, opts: { pollMs: number; buyers: number; nonceManager?: boolean }) {
+  const upstream = await upstreamServer();
+  servers.push(upstream);
+  const [gate402, reference] = await startAll(servers, [
+    startGate402(manifestPath, { upstream: upstream.url, pollMs: opts.pollMs }),
+    startReference(n, caip2, { payTo: freshAccount().address, upstream: upstream.url, pollMs: opts.pollMs, ...(opts.nonceManager !== undefined ? { nonceManager: opts.nonceManager } : {}) }),
+  ] as const);
+  const targets: Record<'gate402' | 'reference', PaidTarget> = {
+    gate402: { server: gate402, offer: await offerOf(gate402.url, caip2) },
+    reference: { server: reference, offer: await offerOf(reference.url, caip2) },
+  };
+  progress('stacks up');
+  const buyers = await fundBuyers(n, opts.buyers, parseUnits('1000', 6));
+  progress(`${buyers.length} buyers funded`);
+  for (const target of Object.values(targets)) await warmUp(signer, target, buyers, Math.min(opts.buyers, 8));
+  progress('warmed up');
+  return { gate402, reference, targets, buyers };
 }
