@@ -160,6 +160,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         filesDir: merchantConfig.filesDir,
         upstreamAllowlist: config.upstreamAllowlist,
         limits: merchantConfig.limits,
+        uploadBudgets: merchantConfig.uploadBudgets,
         log: log.child({ part: 'merchants' }),
         ...(engine.cluster ? { written: (slug: string) => (engine.cluster as ClusterNode).notify(MERCHANT_CHANNEL, slug) } : {}),
       });
@@ -195,6 +196,8 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         merchants.push(...catalog);
       }
       const seeded = await registry.upsertBuiltin(merchants);
+      // Files a crash left unreferenced (a merchant deleted or updated away from its file just before) are removed.
+      await registry.sweepFiles();
       if (seeded.conflicts.length) log.warn('built-in merchants whose slug a registered merchant holds were left alone', { slugs: seeded.conflicts });
       const handlers = merchantHandlers({ registry });
       listing = cachedFor(config.discoveryCacheMs, async () => bazaarResources(await registry.list(), config.baseUrl, opts.networks));

@@ -61,6 +61,15 @@ export function isFinished(record: PaymentRecord): boolean {
   return record.state === 'settled' || record.state === 'failed';
 }
 
+/**
+ * A failed payment that never sent anything (refused by simulation, or failed before its first broadcast, its claim
+ * released): nothing of it can settle later, and a retry of it is a new payment, so its record is removed rather than
+ * kept. Kept are the records exactly-once reads (settled, unfinished) and those of payments that sent a transaction.
+ */
+export function leavesNoRecord(record: PaymentRecord): boolean {
+  return record.state === 'failed' && record.txs.length === 0 && record.batch === undefined;
+}
+
 /** The key that the chain itself makes unique (its scheme's: EIP-3009's (network, asset, from, nonce), Permit2's (network, from, nonce)). */
 export function nonceKeyOf(request: VerifyRequest): string {
   return schemeOfPayload(request.paymentPayload.payload).nonceKey(request);

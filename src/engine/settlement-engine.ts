@@ -14,7 +14,7 @@ import { schemeOfPayload } from '../schemes/registry.ts';
 import { authorizationOf, consumptionOf, type Consumption } from './authorization-consumption.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
-import { currentTxOf, fingerprintOf, isFinished, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
+import { currentTxOf, fingerprintOf, isFinished, leavesNoRecord, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { SettlementAdmission, type AdmissionLimits, type Shed } from './settlement-admission.ts';
 import { SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
@@ -388,6 +388,12 @@ export class SettlementEngine {
   }
 
   async #write(record: PaymentRecord): Promise<void> {
+    // Its claim is released by now (`releasing` came first): a refused payment leaves no record behind (unless another
+    // attempt on the nonce, in a cluster, has written its own since).
+    if (leavesNoRecord(record)) {
+      if ((await this.#records.get(record.id))?.attempt === record.attempt) await this.#records.remove(record.id);
+      return;
+    }
     await this.#records.put(record.id, { ...record, updatedAt: this.#clock() });
   }
 

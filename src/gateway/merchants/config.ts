@@ -10,16 +10,20 @@
  * | `GATE402_MERCHANT_MAX_ROUTES` | 100 | routes per merchant |
  * | `GATE402_MERCHANT_CLOCK_SKEW_S` | 600 | accepted distance of `issuedAt` from the clock |
  * | `GATE402_UPSTREAM_ALLOWLIST` | (empty) | comma-separated hosts, IPs or CIDRs upstreams may use although private |
+ * | `GATE402_MERCHANT_FILES_WALLET_BYTES` | 67108864 | bytes of uploads one wallet's merchants may reference |
+ * | `GATE402_MERCHANT_FILES_TOTAL_BYTES` | 2147483648 | bytes the merchant files directory may hold |
  */
 import { join, resolve } from 'node:path';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
 import { UpstreamAllowlist } from '../upstream-guard/guard.ts';
+import { DEFAULT_UPLOAD_BUDGETS, type UploadBudgets } from './registry.ts';
 import { DEFAULT_REGISTRATION_LIMITS, HARD_MAX_ROUTES, resolveLimits, type RegistrationLimits } from './validate.ts';
 
 export interface MerchantConfig {
   filesDir: string;
   upstreamAllowlist: UpstreamAllowlist;
   limits: RegistrationLimits;
+  uploadBudgets: UploadBudgets;
 }
 
 export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): MerchantConfig {
@@ -44,9 +48,21 @@ export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Mer
     if (e instanceof ConfigError) throw e;
     throw new ConfigError(`GATE402_MERCHANT_MIN_PRICE_USD / GATE402_MERCHANT_MAX_PRICE_USD: ${e instanceof Error ? e.message : String(e)}`);
   }
+  const uploadBudgets = uploadBudgetsFromEnv(env, limits.maxFileBytes);
   return {
     filesDir,
     upstreamAllowlist,
     limits,
+    uploadBudgets,
   };
+}
+
+/** The disk budgets of uploads; each must hold at least one file of the largest size (else nothing could upload). */
+function uploadBudgetsFromEnv(env: NodeJS.ProcessEnv, maxFileBytes: number): UploadBudgets {
+  const max = 1024 ** 4;
+  const walletBytes = envInt(env, 'GATE402_MERCHANT_FILES_WALLET_BYTES', DEFAULT_UPLOAD_BUDGETS.walletBytes, { min: 1, max });
+  const totalBytes = envInt(env, 'GATE402_MERCHANT_FILES_TOTAL_BYTES', DEFAULT_UPLOAD_BUDGETS.totalBytes, { min: 1, max });
+  if (walletBytes < maxFileBytes) throw new ConfigError(`GATE402_MERCHANT_FILES_WALLET_BYTES (${walletBytes}) is below GATE402_MERCHANT_MAX_FILE_BYTES (${maxFileBytes})`);
+  if (totalBytes < walletBytes) throw new ConfigError(`GATE402_MERCHANT_FILES_TOTAL_BYTES (${totalBytes}) is below GATE402_MERCHANT_FILES_WALLET_BYTES (${walletBytes})`);
+  return { walletBytes, totalBytes };
 }

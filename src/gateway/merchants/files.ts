@@ -3,14 +3,24 @@
  * name in the same directory, fsynced, then renamed into place, and the directory fsynced), so a reader never
  * sees a partial file and a crash leaves at most a stray `.tmp-*` file. Equal content is stored once.
  *
- * Files are never deleted here: several merchants may share one (deduplication), and a merchant deleted or
- * updated away from a file leaves it behind (a garbage collector would scan the registry for live hashes).
+ * This class only keeps bytes; which files are still wanted is the registry's to say (`file-references.ts`): it
+ * removes a file once no merchant references it, and sweeps the ones a crash left unreferenced.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
+const TEMP_PREFIX = '.tmp-';
+
+/** One entry of the directory: a stored file (by its hash) or a temporary one a write left behind. */
+export interface StoredFile {
+  name: string;
+  /** The content address; absent for a temporary file. */
+  sha256?: string;
+  size: number;
+  mtimeMs: number;
+}
 
 export function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
@@ -43,7 +53,7 @@ export class MerchantFiles {
     await this.#ensureDir();
     const existing = await stat(target).catch(() => undefined);
     if (existing?.isFile() && existing.size === size) return { sha256, size };
-    const tmp = join(this.dir, `.tmp-${sha256.slice(0, 16)}-${randomBytes(8).toString('hex')}`);
+    const tmp = join(this.dir, `${TEMP_PREFIX}${sha256.slice(0, 16)}-${randomBytes(8).toString('hex')}`);
     try {
       const fh = await open(tmp, 'wx', 0o644);
       try {
@@ -88,5 +98,57 @@ export class MerchantFiles {
     if (!SHA256_HEX.test(sha256)) return false;
     const s = await stat(this.pathOf(sha256)).catch(() => undefined);
     return s?.isFile() === true;
+  }
+
+  /** The size of the file of `sha256`, or `undefined` when there is none. */
+  async sizeOf(sha256: string): Promise<number | undefined> {
+    if (!SHA256_HEX.test(sha256)) return undefined;
+    const s = await stat(this.pathOf(sha256)).catch(() => undefined);
+    return s?.isFile() ? s.size : undefined;
+  }
+
+  /** Removes the file of `sha256` (durably: the directory is fsynced). Resolves to whether there was one. */
+  async remove(sha256: string): Promise<boolean> {
+    try {
+      await unlink(this.pathOf(sha256));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw e;
+    }
+    await this.#syncDir();
+    return true;
+  }
+
+  /** Removes a temporary file a write left behind (by its name, as {@link list} gave it). */
+  async removeTemporary(name: string): Promise<void> {
+    if (!name.startsWith(TEMP_PREFIX) || name.includes('/')) throw new TypeError(`not a temporary file: ${name}`);
+    await rm(join(this.dir, name), { force: true });
+  }
+
+  /** Every file of the directory (stored and temporary; anything else there is not ours and is left out). */
+  async list(): Promise<StoredFile[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw e;
+    }
+    const out: StoredFile[] = [];
+    for (const name of names) {
+      const stored = SHA256_HEX.test(name);
+      if (!stored && !name.startsWith(TEMP_PREFIX)) continue;
+      const s = await stat(join(this.dir, name)).catch(() => undefined);
+      if (!s?.isFile()) continue;
+      out.push({ name, ...(stored ? { sha256: name } : {}), size: s.size, mtimeMs: s.mtimeMs });
+    }
+    return out;
+  }
+
+  /** Bytes the stored files take (their sizes; temporary files included: they take disk too). */
+  async bytes(): Promise<number> {
+    let total = 0;
+    for (const f of await this.list()) total += f.size;
+    return total;
   }
 }

@@ -6,6 +6,8 @@
  * - `GET  /api/merchants`        the public list `{merchants: PublicMerchant[]}`;
  * - `GET  /api/merchants/:slug`  `{merchant: PublicMerchant}` or 404.
  *
+ * An upload over a disk budget is a 413 `{error, budget: 'wallet' | 'total'}`.
+ *
  * Every merchant that leaves here goes through `publicMerchant` (no upstream origin, no secret header names or
  * values, no uploaded file name). Errors are `{error}` with the registry's status; client mistakes are never 500s.
  * The request body limit is the server's `maxBodyBytes` (see `registrationBodyLimit` for one that fits uploads).
@@ -39,7 +41,7 @@ export function merchantHandlers(options: MerchantHttpOptions): MerchantHandlers
     async register(req): Promise<HttpResponse> {
       const bytes = await req.body(); // over maxBodyBytes: a 413 is already on its way (the rejection is an HttpError)
       const result = await registry.register(bytes, now());
-      if (!result.ok) return json(result.error.status, { error: result.error.message }, NO_STORE);
+      if (!result.ok) return json(result.error.status, { error: result.error.message, ...(result.error.budget ? { budget: result.error.budget } : {}) }, NO_STORE);
       const { action, merchant } = result.value;
       if (action === 'delete') return json(200, { deleted: merchant.slug }, NO_STORE);
       return json(action === 'register' ? 201 : 200, { merchant: publicMerchant(merchant) }, NO_STORE);

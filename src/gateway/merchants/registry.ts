@@ -31,7 +31,8 @@ import { parseJsonBytes } from '../../protocol/x402/codec.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import { checkUpstreamUrl, UpstreamAllowlist, type Resolver } from '../upstream-guard/guard.ts';
-import { MerchantFiles } from './files.ts';
+import { FileReferences } from './file-references.ts';
+import { MerchantFiles, sha256Hex } from './files.ts';
 import { recoverRegistrationSigner } from './signature.ts';
 import type { RegistrationAction, ValidatedUpsert } from './types.ts';
 import { resolveLimits, validateRegistrationRequest, type RegistrationLimits } from './validate.ts';
@@ -52,14 +53,23 @@ export interface MerchantRecord {
   nonces: { nonce: string; issuedAt: number }[];
 }
 
-export type RegistryFailureStatus = 400 | 403 | 404 | 409;
+export type RegistryFailureStatus = 400 | 403 | 404 | 409 | 413;
 
-/** A refusal's code follows its status: 400 `invalid_registration`, 403 `forbidden`, 404 `not_found`, 409 `conflict`. */
-export type RegistryRefusalCode = 'invalid_registration' | 'forbidden' | 'not_found' | 'conflict';
+/**
+ * A refusal's code follows its status: 400 `invalid_registration`, 403 `forbidden`, 404 `not_found`, 409 `conflict`,
+ * 413 `over_budget` (an upload over the wallet's or the gateway's disk budget; `budget` says which).
+ */
+export type RegistryRefusalCode = 'invalid_registration' | 'forbidden' | 'not_found' | 'conflict' | 'over_budget';
 
-export type RegistryResult = Ok<{ action: RegistrationAction; merchant: Merchant }> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }>;
+export type RegistryResult = Ok<{ action: RegistrationAction; merchant: Merchant }> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus; budget?: UploadBudget }>;
 
-const REFUSAL_CODES: Readonly<Record<RegistryFailureStatus, RegistryRefusalCode>> = { 400: 'invalid_registration', 403: 'forbidden', 404: 'not_found', 409: 'conflict' };
+const REFUSAL_CODES: Readonly<Record<RegistryFailureStatus, RegistryRefusalCode>> = {
+  400: 'invalid_registration',
+  403: 'forbidden',
+  404: 'not_found',
+  409: 'conflict',
+  413: 'over_budget',
+};
 
 export interface BuiltinSeedReport {
   /** Slugs inserted or changed. */
@@ -76,6 +86,14 @@ export interface MerchantRegistryOptions {
   networks: { has(caip2: string): boolean };
   /** Where uploaded files are stored, content-addressed. */
   filesDir: string;
+  /** Disk budgets of uploads (default {@link DEFAULT_UPLOAD_BUDGETS}). */
+  uploadBudgets?: Partial<UploadBudgets>;
+  /**
+   * How old a reference without its merchant, or a temporary file, must be before {@link MerchantRegistry.sweepFiles}
+   * removes it: 0 for a gateway alone with its store (nothing else writes meanwhile), {@link FILE_SWEEP_GRACE_MS} when
+   * it shares one (`written` given): another gateway's registration may be under way.
+   */
+  sweepGraceMs?: number;
   /** Hosts / IPs / CIDRs an upstream may use although they are private (e.g. `127.0.0.1` for the devnet). */
   upstreamAllowlist?: UpstreamAllowlist | readonly string[];
   /** DNS for the registration-time upstream check (injectable for tests). */
@@ -110,6 +128,9 @@ function deepFreeze<T>(value: T): T {
 export class MerchantRegistry {
   readonly #merchants: DurableCollection<MerchantRecord>;
   readonly #files: MerchantFiles;
+  readonly #references: FileReferences;
+  readonly #budgets: UploadBudgets;
+  readonly #sweepGraceMs: number;
   readonly #networks: { has(caip2: string): boolean };
   readonly #allowlist: UpstreamAllowlist;
   readonly #resolve: Resolver | undefined;
@@ -132,6 +153,9 @@ export class MerchantRegistry {
   constructor(options: MerchantRegistryOptions) {
     this.#merchants = options.store.collection<MerchantRecord>(MERCHANTS_COLLECTION);
     this.#files = new MerchantFiles(options.filesDir);
+    this.#references = new FileReferences(options.store);
+    this.#budgets = { ...DEFAULT_UPLOAD_BUDGETS, ...options.uploadBudgets };
+    this.#sweepGraceMs = options.sweepGraceMs ?? (options.written ? FILE_SWEEP_GRACE_MS : 0);
     this.#networks = options.networks;
     this.#allowlist = options.upstreamAllowlist instanceof UpstreamAllowlist ? options.upstreamAllowlist : new UpstreamAllowlist(options.upstreamAllowlist ?? []);
     this.#resolve = options.resolve;
@@ -269,9 +293,10 @@ export class MerchantRegistry {
 
       if (registration.action === 'delete') {
         await this.#write(slug, { merchant: null, builtin: false, nonces });
+        await this.#letGo(slug, current, null);
         return ok({ action: 'delete' as const, merchant: current! });
       }
-      const upstream = await this.#storeUpstream(registration);
+      const upstream = await this.#storeUpstream(registration, now);
       if (!upstream.ok) return upstream;
       const merchant: Merchant = {
         slug,
@@ -286,6 +311,7 @@ export class MerchantRegistry {
         updatedAt: now,
       };
       await this.#write(slug, { merchant, builtin: false, nonces });
+      await this.#letGo(slug, current, merchant);
       return ok({ action: registration.action, merchant });
     });
     if (result.ok)
@@ -299,7 +325,7 @@ export class MerchantRegistry {
   }
 
   /** Checks (DNS) or stores (file) the upstream. Runs after every other check, so a refusal stores nothing. */
-  async #storeUpstream(r: ValidatedUpsert): Promise<Ok<Upstream> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }>> {
+  async #storeUpstream(r: ValidatedUpsert, now: number): Promise<Ok<Upstream> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus; budget?: UploadBudget }>> {
     const u = r.upstream;
     if (u.kind === 'url') {
       const check = await checkUpstreamUrl(u.baseUrl, {
@@ -313,8 +339,121 @@ export class MerchantRegistry {
       }
       return ok({ kind: 'url', baseUrl: u.baseUrl, secretHeaders: { ...u.secretHeaders } });
     }
-    const { sha256, size } = await this.#files.put(u.content);
+    const stored = await this.#storeFile(r.slug, r.payTo, u.content, now);
+    if (!stored.ok) return stored;
+    const { sha256, size } = stored.value;
     return ok({ kind: 'file', sha256, contentType: u.contentType, size, fileName: u.fileName });
+  }
+
+  /**
+   * Stores an upload of `slug` within the budgets: refused (413, nothing written) when the owner's files, this one
+   * instead of the slug's current one, would exceed the per-wallet budget, or a new file the total one. The reference
+   * is durable before the file is stored (see `file-references.ts`). One owner's uploads are checked one at a time.
+   */
+  async #storeFile(
+    slug: string,
+    owner: string,
+    content: Uint8Array,
+    now: number,
+  ): Promise<Ok<{ sha256: string; size: number }> | Err<HttpFailure<RegistryRefusalCode> & { status: 413; budget: UploadBudget }>> {
+    const sha256 = sha256Hex(content);
+    const size = content.byteLength;
+    return this.#withLock(`owner:${owner.toLowerCase()}`, async () => {
+      const wallet = (await this.#references.bytesOf(owner, slug)) + size;
+      if (wallet > this.#budgets.walletBytes) {
+        return overBudget('wallet', `uploads of ${owner} would take ${wallet} bytes, over the per-wallet budget of ${this.#budgets.walletBytes} bytes: delete or shrink another merchant's file first`);
+      }
+      if ((await this.#files.sizeOf(sha256)) === undefined) {
+        const total = (await this.#files.bytes()) + size;
+        if (total > this.#budgets.totalBytes) return overBudget('total', `this gateway's uploads would take ${total} bytes, over its budget of ${this.#budgets.totalBytes} bytes: try again later`);
+      }
+      await this.#references.hold(sha256, { slug, owner, size, at: now });
+      await this.#files.put(content);
+      return ok({ sha256, size });
+    });
+  }
+
+  /**
+   * After `slug`'s record changed from `before` to `after` (durably): the file `before` used, if `after` does not use
+   * it, loses this reference, and is removed from disk once no merchant references it.
+   */
+  async #letGo(slug: string, before: Merchant | null | undefined, after: Merchant | null): Promise<void> {
+    const was = before?.upstream.kind === 'file' ? before.upstream.sha256 : undefined;
+    const is = after?.upstream.kind === 'file' ? after.upstream.sha256 : undefined;
+    if (was === undefined || was === is) return;
+    try {
+      await this.#references.drop(was, slug);
+      await this.#collect(was);
+    } catch (error) {
+      // The merchant's change stands; the file is left for the sweep at the next start.
+      this.#log?.warn('could not remove a merchant file no longer used', { slug, sha256: was, error });
+    }
+  }
+
+  /** Removes the file of `sha256` if nothing references it (written back if a reference was taken meanwhile). */
+  async #collect(sha256: string): Promise<boolean> {
+    if ((await this.#references.count(sha256)) > 0) return false;
+    const bytes = await this.#files.read(sha256);
+    if (bytes === undefined) return false;
+    await this.#files.remove(sha256);
+    if ((await this.#references.count(sha256)) > 0) {
+      await this.#files.put(bytes);
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * What a crash (or a registry older than file references) left behind, collected, as a gateway starts: a reference is
+   * added for each live merchant's file that has none; a reference whose merchant no longer uses its file is dropped
+   * once older than `graceMs` (in a cluster, another gateway's registration may not have written its merchant yet);
+   * then every stored file no reference names is removed, and every temporary file older than `graceMs`.
+   */
+  async sweepFiles(now: number = Date.now(), graceMs: number = this.#sweepGraceMs): Promise<FileSweepReport> {
+    const report: FileSweepReport = { removedFiles: 0, removedBytes: 0, droppedReferences: 0, addedReferences: 0 };
+    const used = new Map<string, Merchant>();
+    for await (const [, record] of this.#merchants.entries()) {
+      const m = record.merchant;
+      if (m?.upstream.kind === 'file') used.set(`${m.upstream.sha256}/${m.slug}`, m);
+    }
+    const referenced = new Set<string>();
+    for await (const { sha256, ref } of this.#references.all()) {
+      const key = `${sha256}/${ref.slug}`;
+      if (!used.has(key) && now - ref.at >= graceMs) {
+        await this.#references.drop(sha256, ref.slug);
+        report.droppedReferences++;
+        continue;
+      }
+      referenced.add(key);
+    }
+    for (const [key, m] of used) {
+      if (referenced.has(key) || m.upstream.kind !== 'file') continue;
+      await this.#references.hold(m.upstream.sha256, { slug: m.slug, owner: m.owner, size: m.upstream.size, at: now });
+      report.addedReferences++;
+    }
+    for (const f of await this.#files.list()) {
+      if (f.sha256 === undefined) {
+        if (now - f.mtimeMs >= graceMs) {
+          await this.#files.removeTemporary(f.name);
+          report.removedFiles++;
+          report.removedBytes += f.size;
+        }
+      } else if (await this.#collect(f.sha256)) {
+        report.removedFiles++;
+        report.removedBytes += f.size;
+      }
+    }
+    if (report.removedFiles || report.droppedReferences || report.addedReferences) this.#log?.info('merchant files swept', { ...report });
+    return report;
+  }
+
+  /** Bytes of uploads charged to `owner` (each of its merchants' files, at its size). */
+  uploadBytesOf(owner: string): Promise<number> {
+    return this.#references.bytesOf(owner);
+  }
+
+  get uploadBudgets(): Readonly<UploadBudgets> {
+    return this.#budgets;
   }
 
   /** The record's nonces that could still be replayed at `now` (older ones are refused as stale anyway). */
@@ -330,6 +469,7 @@ export class MerchantRegistry {
       const record = await this.#read(slug);
       if (!record?.merchant) return false;
       await this.#write(slug, { merchant: null, builtin: false, nonces: this.#liveNonces(record, Date.now()) });
+      await this.#letGo(slug, record.merchant, null);
       this.#log?.info('merchant removed by the operator', { slug });
       return true;
     });
@@ -372,6 +512,33 @@ export class MerchantRegistry {
       if (this.#locks.get(slug) === tail) this.#locks.delete(slug);
     }
   }
+}
+
+/** Which disk budget an upload was refused by. */
+export type UploadBudget = 'wallet' | 'total';
+
+export interface UploadBudgets {
+  /** Bytes of uploaded files one wallet's merchants may reference (each merchant's file counted at its size). */
+  walletBytes: number;
+  /** Bytes the files directory may hold. */
+  totalBytes: number;
+}
+
+/** Unless configured: 64 MiB per wallet (six files at the largest upload), 2 GiB in all. */
+export const DEFAULT_UPLOAD_BUDGETS: Readonly<UploadBudgets> = { walletBytes: 64 * 1024 * 1024, totalBytes: 2 * 1024 * 1024 * 1024 };
+
+/** How old a reference without its merchant, or a temporary file, must be before the sweep at start removes it. */
+export const FILE_SWEEP_GRACE_MS = 10 * 60_000;
+
+export interface FileSweepReport {
+  removedFiles: number;
+  removedBytes: number;
+  droppedReferences: number;
+  addedReferences: number;
+}
+
+function overBudget(budget: UploadBudget, message: string): Err<HttpFailure<RegistryRefusalCode> & { status: 413; budget: UploadBudget }> {
+  return { ok: false, error: { code: 'over_budget', message, status: 413, budget } };
 }
 
 /** LMDB keys are at most 1978 bytes; slugs are short. */
