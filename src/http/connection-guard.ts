@@ -75,10 +75,11 @@ export class ConnectionGuard {
 
   /** Hooks the guard into `app`. */
   attach(app: TemplatedApp): void {
-    app.filter((res, count) => {
+    const onConnection = (res: UwsResponse, count: number): void => {
       if (count > 0) this.#opened(res);
       else this.#closed();
-    });
+    };
+    app.filter(onConnection);
   }
 
   /** The client key of a peer address (as `formatBinaryAddress` gives it). */

@@ -66,7 +66,12 @@ t.test('one address with many idle sockets: excess closed at once, idle ones aft
         s.on('close', () => {
           entry.closed = performance.now();
         });
-        return new Promise<void>((r) => s.on('connect', () => ((entry.opened = performance.now()), r())));
+        return new Promise<void>((r) =>
+          s.on('connect', () => {
+            entry.opened = performance.now();
+            r();
+          }),
+        );
       }),
     );
   }
@@ -120,7 +125,12 @@ function bigPost(path: string, size: number, chunked: boolean): Promise<{ status
       while (written < size && !s.destroyed && status === undefined) {
         const ok = s.write(framed);
         written += piece.length;
-        if (!ok) await new Promise((r) => (s.once('drain', r), s.once('close', r)));
+        if (!ok) {
+          await new Promise((r) => {
+            s.once('drain', r);
+            s.once('close', r);
+          });
+        }
       }
       if (!s.destroyed) s.end(chunked ? '0\r\n\r\n' : '');
     });
