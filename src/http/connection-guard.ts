@@ -65,6 +65,8 @@ export class ConnectionGuard {
   /** Set while this guard closes a connection itself: the close callback that runs inside `res.close()` is about it. */
   #closing: Connection | 'refused' | undefined;
   #stopped = false;
+  /** Connections whose idle timer runs. */
+  #watching = 0;
   readonly stats: ConnectionStats = { open: 0, refused: 0, idleClosed: 0, unmatched: 0 };
 
   constructor(limits: ConnectionLimits, trustProxy: TrustProxy = false) {
@@ -85,6 +87,14 @@ export class ConnectionGuard {
   /** The client key of a peer address (as `formatBinaryAddress` gives it). */
   static key(peer: string): string {
     return ipRateLimitKey(peer);
+  }
+
+  /**
+   * Whether a connection's idle check is pending: only then do requests in flight need counting (a request started
+   * while none is pending cannot be a pending connection's first).
+   */
+  get watching(): boolean {
+    return this.#watching > 0;
   }
 
   /** A request from `key` whose answer is not written yet (see the idle rule). */
@@ -139,6 +149,7 @@ export class ConnectionGuard {
       });
       c.timer = setTimeout(() => this.#idleCheck(c), idleTimeoutMs);
       c.timer.unref();
+      this.#watching++;
     }
   }
 
@@ -161,7 +172,10 @@ export class ConnectionGuard {
 
   #forget(c: Connection): void {
     if (!this.#open.delete(c)) return;
-    if (c.timer !== undefined) clearTimeout(c.timer);
+    if (c.timer !== undefined) {
+      clearTimeout(c.timer);
+      this.#watching--;
+    }
     c.timer = undefined;
     const n = (this.#byKey.get(c.key) ?? 1) - 1;
     if (n <= 0) this.#byKey.delete(c.key);
@@ -172,12 +186,14 @@ export class ConnectionGuard {
 
   #idleCheck(c: Connection): void {
     c.timer = undefined;
+    this.#watching--;
     if (!this.#open.has(c) || c.active) return;
     if (c.res.getWriteOffset() > 0) return; // it was answered: a request came
     if ((this.#inflight.get(c.key) ?? 0) > 0) {
       // Perhaps its request is the one still running: look again later rather than cut a request off.
       c.timer = setTimeout(() => this.#idleCheck(c), this.#limits.idleTimeoutMs);
       c.timer.unref();
+      this.#watching++;
       return;
     }
     this.stats.idleClosed++;

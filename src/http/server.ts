@@ -609,7 +609,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
     request.keepPeer(); // the handler may ask for it after `res` is gone
     inflight++;
-    const client = countInflight ? ConnectionGuard.key(request.peerIp()) : undefined;
+    const client = countInflight && guard?.watching === true ? ConnectionGuard.key(request.peerIp()) : undefined;
     if (client !== undefined) guard?.requestStarted(client);
     Promise.resolve(result).then(
       (r) => {
