@@ -215,7 +215,13 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           internalUpstream: (name, request) => (stock ? stock.data(request) : refusal('upstream_off', `the ${name} upstream is off on this gateway`, 503)),
           extraRoutes: [
             metricsEndpoint,
-            { method: 'POST', path: '/api/merchants', handler: ipRateLimited(handlers.register, new TokenBucketLimiter({ capacity: 20, refillPerSecond: 0.5 }), 'registrations') },
+            {
+              method: 'POST',
+              path: '/api/merchants',
+              handler: ipRateLimited(handlers.register, new TokenBucketLimiter({ capacity: 20, refillPerSecond: 0.5 }), 'registrations'),
+              // Registration alone takes uploads; every other route keeps the gateway's small body limit.
+              options: { maxBodyBytes: registrationBodyLimit(merchantConfig.limits.maxFileBytes) },
+            },
             { method: 'GET', path: '/api/merchants', handler: handlers.list },
             { method: 'GET', path: '/api/merchants/:slug', handler: handlers.get },
             ...(stock?.routes ?? []),
@@ -224,7 +230,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           log: log.child({ part: 'gateway' }),
           metrics,
         },
-        { ...config, maxBodyBytes: Math.max(config.maxBodyBytes, registrationBodyLimit(merchantConfig.limits.maxFileBytes)) },
+        config,
       );
       closers.push(() => g.close());
       running.gatewayUrl = g.url;

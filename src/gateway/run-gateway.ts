@@ -4,7 +4,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envHost, envInt, envString } from '../config/env.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
-import { createHttpServer, json, type HttpHandler } from '../http/server.ts';
+import { createHttpServer, json, type HttpHandler, type RouteOptions } from '../http/server.ts';
 import { trustProxyFromEnv, type TrustProxy } from '../http/trust-proxy.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -35,7 +35,7 @@ export interface GatewayConfig {
   /** The public URL buyers use; discovery documents and x402 resources name it. */
   baseUrl: string;
   maxBodyBytes: number;
-  /** The request body limit of paid routes (`/m/{slug}/...`); registration uploads keep `maxBodyBytes`. */
+  /** The request body limit of paid routes (`/m/{slug}/...`); registration uploads have their own (route options). */
   paidMaxBodyBytes: number;
   upstreamTimeoutMs: number;
   /** How long connecting to an upstream may take (within the call's whole timeout). */
@@ -71,7 +71,7 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
     host,
     port,
     baseUrl,
-    maxBodyBytes: envInt(env, 'GATE402_GATEWAY_MAX_BODY_BYTES', 1024 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
+    maxBodyBytes: envInt(env, 'GATE402_GATEWAY_MAX_BODY_BYTES', 16 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
     paidMaxBodyBytes: envInt(env, 'GATE402_PAID_MAX_BODY_BYTES', 1024 * 1024, { min: 0, max: 64 * 1024 * 1024 }),
     upstreamTimeoutMs: envInt(env, 'GATE402_UPSTREAM_TIMEOUT_MS', 15_000, { min: 100, max: 300_000 }),
     upstreamConnectTimeoutMs: envInt(env, 'GATE402_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, { min: 100, max: 300_000 }),
@@ -128,7 +128,7 @@ export interface GatewayParts {
   /** Whose `serving` claims stand (a cluster's live nodes); default: this process's only. */
   live?: BootLiveness;
   /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
-  extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
+  extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler; options?: RouteOptions }>;
   log: Logger;
   metrics: Metrics;
 }
@@ -219,7 +219,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
       const m = await parts.merchants.get(req.params.slug ?? '');
       return m ? json(200, merchantOpenApi(m, discovery)) : json(404, { error: `no merchant '${req.params.slug}'` });
     });
-  for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler);
+  for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler, r.options);
   // Paid routes have their own body limit, and read a body only once its credential has passed the cheap checks.
   for (const method of ['GET', 'POST']) server.route(method, '/m/:slug/*', paid, { maxBodyBytes: config.paidMaxBodyBytes, bodyOnDemand: true });
   const port = await server.listen();

@@ -32,6 +32,8 @@ import { STATUS_CODES } from 'node:http';
 import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { HttpRequest as UwsRequest, HttpResponse as UwsResponse, RecognizedString, TemplatedApp, us_listen_socket, us_socket } from 'uWebSockets.js';
+import { ConnectionGuard, type ConnectionLimits, type ConnectionStats } from './connection-guard.ts';
+import { connectionLimitsFromEnv } from './connection-limits.ts';
 import { formatBinaryAddress } from './ip.ts';
 import { clientIp, type TrustProxy } from './trust-proxy.ts';
 import { Router, StringRecord } from './router.ts';
@@ -107,6 +109,11 @@ export interface HttpServerOptions {
    * method, the status and the seconds since the request arrived. Not called for a client that went away first.
    */
   observe?: ResponseObserver;
+  /**
+   * Per-client and total connection caps and the idle timeout (see `connection-guard.ts`); by default from the
+   * environment (`connectionLimitsFromEnv`); `false`: none.
+   */
+  connections?: ConnectionLimits | false;
 }
 
 export interface HttpServer {
@@ -119,6 +126,8 @@ export interface HttpServer {
    * socket. Requests arriving meanwhile on open keep-alive connections get 503.
    */
   close(graceMs?: number): Promise<void>;
+  /** Connections open, refused at their cap, closed idle (undefined without connection limits). */
+  connectionStats(): Readonly<ConnectionStats> | undefined;
 }
 
 /** Throw from a handler to answer `status` with `{error: message}`. */
@@ -307,6 +316,7 @@ class RouteRequest implements HttpRequest {
   #remoteIp: string | undefined;
   #peer: ArrayBuffer | undefined;
   #peerText: ArrayBuffer | undefined;
+  #peerIp: string | undefined;
   constructor(
     readonly method: string,
     readonly path: string,
@@ -319,8 +329,14 @@ class RouteRequest implements HttpRequest {
   ) {}
 
   get remoteIp(): string {
-    this.#remoteIp ??= clientIp(formatBinaryAddress(...this.keepPeer()), this.headers['x-forwarded-for'], this.trustProxy);
+    this.#remoteIp ??= clientIp(this.peerIp(), this.headers['x-forwarded-for'], this.trustProxy);
     return this.#remoteIp;
+  }
+
+  /** The socket peer's canonical address (not `X-Forwarded-For`'s). */
+  peerIp(): string {
+    this.#peerIp ??= formatBinaryAddress(...this.keepPeer());
+    return this.#peerIp;
   }
 
   /** Copies the peer address out of uWS, once: from the route callback, or while the response is still open. */
@@ -538,6 +554,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const log = options.log ?? ((line: string) => void process.stderr.write(`${line}\n`));
   const router = new Router<RegisteredRoute>();
   const app: TemplatedApp = App();
+  const limits = options.connections === undefined ? connectionLimitsFromEnv(process.env) : options.connections;
+  const guard = limits === false ? undefined : new ConnectionGuard(limits, trustProxy);
+  guard?.attach(app);
+  /** Requests still running are counted per client only where the idle rule needs them. */
+  const countInflight = guard !== undefined && limits !== false && limits.idleTimeoutMs > 0;
   let listenSocket: us_listen_socket | undefined;
   let closing = false;
   let closed: Promise<void> | undefined;
@@ -588,6 +609,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
     request.keepPeer(); // the handler may ask for it after `res` is gone
     inflight++;
+    const client = countInflight && guard?.watching === true ? ConnectionGuard.key(request.peerIp()) : undefined;
+    if (client !== undefined) guard?.requestStarted(client);
     Promise.resolve(result).then(
       (r) => {
         try {
@@ -595,6 +618,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
         } catch (err) {
           log(`http: ${ex.label}: writing the response failed: ${describe(err)}`);
         }
+        if (client !== undefined) guard?.requestEnded(client);
         settled();
       },
       (err: unknown) => {
@@ -603,6 +627,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
         } catch (e) {
           log(`http: ${ex.label}: writing the response failed: ${describe(e)}`);
         }
+        if (client !== undefined) guard?.requestEnded(client);
         settled();
       },
     );
@@ -672,9 +697,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
             };
           });
         }
+        guard?.stop();
         app.close(); // force-closes the remaining (idle keep-alive) connections
       })();
       return closed;
+    },
+    connectionStats() {
+      return guard?.stats;
     },
   };
   return server;

@@ -30,6 +30,8 @@ const gw = await spawnFacilitator({
     GATE402_CATALOG_UPSTREAM_BASE: new URL(fixtures.baseUrlFor('catjoke')).origin,
     GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1',
     GATE402_BREAKER_THRESHOLD: '1000',
+    // A thousand buyers on their own connections from one address: above the per-client default of 512.
+    GATE402_MAX_CONNECTIONS_PER_CLIENT: '2048',
     // A block's receipts are read within 50 ms of it (the README's advice where latency matters; default 200).
     GATE402_RECEIPT_POLL_MS: '50',
   },

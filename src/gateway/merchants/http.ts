@@ -10,7 +10,8 @@
  *
  * Every merchant that leaves here goes through `publicMerchant` (no upstream origin, no secret header names or
  * values, no uploaded file name). Errors are `{error}` with the registry's status; client mistakes are never 500s.
- * The request body limit is the server's `maxBodyBytes` (see `registrationBodyLimit` for one that fits uploads).
+ * `mountMerchantRoutes` gives `POST /api/merchants` its own body limit (`maxBodyBytes`, e.g. `registrationBodyLimit`);
+ * the other routes keep the server's.
  */
 import { publicMerchant } from '../catalog/merchant.ts';
 import { json, type HttpHandler, type HttpResponse, type HttpServer } from '../../http/server.ts';
@@ -20,6 +21,8 @@ export interface MerchantHttpOptions {
   registry: MerchantRegistry;
   /** Unix milliseconds; injectable for tests. */
   now?: () => number;
+  /** The body limit of `POST /api/merchants` (uploads); the server's when absent. */
+  maxBodyBytes?: number;
 }
 
 export interface MerchantHandlers {
@@ -61,5 +64,8 @@ export function merchantHandlers(options: MerchantHttpOptions): MerchantHandlers
 /** Mounts the three routes on `server`; returns it. */
 export function mountMerchantRoutes(server: HttpServer, options: MerchantHttpOptions): HttpServer {
   const h = merchantHandlers(options);
-  return server.route('POST', '/api/merchants', h.register).route('GET', '/api/merchants', h.list).route('GET', '/api/merchants/:slug', h.get);
+  return server
+    .route('POST', '/api/merchants', h.register, options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
+    .route('GET', '/api/merchants', h.list)
+    .route('GET', '/api/merchants/:slug', h.get);
 }
