@@ -3,7 +3,8 @@
 import t from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createMetrics } from '../src/metrics/metrics.ts';
+import { createMetrics, LOCAL_FACILITATOR } from '../src/metrics/metrics.ts';
+import { parseExposition, type Exposition, valueOf as sampleValue } from './helpers/prometheus.ts';
 
 const GRAFANA = 'grafana';
 const DASHBOARDS = join(GRAFANA, 'dashboards');
@@ -137,4 +138,67 @@ for (const file of files) {
 
 t.test('every metric the code defines is on some dashboard', async (t) => {
   for (const d of metrics.definitions) t.ok(used.has(d.name), d.name);
+});
+
+// The facilitator panels read series that exist only once a part declares who settles each network: its engine
+// (declareSettlements, on every part) or remote facilitators (watchFacilitators, a gateway with GATE402_FACILITATORS).
+// Both orders of the two calls, as a part starts, give the same series.
+const facilitatorNames = [...new Set(files.flatMap((f) => [...readFileSync(join(DASHBOARDS, f), 'utf8').matchAll(/\bgate402_facilitator_\w+/g)].map((m) => m[0])))].sort();
+const A = 'eip155:84532';
+const B = 'eip155:8453';
+const REMOTE = 'f1.example/x402';
+
+async function exposition(setup: (m: ReturnType<typeof createMetrics>) => void): Promise<Exposition> {
+  const m = createMetrics({ defaultMetrics: false });
+  setup(m);
+  return parseExposition((await m.scrape()).body);
+}
+const facilitatorsOf = (e: Exposition, name: string) => [...new Set(e.samples.filter((s) => s.name === name).map((s) => `${s.labels.facilitator} ${s.labels.network ?? ''}`.trim()))].sort();
+
+t.test('the facilitator series the panels query exist at zero from the first scrape, whoever settles', async (t) => {
+  t.same(facilitatorNames, ['gate402_facilitator_circuit_state', 'gate402_facilitator_errors_total', 'gate402_facilitator_failovers_total'], 'the panels query three facilitator series');
+  const empty = await exposition(() => {});
+  t.same(
+    facilitatorNames.filter((n) => empty.samples.some((s) => s.name === n)),
+    [],
+    'before a part says who settles, there is nothing to show (this is what a test must not stop at)',
+  );
+
+  const local = await exposition((m) => m.declareSettlements([A, B], ['settled']));
+  for (const name of facilitatorNames)
+    t.ok(
+      local.samples.some((s) => s.name === name),
+      `engine only: ${name} has a series`,
+    );
+  t.same(facilitatorsOf(local, 'gate402_facilitator_failovers_total'), [`${LOCAL_FACILITATOR} ${B}`, `${LOCAL_FACILITATOR} ${A}`].sort(), 'one failover series per network, the local engine');
+  t.equal(sampleValue(local, 'gate402_facilitator_failovers_total'), 0, 'at zero');
+  t.equal(sampleValue(local, 'gate402_facilitator_errors_total', { facilitator: LOCAL_FACILITATOR, network: A, kind: 'unreachable' }), 0, 'errors at zero');
+  t.same(facilitatorsOf(local, 'gate402_facilitator_circuit_state'), [LOCAL_FACILITATOR], 'one breaker series: the local engine');
+  t.equal(sampleValue(local, 'gate402_facilitator_circuit_state'), 0, 'closed');
+  t.equal(local.samples.filter((s) => s.name.startsWith('gate402_facilitator_')).length, 1 + 2 + 2 * 4, 'bounded: one breaker, and per network one failover and four error kinds');
+
+  for (const order of ['engine first', 'remote first'] as const) {
+    const mixed = await exposition((m) => {
+      const engine = () => m.declareSettlements([A, B], ['settled']);
+      const remote = () => m.watchFacilitators([{ facilitator: REMOTE, network: B }], () => 'open');
+      if (order === 'engine first') {
+        engine();
+        remote();
+      } else {
+        remote();
+        engine();
+      }
+    });
+    t.same(facilitatorsOf(mixed, 'gate402_facilitator_failovers_total'), [`${REMOTE} ${B}`, `${LOCAL_FACILITATOR} ${A}`].sort(), `${order}: B is settled remotely, A by the engine`);
+    t.same(facilitatorsOf(mixed, 'gate402_facilitator_errors_total'), [`${REMOTE} ${B}`, `${LOCAL_FACILITATOR} ${A}`].sort(), `${order}: error series likewise`);
+    t.equal(sampleValue(mixed, 'gate402_facilitator_circuit_state', { facilitator: REMOTE }), 2, `${order}: the remote breaker as read (open)`);
+    t.equal(sampleValue(mixed, 'gate402_facilitator_circuit_state', { facilitator: LOCAL_FACILITATOR }), 0, `${order}: the engine's, closed`);
+  }
+
+  const remoteOnly = await exposition((m) => {
+    m.declareSettlements([A], ['settled']);
+    m.watchFacilitators([{ facilitator: REMOTE, network: A }], () => 'closed');
+  });
+  t.same(facilitatorsOf(remoteOnly, 'gate402_facilitator_circuit_state'), [REMOTE], 'every network settled remotely: no local engine series');
+  t.same(facilitatorsOf(remoteOnly, 'gate402_facilitator_failovers_total'), [`${REMOTE} ${A}`]);
 });

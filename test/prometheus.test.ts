@@ -13,6 +13,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
+import { LOCAL_FACILITATOR } from '../src/metrics/metrics.ts';
 import { freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { spawnPaidGateway, until } from './helpers/paid-gateway.ts';
 import { fundedPayer, officialPayment, requirementsFor } from './helpers/payments.ts';
@@ -126,16 +127,15 @@ t.test('on a fresh start, every metric the dashboards query is on /metrics, at z
   t.ok(dashboardNames.length >= 20, `${dashboardNames.length} names`);
   const g = names(freshGateway);
   const f = names(freshFacilitator);
-  // The remote facilitators' series exist (at zero) for each facilitator GATE402_FACILITATORS names; these parts settle
-  // with their own engine (test/facilitator-failover.test.ts checks those series).
-  const remoteOnly = (n: string) => n.startsWith('gate402_facilitator_');
+  // No name is left out: the facilitator panels' series exist too. These parts settle with their own engine, so the
+  // facilitator is the local engine (test/facilitator-failover.test.ts checks the remote facilitators' series).
   t.same(
-    dashboardNames.filter((n) => !remoteOnly(n) && !g.has(n)),
+    dashboardNames.filter((n) => !g.has(n)),
     [],
     'absent from the gateway',
   );
   t.same(
-    dashboardNames.filter((n) => !remoteOnly(n) && !gatewayOnly(n) && !f.has(n)),
+    dashboardNames.filter((n) => !gatewayOnly(n) && !f.has(n)),
     [],
     'absent from the facilitator (merchants and stock orders are the gateway’s)',
   );
@@ -147,6 +147,9 @@ t.test('on a fresh start, every metric the dashboards query is on /metrics, at z
     t.equal(metricValue(m, 'gate402_verifications_total', { result: 'invalid', reason: 'invalid_exact_evm_signature' }), 0);
     t.equal(metricValue(m, 'gate402_store_errors_total', { store: 'lmdb' }), 0);
     t.equal(metricValue(m, 'gate402_relayer_min_balance_ether'), 0.001, 'GATE402_RELAYER_MIN_BALANCE_GWEI, in ether');
+    t.equal(metricValue(m, 'gate402_facilitator_circuit_state', { facilitator: LOCAL_FACILITATOR }), 0, 'the local engine settles: its breaker series, closed');
+    t.equal(metricValue(m, 'gate402_facilitator_failovers_total', { facilitator: LOCAL_FACILITATOR, network: CAIP2.base }), 0);
+    t.equal(metricValue(m, 'gate402_facilitator_errors_total', { facilitator: LOCAL_FACILITATOR, network: CAIP2.base, kind: 'timeout' }), 0);
   }
   t.equal(metricValue(freshGateway, 'gate402_revenue_usd_total', { merchant: 'catjoke', protocol: 'mpp' }), 0);
   t.equal(metricValue(freshGateway, 'gate402_upstream_request_duration_seconds_count', { merchant: 'catjoke', outcome: '2xx' }), 0);

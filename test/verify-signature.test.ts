@@ -629,9 +629,13 @@ t.test('workers load TypeScript when the parent registered tsx programmatically 
 
 t.test('workers that cannot load their code: every batch is verified in-process, and counted', async (t) => {
   // Every thread of the child gets a module hook that refuses `tsx/esm/api`: the main thread registers tsx before
-  // (by URL), a worker thread needs it to load worker.ts and cannot.
+  // (by URL), a worker thread needs it to load worker.ts and cannot. The worker's plain import of worker.ts is
+  // answered as a Node without type stripping would (Node 22.18 and later strip types, and would load it).
   const hooks = `export async function resolve(specifier, context, next) {
     if (specifier === 'tsx/esm/api') throw new Error('tsx is blocked in this thread');
+    if (specifier === './worker.ts' && context.parentURL?.endsWith('/worker-entry.mjs')) {
+      throw Object.assign(new TypeError('Unknown file extension ".ts" (as a Node without type stripping says)'), { code: 'ERR_UNKNOWN_FILE_EXTENSION' });
+    }
     return next(specifier, context);
   }`;
   const blocker = `import { register } from 'node:module';\nregister(new URL('./hooks.mjs', import.meta.url));\n`;

@@ -13,7 +13,19 @@ import { clientsFor, freshAccount, network, tester, testDevnet, TEST_MANIFEST_PA
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 import { buyInPool, gassedKey, tokenBalance } from './helpers/stock.ts';
-import { fitsViewportWidth, horizontalOverflow, injectWallet, launchChromium, newContext, screenshot, watchPageProblems, type TestWallet, type ViewportName } from './helpers/browser.ts';
+import {
+  drawnSize,
+  fitsViewportWidth,
+  hiddenButDrawn,
+  horizontalOverflow,
+  injectWallet,
+  launchChromium,
+  newContext,
+  screenshot,
+  watchPageProblems,
+  type TestWallet,
+  type ViewportName,
+} from './helpers/browser.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
@@ -139,6 +151,7 @@ t.test('a gasless buyer buys NVDA in the browser: gas sponsorship, the one appro
     'the wallet was asked to connect, to send the one approval and to sign one payment; nothing else was sent',
   );
   await screenshot(page, 'stock-delivered-desktop');
+  t.same(await hiddenButDrawn(page), [], 'after delivery, nothing marked hidden is drawn (the setup that disappeared, the empty alert bar)');
   t.same(problems, [], 'no page error, no console error (a CSP violation would be one)');
 });
 
@@ -174,6 +187,7 @@ t.test('the pool price moves between quote and swap: the page shows the refund a
   t.equal(await tokenBalance(n, amd.address, buyer.address), 0n, 'no stock was delivered');
   t.equal(await page.locator('#history [data-status="refunded"]').count(), 1, 'the history marks it refunded');
   await screenshot(page, 'stock-refunded-phone');
+  t.same(await hiddenButDrawn(page), [], 'after the refund, nothing marked hidden is drawn');
   t.same(problems, [], 'no page error, no console error');
 });
 
@@ -280,7 +294,7 @@ const PAGES = [
   { name: 'merchant', path: '/merchant', ready: '.route-edit', control: '#sign-button' },
 ] as const;
 
-t.test('every page at desktop and phone widths: a screenshot, no horizontal overflow, its main control in view', async (t) => {
+t.test('every page at desktop and phone widths: a screenshot, no horizontal overflow, its main control in view, nothing hidden drawn', async (t) => {
   for (const viewport of ['desktop', 'phone'] as const) {
     const context = await newContext(browser, viewport);
     context.setDefaultTimeout(STEP_MS);
@@ -294,11 +308,31 @@ t.test('every page at desktop and phone widths: a screenshot, no horizontal over
       t.equal(await horizontalOverflow(page), 0, `${p.name} at ${viewport} width: nothing wider than the screen (${file})`);
       t.ok(await fitsViewportWidth(page, p.control), `${p.name} at ${viewport} width: ${p.control} is on screen`);
       t.ok(await page.locator(p.control).first().isVisible(), `${p.name} at ${viewport} width: ${p.control} is visible`);
+      t.same(await hiddenButDrawn(page), [], `${p.name} at ${viewport} width: no element marked hidden is drawn`);
+      t.same(await drawnSize(page, '#page-alert'), { width: 0, height: 0 }, `${p.name} at ${viewport} width: with no error, no alert bar is drawn under the navigation`);
       t.same(problems, [], `${p.name} at ${viewport} width: no page or console error`);
       await page.close();
     }
     await context.close();
   }
+});
+
+t.test('an error that belongs to no form shows the alert bar in words; Dismiss hides it again', async (t) => {
+  const { context, page } = await open(browser, 'phone', `${gw.url}/marketplace`);
+  t.teardown(() => context.close());
+  await page.locator('.route').first().waitFor();
+  t.equal(await page.locator('#page-alert').isVisible(), false, 'no error, no bar');
+  // What an uncaught error in the page does (reportUncaughtErrors listens for it), without a real fault in the page.
+  await page.evaluate(`window.dispatchEvent(new ErrorEvent('error', { message: 'the prices could not be read' }))`);
+  const bar = page.locator('#page-alert');
+  await t.resolves(bar.filter({ hasText: 'the prices could not be read' }).waitFor(), 'the bar shows the error in words');
+  const shown = await drawnSize(page, '#page-alert');
+  t.ok(shown.width > 300 && shown.height > 10, `and is drawn (${shown.width}x${shown.height})`);
+  await screenshot(page, 'alert-phone');
+  await bar.locator('button', { hasText: 'Dismiss' }).click();
+  await t.resolves(bar.waitFor({ state: 'hidden' }), 'Dismiss hides it');
+  t.same(await drawnSize(page, '#page-alert'), { width: 0, height: 0 }, 'and leaves no band behind');
+  t.same(await hiddenButDrawn(page), [], 'nothing marked hidden is drawn');
 });
 
 t.test('pages are served with a strict CSP, revalidated, gzipped; assets are immutable', async (t) => {

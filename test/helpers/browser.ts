@@ -143,6 +143,27 @@ export async function fitsViewportWidth(page: Page, selector: string): Promise<b
   return box !== null && box.width > 0 && box.x >= 0 && box.x + box.width <= width + 0.5;
 }
 
+/**
+ * Elements marked `hidden` that the browser nevertheless lays out: each as `#id` (or its tag and classes) with its
+ * box. Reads what is drawn (the layout box and the computed display), not the attribute: a class that sets its own
+ * `display` later in the stylesheet would show a "hidden" element.
+ */
+export async function hiddenButDrawn(page: Page): Promise<string[]> {
+  return page.evaluate(`[...document.querySelectorAll('[hidden]')].flatMap((e) => {
+    const r = e.getBoundingClientRect();
+    const display = getComputedStyle(e).display;
+    if (r.width === 0 && r.height === 0 && display === 'none') return [];
+    const name = e.id ? '#' + e.id : e.tagName.toLowerCase() + [...e.classList].map((c) => '.' + c).join('');
+    return [name + ' ' + Math.round(r.width) + 'x' + Math.round(r.height) + ' display:' + display];
+  })`) as Promise<string[]>;
+}
+
+/** The layout box of `selector`'s first match in CSS pixels ({0, 0} when it is not drawn). */
+export async function drawnSize(page: Page, selector: string): Promise<{ width: number; height: number }> {
+  const box = await page.locator(selector).first().boundingBox();
+  return { width: box?.width ?? 0, height: box?.height ?? 0 };
+}
+
 export async function screenshot(page: Page, name: string): Promise<string> {
   mkdirSync(SCREENSHOT_DIR, { recursive: true });
   const path = join(SCREENSHOT_DIR, `${name}.png`);
