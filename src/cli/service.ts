@@ -117,7 +117,8 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   log.info(metricsExposure(metricsConfig));
   // The facilitator's bazaar listing: the gateway's paid resources when this process runs the gateway too (set
   // below, once its registry exists); a facilitator alone knows no resources and lists none.
-  let listing: () => readonly BazaarResource[] | Promise<readonly BazaarResource[]> = () => [];
+  const noListing: readonly BazaarResource[] = Object.freeze([]);
+  let listing: () => readonly BazaarResource[] | Promise<readonly BazaarResource[]> = () => noListing;
   try {
     if (opts.facilitator) {
       // The stock desk is paid through the gateway's stock API only: the open facilitator never pays it.
