@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS } from '../src/chain/canonical.ts';
+import { discoveryResourcesHandler } from '../src/facilitator/discovery-resources.ts';
 import { NetworkRegistry } from '../src/chain/networks.ts';
 import type { Merchant } from '../src/gateway/catalog/merchant.ts';
 import { buildDocument, chooseCoding } from '../src/gateway/discovery/built-document.ts';
@@ -242,4 +243,30 @@ t.test('per-wallet and per-merchant bounds refuse with a clear 4xx, concurrent r
   t.equal(fits.status, 201);
   const update = await post(await signed(other, { ...big, slug: 'fits', action: 'update' }));
   t.equal(update.status, 400, 'an update over the bound is refused too');
+});
+
+t.test("the facilitator's bazaar listing: each page built once per listing, revalidated by ETag, rebuilt for a new listing", async (t) => {
+  const item = (i: number) => ({ type: 'http', resource: `https://pay.example.test/m/s/r${i}`, accepts: [{ scheme: 'exact', network: NETWORK, payTo: `0x${'ab'.repeat(20)}` }] });
+  let listing = Array.from({ length: 30 }, (_, i) => item(i));
+  let calls = 0;
+  const handler = discoveryResourcesHandler(() => {
+    calls++;
+    return listing;
+  });
+  const ask = async (query: string, headers: Record<string, string> = {}) =>
+    handler({ method: 'GET', path: '/discovery/resources', query, headers, remoteIp: '127.0.0.1', params: {}, body: async () => new Uint8Array() });
+  const first = await ask('limit=10&offset=5');
+  t.equal(first.status, 200);
+  t.equal(await ask('limit=10&offset=5'), first, 'the same page is the same built answer');
+  const body = JSON.parse(Buffer.from(first.body as Uint8Array).toString());
+  t.same(body.pagination, { limit: 10, offset: 5, total: 30 });
+  t.equal(body.items[0].resource, 'https://pay.example.test/m/s/r5');
+  const etag = first.headers?.etag as string;
+  t.equal((await ask('limit=10&offset=5', { 'if-none-match': etag })).status, 304);
+  t.equal((await ask('limit=0')).status, 400);
+  listing = [item(99)];
+  const changed = await ask('limit=10&offset=0', { 'if-none-match': etag });
+  t.equal(changed.status, 200, 'a new listing is a new page');
+  t.match(Buffer.from(changed.body as Uint8Array).toString(), /r99/);
+  t.equal(calls, 4, 'the listing is asked once per request that parses (it is the caller who keeps it)');
 });
