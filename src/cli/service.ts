@@ -12,7 +12,7 @@ import { facilitatorAdmissionConfigFromEnv } from '../facilitator/admission.ts';
 import { facilitatorHttpConfigFromEnv } from '../facilitator/config.ts';
 import { discoveryResourcesHandler } from '../facilitator/discovery-resources.ts';
 import { bazaarResources, type BazaarResource } from '../gateway/discovery/bazaar-resources.ts';
-import { cachedFor } from '../gateway/discovery/cached.ts';
+import { MerchantSnapshot } from '../gateway/discovery/merchant-snapshot.ts';
 import { runFacilitator } from '../facilitator/run-facilitator.ts';
 import { builtinCatalog } from '../devnet/catalog/catalog.ts';
 import type { Merchant } from '../gateway/catalog/merchant.ts';
@@ -26,7 +26,7 @@ import { urlPort } from '../gateway/upstream-guard/guard.ts';
 import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { createLogger } from '../log/logger.ts';
-import { metricsEndpointConfigFromEnv, metricsRoute } from '../metrics/endpoint.ts';
+import { metricsEndpointConfigFromEnv, metricsExposure, metricsRoute, startMetricsListener } from '../metrics/endpoint.ts';
 import { createMetrics } from '../metrics/metrics.ts';
 import { refusal } from '../protocol/result.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
@@ -76,7 +76,9 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   const log = createLogger('gate402');
   // One registry per process: in `start`, the facilitator's and the gateway's /metrics show the same numbers.
   const metrics = createMetrics();
-  const metricsEndpoint = metricsRoute(metrics, metricsEndpointConfigFromEnv(env));
+  // Off the devnet /metrics is on the public listeners only behind a token, or on a listener of its own.
+  const metricsConfig = metricsEndpointConfigFromEnv(env, { devnet: opts.manifest !== undefined });
+  const publicMetrics = metricsConfig.public ? [metricsRoute(metrics, metricsConfig)] : [];
   // The stock desk's key: the open facilitator never pays it, and in a cluster the gateway holding it takes its lease.
   const stockConfig = stockConfigFromEnv(env);
   const desk = stockConfig.deskKey ? privateKeyToAccount(stockConfig.deskKey).address : opts.manifest ? devnetAccount(DEVNET_ROLES.stockDesk).address : undefined;
@@ -103,16 +105,27 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       for (const close of closers.reverse()) await close();
     },
   };
+  try {
+    if (metricsConfig.listener) {
+      const own = await startMetricsListener(metrics, { ...metricsConfig, listener: metricsConfig.listener }, (line) => log.error(line));
+      closers.push(() => own.close());
+    }
+  } catch (err) {
+    await running.close();
+    throw err;
+  }
+  log.info(metricsExposure(metricsConfig));
   // The facilitator's bazaar listing: the gateway's paid resources when this process runs the gateway too (set
   // below, once its registry exists); a facilitator alone knows no resources and lists none.
-  let listing: () => readonly BazaarResource[] | Promise<readonly BazaarResource[]> = () => [];
+  const noListing: readonly BazaarResource[] = Object.freeze([]);
+  let listing: () => readonly BazaarResource[] | Promise<readonly BazaarResource[]> = () => noListing;
   try {
     if (opts.facilitator) {
       // The stock desk is paid through the gateway's stock API only: the open facilitator never pays it.
       const deskKey = stockConfigFromEnv(env).deskKey;
       const desk = deskKey ? privateKeyToAccount(deskKey).address : opts.manifest ? devnetAccount(DEVNET_ROLES.stockDesk).address : undefined;
       const discovery = { method: 'GET', path: '/discovery/resources', handler: discoveryResourcesHandler(() => listing()) };
-      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }), metrics, [metricsEndpoint, discovery], {
+      const f = await runFacilitator(engine, opts.networks, facilitatorHttpConfigFromEnv(env), log.child({ part: 'facilitator' }), metrics, [...publicMetrics, discovery], {
         config: facilitatorAdmissionConfigFromEnv(env),
         ...(desk ? { ownPayees: [desk] } : {}),
       });
@@ -161,6 +174,8 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         upstreamAllowlist: config.upstreamAllowlist,
         limits: merchantConfig.limits,
         uploadBudgets: merchantConfig.uploadBudgets,
+        maxMerchantsPerWallet: merchantConfig.maxMerchantsPerWallet,
+        size: merchantConfig.size,
         log: log.child({ part: 'merchants' }),
         ...(engine.cluster ? { written: (slug: string) => (engine.cluster as ClusterNode).notify(MERCHANT_CHANNEL, slug) } : {}),
       });
@@ -199,8 +214,11 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       // Files a crash left unreferenced (a merchant deleted or updated away from its file just before) are removed.
       await registry.sweepFiles();
       if (seeded.conflicts.length) log.warn('built-in merchants whose slug a registered merchant holds were left alone', { slugs: seeded.conflicts });
-      const handlers = merchantHandlers({ registry });
-      listing = cachedFor(config.discoveryCacheMs, async () => bazaarResources(await registry.list(), config.baseUrl, opts.networks));
+      // Read once per change (the registry tells each one, this node's or, through the cluster, another's).
+      const snapshot = new MerchantSnapshot(registry, { onError: (error) => log.error('could not read the merchants', { error }) });
+      closers.push(async () => snapshot.close());
+      const handlers = merchantHandlers({ registry, snapshot });
+      listing = () => snapshot.built('bazaar-resources', (view) => bazaarResources(view.merchants as Merchant[], config.baseUrl, opts.networks));
       // The pages offer a wallet the stock chain's RPC when it does not know the chain: on the devnet, its own.
       const web = webConfigFromEnv(env, devnet ? { walletRpcUrl: devnet.networks[CAIP2.stockChain]?.rpcUrl } : {});
       const g = await runGateway(
@@ -211,10 +229,11 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
           store: engine.store,
           ...(engine.cluster ? { live: engine.cluster.membership.live } : {}),
           merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
+          snapshot,
           readFile: (sha256) => registry.readMerchantFile(sha256),
           internalUpstream: (name, request) => (stock ? stock.data(request) : refusal('upstream_off', `the ${name} upstream is off on this gateway`, 503)),
           extraRoutes: [
-            metricsEndpoint,
+            ...publicMetrics,
             {
               method: 'POST',
               path: '/api/merchants',

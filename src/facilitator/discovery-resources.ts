@@ -3,9 +3,12 @@
  * .listResources`), filtered by `type`, `payTo`, `scheme`, `network` and `extensions` (an extension key the item
  * declares), paged by `limit` (1 to 100, default 20) and `offset` (0 or more). A bad value is a 400 with what was
  * wrong. The listing itself comes from `source` (the gateway's paid resources in `gate402 start`), which the caller
- * keeps cached; filtering it is all a request costs.
+ * keeps until the merchants change (the same array until then). Each page asked of one listing is built once, with
+ * its ETag and compression, and kept among the last {@link DISCOVERY_PAGES_KEPT}: a request for it costs a lookup.
  */
-import { json, type HttpHandler } from '../http/server.ts';
+import { LRUCache } from 'lru-cache';
+import { buildDocument, type BuiltDocument } from '../gateway/discovery/built-document.ts';
+import { JSON_CONTENT_TYPE, json, type HttpHandler } from '../http/server.ts';
 
 /** What the listing needs of an item; the rest is passed through as it is. */
 export interface ListedResource {
@@ -88,11 +91,37 @@ export function listDiscoveryResources<T extends ListedResource>(all: readonly T
   return { x402Version: 2, items: found.slice(q.offset, q.offset + q.limit), pagination: { limit: q.limit, offset: q.offset, total: found.length } };
 }
 
-/** The route's handler over `source` (kept by the caller; called once per request). */
+/** Pages kept per listing (by their normalised query). */
+export const DISCOVERY_PAGES_KEPT = 256;
+
+const PAGE_HEADERS = Object.freeze({ 'content-type': JSON_CONTENT_TYPE, 'cache-control': 'public, no-cache' });
+
+function pageKey(q: DiscoveryQuery): string {
+  return JSON.stringify([q.type, q.payTo, q.scheme, q.network, q.extensions, q.limit, q.offset]);
+}
+
+/**
+ * The route's handler over `source` (called once per request; the caller keeps the listing, and returns the same
+ * array until it changes): pages are built once per listing and answered with their ETag (`If-None-Match` → 304)
+ * in the compression the client accepts.
+ */
 export function discoveryResourcesHandler(source: () => readonly ListedResource[] | Promise<readonly ListedResource[]>): HttpHandler {
+  const pages = new WeakMap<readonly ListedResource[], LRUCache<string, BuiltDocument>>();
   return async (req) => {
     const q = parseDiscoveryQuery(req.query);
     if (!q.ok) return json(400, { error: q.error }, { 'cache-control': 'no-store' });
-    return json(200, listDiscoveryResources(await source(), q.value), { 'cache-control': 'no-store' });
+    const all = await source();
+    let kept = pages.get(all);
+    if (kept === undefined) {
+      kept = new LRUCache({ max: DISCOVERY_PAGES_KEPT });
+      pages.set(all, kept);
+    }
+    const key = pageKey(q.value);
+    let page = kept.get(key);
+    if (page === undefined) {
+      page = buildDocument(JSON.stringify(listDiscoveryResources(all, q.value)), PAGE_HEADERS);
+      kept.set(key, page);
+    }
+    return page.respond(req);
   };
 }

@@ -11,10 +11,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { SettlePort, VerifyPort } from '../ports/settle.ts';
 import type { Store } from '../store/open-store.ts';
 import type { Merchant } from './catalog/merchant.ts';
-import { merchantOpenApi, rootOpenApi } from './discovery/openapi.ts';
-import { cachedFor } from './discovery/cached.ts';
-import { llmsTxt } from './discovery/llms-txt.ts';
-import { wellKnownX402 } from './discovery/well-known.ts';
+import { MerchantSnapshot } from './discovery/merchant-snapshot.ts';
+import { discoveryRoutes } from './discovery/routes.ts';
 import { CircuitBreakers } from './paywall/circuit-breaker.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
@@ -27,6 +25,8 @@ export interface MerchantDirectory {
   /** Synchronously when the merchant is at hand (cached), else a promise of the store's answer. */
   get(slug: string): Merchant | undefined | Promise<Merchant | undefined>;
   list(): Promise<Merchant[]>;
+  /** Calls `listener` after each change (the registry's `onChange`); without it, lists are kept `discoveryCacheMs`. */
+  onChange?(listener: () => void): () => void;
 }
 
 export interface GatewayConfig {
@@ -55,7 +55,10 @@ export interface GatewayConfig {
   trustProxy: TrustProxy;
   /** x402 payment identifiers: the largest answer body kept for replay, and how long an identifier is kept. */
   paymentIds: { maxBodyBytes: number; retentionMs: number };
-  /** How long `/llms.txt` (and the facilitator's bazaar listing) is kept before it is built again from the registry. */
+  /**
+   * How long clients may keep `/llms.txt` (`Cache-Control: max-age`), and how long a merchant list is kept when the
+   * directory tells no changes. With a registry (which tells each change) documents are rebuilt on change only.
+   */
   discoveryCacheMs: number;
 }
 
@@ -127,6 +130,8 @@ export interface GatewayParts {
   internalUpstream: InternalUpstream;
   /** Whose `serving` claims stand (a cluster's live nodes); default: this process's only. */
   live?: BootLiveness;
+  /** The merchants as discovery sees them, shared with other parts (the merchant list, the bazaar); else made here. */
+  snapshot?: MerchantSnapshot;
   /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
   extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler; options?: RouteOptions }>;
   log: Logger;
@@ -141,11 +146,12 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     bodyTimeoutMs: config.upstreamTimeoutMs,
   });
   const receiptSigner = privateKeyToAccount(config.receiptKey).address;
-  const discovery = { baseUrl: config.baseUrl, networks: parts.networks, contactEmail: config.contactEmail, challengeInfo: { realm: config.realm } };
-  const llms = cachedFor(config.discoveryCacheMs, async () => llmsTxt(await parts.merchants.list(), { baseUrl: config.baseUrl, networks: parts.networks, realm: config.realm }));
+  // Discovery documents, the merchant count of /health and the metrics' merchant series: read once per change.
+  const snapshot = parts.snapshot ?? new MerchantSnapshot(parts.merchants, { maxAgeMs: config.discoveryCacheMs, onError: (error) => parts.log.error('could not read the merchants', { error }) });
+  await snapshot.current();
   const breakers = new CircuitBreakers(config.breaker);
-  parts.metrics.watchBreakers(async () => (await parts.merchants.list()).map((m) => [m.slug, breakers.state(m.slug)]));
-  parts.metrics.watchMerchants(async () => (await parts.merchants.list()).map((m) => m.slug));
+  parts.metrics.watchBreakers(async () => (await snapshot.current()).merchants.map((m) => [m.slug, breakers.state(m.slug)]));
+  parts.metrics.watchMerchants(async () => (await snapshot.current()).merchants.map((m) => m.slug));
   const paymentIds = new PaymentIds(
     { claims: parts.store.claims('payment-ids'), records: parts.store.collection<PaymentIdRecord>('payment-ids'), expiry: parts.store.collection<string>('payment-id-expiry') },
     {
@@ -196,29 +202,28 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     observe: parts.metrics.httpObserver('gateway'),
   });
   server
+    // O(1): the store's write health (a probe write at most once a second while failing) and two counters.
     .route('GET', '/health', async () => {
       const store = await parts.store.probe();
       if (!store.ok) return json(503, { ok: false, store: { ok: false, error: 'the data store cannot write', since: new Date(store.error.since).toISOString() } });
-      return json(200, { ok: true, merchants: (await parts.merchants.list()).length, inFlight: parts.engine.inFlight });
+      return json(200, { ok: true, merchants: snapshot.count, inFlight: parts.engine.inFlight }, { 'cache-control': 'no-store' });
     })
-    .route('GET', '/openapi.json', async () => json(200, rootOpenApi(await parts.merchants.list(), discovery)))
-    .route('GET', '/.well-known/x402', async () => json(200, wellKnownX402(await parts.merchants.list(), config.baseUrl)))
-    .route('GET', '/llms.txt', async () => ({
-      status: 200,
-      headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': `public, max-age=${Math.floor(config.discoveryCacheMs / 1000)}` },
-      body: await llms(),
-    }))
     .route('GET', '/.well-known/gate402', () =>
       json(200, {
         receiptSigner,
         realm: config.realm,
         receipts: 'Payment-Receipt is base64url JSON; drop `signature`, canonicalize (RFC 8785), and check it is an EIP-191 signature by receiptSigner',
       }),
-    )
-    .route('GET', '/m/:slug/openapi.json', async (req) => {
-      const m = await parts.merchants.get(req.params.slug ?? '');
-      return m ? json(200, merchantOpenApi(m, discovery)) : json(404, { error: `no merchant '${req.params.slug}'` });
-    });
+    );
+  for (const r of discoveryRoutes({
+    snapshot,
+    networks: parts.networks,
+    baseUrl: config.baseUrl,
+    contactEmail: config.contactEmail,
+    realm: config.realm,
+    llmsMaxAgeSeconds: Math.floor(config.discoveryCacheMs / 1000),
+  }))
+    server.route(r.method, r.path, r.handler);
   for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler, r.options);
   // Paid routes have their own body limit, and read a body only once its credential has passed the cheap checks.
   for (const method of ['GET', 'POST']) server.route(method, '/m/:slug/*', paid, { maxBodyBytes: config.paidMaxBodyBytes, bodyOnDemand: true });
@@ -231,6 +236,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     receiptSigner,
     async close() {
       clearInterval(sweeping);
+      if (parts.snapshot === undefined) snapshot.close();
       await server.close();
       await dispatcher.close();
     },

@@ -9,6 +9,8 @@
  * | `GATE402_MERCHANT_MAX_PRICE_USD` | `1000.000000` | highest route price |
  * | `GATE402_MERCHANT_MAX_ROUTES` | 100 | routes per merchant |
  * | `GATE402_MERCHANT_CLOCK_SKEW_S` | 600 | accepted distance of `issuedAt` from the clock |
+ * | `GATE402_MERCHANT_MAX_TEXT_BYTES` | 65536 | a merchant's text in total (name, description, every route's texts) |
+ * | `GATE402_MERCHANT_MAX_PER_WALLET` | 20 | live merchants one payout wallet may register |
  * | `GATE402_UPSTREAM_ALLOWLIST` | (empty) | comma-separated hosts, IPs or CIDRs upstreams may use although private |
  * | `GATE402_MERCHANT_FILES_WALLET_BYTES` | 67108864 | bytes of uploads one wallet's merchants may reference |
  * | `GATE402_MERCHANT_FILES_TOTAL_BYTES` | 2147483648 | bytes the merchant files directory may hold |
@@ -16,14 +18,18 @@
 import { join, resolve } from 'node:path';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
 import { UpstreamAllowlist } from '../upstream-guard/guard.ts';
-import { DEFAULT_UPLOAD_BUDGETS, type UploadBudgets } from './registry.ts';
-import { DEFAULT_REGISTRATION_LIMITS, HARD_MAX_ROUTES, resolveLimits, type RegistrationLimits } from './validate.ts';
+import { DEFAULT_MAX_MERCHANTS_PER_WALLET, DEFAULT_UPLOAD_BUDGETS, type UploadBudgets } from './registry.ts';
+import { DEFAULT_MERCHANT_SIZE_LIMITS, DEFAULT_REGISTRATION_LIMITS, HARD_MAX_ROUTES, resolveLimits, type MerchantSizeLimits, type RegistrationLimits } from './validate.ts';
 
 export interface MerchantConfig {
   filesDir: string;
   upstreamAllowlist: UpstreamAllowlist;
   limits: RegistrationLimits;
   uploadBudgets: UploadBudgets;
+  /** Live merchants one payout wallet may hold (`GATE402_MERCHANT_MAX_PER_WALLET`). */
+  maxMerchantsPerWallet: number;
+  /** A merchant's size as a whole (`GATE402_MERCHANT_MAX_TEXT_BYTES`). */
+  size: MerchantSizeLimits;
 }
 
 export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): MerchantConfig {
@@ -54,6 +60,8 @@ export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Mer
     upstreamAllowlist,
     limits,
     uploadBudgets,
+    maxMerchantsPerWallet: envInt(env, 'GATE402_MERCHANT_MAX_PER_WALLET', DEFAULT_MAX_MERCHANTS_PER_WALLET, { min: 1, max: 1_000_000 }),
+    size: { maxTextBytes: envInt(env, 'GATE402_MERCHANT_MAX_TEXT_BYTES', DEFAULT_MERCHANT_SIZE_LIMITS.maxTextBytes, { min: 1024, max: 16 * 1024 * 1024 }) },
   };
 }
 

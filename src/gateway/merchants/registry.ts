@@ -36,6 +36,7 @@ import { MerchantFiles, sha256Hex } from './files.ts';
 import { recoverRegistrationSigner } from './signature.ts';
 import type { RegistrationAction, ValidatedUpsert } from './types.ts';
 import { resolveLimits, validateRegistrationRequest, type RegistrationLimits } from './validate.ts';
+import { checkMerchantSize, DEFAULT_MERCHANT_SIZE_LIMITS, type MerchantSizeLimits } from './validate.ts';
 
 export const MERCHANTS_COLLECTION = 'merchants';
 /** Merchant records kept decoded in memory; beyond it the least recently used one is read from LMDB again. */
@@ -106,7 +107,17 @@ export interface MerchantRegistryOptions {
    * {@link MerchantRegistry.forget} it (their cached record is stale).
    */
   written?: (slug: string) => Promise<void>;
+  /**
+   * Most live merchants one wallet (payTo, which signs) may hold; a registration past it is refused 403. Built-in
+   * merchants are not counted. Default {@link DEFAULT_MAX_MERCHANTS_PER_WALLET}.
+   */
+  maxMerchantsPerWallet?: number;
+  /** Bounds on a merchant's size (its text in total), refused 400 at registration and update. */
+  size?: Partial<MerchantSizeLimits>;
 }
+
+/** Most merchants one wallet may register, unless configured (`GATE402_MERCHANT_MAX_PER_WALLET`). */
+export const DEFAULT_MAX_MERCHANTS_PER_WALLET = 20;
 
 function refuse(status: RegistryFailureStatus, message: string): Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }> {
   return { ok: false, error: { code: REFUSAL_CODES[status], message, status } };
@@ -149,6 +160,12 @@ export class MerchantRegistry {
   readonly #cache = new LRUCache<string, Readonly<MerchantRecord>>({ max: MERCHANT_CACHE_MAX });
   /** Store reads in flight, by slug (as many as requests for distinct uncached slugs are in flight). */
   readonly #reading = new Map<string, Promise<Readonly<MerchantRecord> | undefined>>();
+  /** Told after every change (a durable write here, or another node's change being forgotten). */
+  readonly #changeListeners = new Set<() => void>();
+  readonly #maxPerWallet: number;
+  readonly #size: MerchantSizeLimits;
+  /** Live self-registered slugs by lower-cased owner (and each slug's owner), read once; dropped when another node writes. */
+  #owned: { bySlug: Map<string, string>; byOwner: Map<string, Set<string>> } | undefined;
 
   constructor(options: MerchantRegistryOptions) {
     this.#merchants = options.store.collection<MerchantRecord>(MERCHANTS_COLLECTION);
@@ -163,12 +180,32 @@ export class MerchantRegistry {
     this.#limits = resolveLimits(options.limits);
     this.#log = options.log;
     this.#written = options.written;
+    this.#maxPerWallet = options.maxMerchantsPerWallet ?? DEFAULT_MAX_MERCHANTS_PER_WALLET;
+    this.#size = { ...DEFAULT_MERCHANT_SIZE_LIMITS, ...options.size };
+  }
+
+  /** Calls `listener` after each change of any merchant (see {@link MerchantSnapshot}); returns how to stop. */
+  onChange(listener: () => void): () => void {
+    this.#changeListeners.add(listener);
+    return () => this.#changeListeners.delete(listener);
+  }
+
+  #changed(): void {
+    for (const listener of this.#changeListeners) {
+      try {
+        listener();
+      } catch (error) {
+        this.#log?.error('a merchant change listener failed', { error });
+      }
+    }
   }
 
   /** Drops the cached record of `slug` (or every one): another node wrote it, so the next read asks the store. */
   forget(slug?: string): void {
     if (slug === undefined) this.#cache.clear();
     else this.#cache.delete(slug);
+    this.#owned = undefined;
+    this.#changed();
   }
 
   /**
@@ -205,6 +242,8 @@ export class MerchantRegistry {
     this.#cache.delete(slug); // a failed write leaves the next read to the store
     await this.#merchants.put(slug, record);
     this.#cache.set(slug, deepFreeze(structuredClone(record)));
+    this.#noteOwner(slug, record);
+    this.#changed();
     // The write stands whether or not the others hear of it now (a listener that reconnects reloads everything).
     await this.#written?.(slug).catch((error: unknown) => this.#log?.warn('could not tell the other nodes of a merchant change', { slug, error }));
   }
@@ -270,12 +309,18 @@ export class MerchantRegistry {
     });
     if (!valid.ok) return refuse(400, valid.error.message);
     const { request, registration } = valid.value;
+    if (registration.action !== 'delete') {
+      const sized = checkMerchantSize(registration, this.#size);
+      if (!sized.ok) return refuse(400, sized.error.message);
+    }
 
     const signer = await recoverRegistrationSigner(request.registration, request.signature as Hex);
     if (signer === undefined || !sameAddress(signer, registration.payTo)) {
       return refuse(403, `signature is not a valid EIP-712 signature by payTo ${registration.payTo}`);
     }
 
+    // Registrations by one wallet are counted one at a time: concurrent ones cannot all pass its quota.
+    const walletTurn = registration.action === 'register' ? await this.#walletTurn(signer) : undefined;
     const result = await this.#withLock(registration.slug, async (): Promise<RegistryResult> => {
       const slug = registration.slug;
       const record = await this.#read(slug);
@@ -283,6 +328,8 @@ export class MerchantRegistry {
       const current = record?.merchant ?? null;
       if (registration.action === 'register') {
         if (current) return refuse(400, `slug ${slug} is taken`);
+        const quota = await this.#walletQuota(signer, slug);
+        if (!quota.ok) return quota;
       } else {
         if (!current) return refuse(404, `no merchant ${slug}`);
         if (record?.builtin) return refuse(403, `${slug} is a built-in merchant managed by the operator`);
@@ -313,7 +360,7 @@ export class MerchantRegistry {
       await this.#write(slug, { merchant, builtin: false, nonces });
       await this.#letGo(slug, current, merchant);
       return ok({ action: registration.action, merchant });
-    });
+    }).finally(() => walletTurn?.());
     if (result.ok)
       this.#log?.info(`merchant ${result.value.action === 'delete' ? 'deleted' : result.value.action === 'update' ? 'updated' : 'registered'}`, {
         slug: registration.slug,
@@ -456,6 +503,53 @@ export class MerchantRegistry {
     return this.#budgets;
   }
 
+  /** Waits for the wallet's turn to register (one registration per wallet at a time); resolves to its release. */
+  async #walletTurn(owner: string): Promise<() => void> {
+    const key = `wallet:${owner.toLowerCase()}`; // a slug never holds ':'
+    const previous = this.#locks.get(key) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const tail = previous.then(() => mine);
+    this.#locks.set(key, tail);
+    await previous;
+    return () => {
+      release();
+      if (this.#locks.get(key) === tail) this.#locks.delete(key);
+    };
+  }
+
+  /** Whether `owner` may register one more merchant (403 past the per-wallet bound). */
+  async #walletQuota(owner: string, slug: string): Promise<Ok<undefined> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }>> {
+    const held = (await this.#ownedIndex()).byOwner.get(owner.toLowerCase())?.size ?? 0;
+    if (held < this.#maxPerWallet) return ok(undefined);
+    this.#log?.info('merchant registration refused: wallet quota', { slug, owner, held });
+    return refuse(403, `wallet ${owner} already holds ${held} merchants, the most one wallet may register (${this.#maxPerWallet}); delete one before registering ${slug}`);
+  }
+
+  /** Live self-registered merchants by owner: one pass over the collection, then kept up to date by each write. */
+  async #ownedIndex(): Promise<{ bySlug: Map<string, string>; byOwner: Map<string, Set<string>> }> {
+    if (this.#owned !== undefined) return this.#owned;
+    const index = { bySlug: new Map<string, string>(), byOwner: new Map<string, Set<string>>() };
+    for await (const [slug, record] of this.#merchants.entries()) if (record.merchant && !record.builtin) addOwned(index, slug, record.merchant.owner);
+    this.#owned ??= index;
+    return this.#owned;
+  }
+
+  #noteOwner(slug: string, record: MerchantRecord): void {
+    const index = this.#owned;
+    if (index === undefined) return;
+    const before = index.bySlug.get(slug);
+    if (before !== undefined) {
+      index.bySlug.delete(slug);
+      const set = index.byOwner.get(before);
+      set?.delete(slug);
+      if (set?.size === 0) index.byOwner.delete(before);
+    }
+    if (record.merchant && !record.builtin) addOwned(index, slug, record.merchant.owner);
+  }
+
   /** The record's nonces that could still be replayed at `now` (older ones are refused as stale anyway). */
   #liveNonces(record: MerchantRecord | undefined, now: number): { nonce: string; issuedAt: number }[] {
     const oldest = now / 1000 - this.#limits.clockSkewSeconds - 60;
@@ -539,6 +633,17 @@ export interface FileSweepReport {
 
 function overBudget(budget: UploadBudget, message: string): Err<HttpFailure<RegistryRefusalCode> & { status: 413; budget: UploadBudget }> {
   return { ok: false, error: { code: 'over_budget', message, status: 413, budget } };
+}
+
+function addOwned(index: { bySlug: Map<string, string>; byOwner: Map<string, Set<string>> }, slug: string, owner: string): void {
+  const key = owner.toLowerCase();
+  index.bySlug.set(slug, key);
+  let set = index.byOwner.get(key);
+  if (set === undefined) {
+    set = new Set();
+    index.byOwner.set(key, set);
+  }
+  set.add(slug);
 }
 
 /** LMDB keys are at most 1978 bytes; slugs are short. */

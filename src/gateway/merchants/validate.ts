@@ -556,3 +556,36 @@ export function validateRegistrationRequest(body: unknown, ctx: ValidationContex
     },
   });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Size of a merchant as a whole
+
+/**
+ * How big one merchant may be in total. Each text field has its own cap (the schema's `MAX_*` above); this bounds
+ * their sum, so that a merchant of many routes each at every cap (100 x 6 KB) cannot make every discovery document
+ * hundreds of kilobytes heavier.
+ */
+export interface MerchantSizeLimits {
+  /** UTF-8 bytes of the name, description and every route's name, summary, description and input together. */
+  maxTextBytes: number;
+}
+
+export const DEFAULT_MERCHANT_SIZE_LIMITS: Readonly<MerchantSizeLimits> = { maxTextBytes: 64 * 1024 };
+
+/** A merchant's text, in UTF-8 bytes, as {@link MerchantSizeLimits.maxTextBytes} counts it. Pure. */
+export function merchantTextBytes(m: { name: string; description: string; routes: ReadonlyArray<{ route: string; summary: string; description: string; input: string }> }): number {
+  let total = Buffer.byteLength(m.name) + Buffer.byteLength(m.description);
+  for (const r of m.routes) total += Buffer.byteLength(r.route) + Buffer.byteLength(r.summary) + Buffer.byteLength(r.description) + Buffer.byteLength(r.input);
+  return total;
+}
+
+/** Refuses (400) a registration or update whose text is over the bound. Pure. */
+export function checkMerchantSize(
+  m: { name: string; description: string; routes: ReadonlyArray<{ route: string; summary: string; description: string; input: string }> },
+  limits: MerchantSizeLimits,
+): Checked<number> {
+  const bytes = merchantTextBytes(m);
+  if (bytes > limits.maxTextBytes)
+    return bad(`the merchant's text (name, description and every route's name, summary, description and input) is ${bytes} bytes, over the ${limits.maxTextBytes} allowed: shorten it or split it`);
+  return good(bytes);
+}
