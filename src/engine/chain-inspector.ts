@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { Address, Chain, Hex, PublicClient, TransactionReceipt, Transport } from 'viem';
+import { keccak256, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { movedExactly } from '../schemes/erc20-transfers.ts';
 import type { ChainReads, SettlementCall } from '../schemes/scheme.ts';
 import { aggregateCall, aggregateResults } from './settlement-batch.ts';
@@ -20,6 +20,17 @@ const erc1271Abi = [
 
 export type Simulation = { ok: true; gas: bigint } | { ok: false; error: string };
 
+/**
+ * Who a simulation runs as, and the fees it carries: those of the transaction that will be sent (its relayer, its
+ * fee caps), so that a contract reading `tx.gasprice`, `block.basefee` against it, or its caller's balance sees in
+ * the simulation what it will see on chain.
+ */
+export interface SimulationSender {
+  from: Address;
+  maxFeePerGas?: bigint;
+  maxPriorityFeePerGas?: bigint;
+}
+
 /** How long "no code at this address" is believed, and how many such answers are kept (oldest dropped first). */
 export const ABSENT_CODE_TTL_MS = 30_000;
 export const ABSENT_CODE_MAX_ENTRIES = 10_000;
@@ -31,7 +42,7 @@ export const ABSENT_CODE_MAX_ENTRIES = 10_000;
 export class ChainInspector implements ChainReads {
   readonly #client: PublicClient<Transport, Chain>;
   /** Bounded: a payer address comes from the client, and any existing contract can be named. */
-  readonly #deployed = new LRUCache<string, true>({ max: ABSENT_CODE_MAX_ENTRIES });
+  readonly #deployed = new LRUCache<string, Hex>({ max: ABSENT_CODE_MAX_ENTRIES });
   /** Addresses found without code, with when that answer expires; insertion order is age order. */
   readonly #absent = new Map<string, number>();
   readonly #clock: () => number;
@@ -63,13 +74,24 @@ export class ChainInspector implements ChainReads {
     const code = await this.#client.getCode({ address });
     const has = code !== undefined && code !== '0x';
     if (has) {
-      this.#deployed.set(key, true);
+      this.#deployed.set(key, keccak256(code));
     } else {
       this.#absent.delete(key);
       this.#absent.set(key, now + ABSENT_CODE_TTL_MS);
       while (this.#absent.size > ABSENT_CODE_MAX_ENTRIES) this.#absent.delete(this.#absent.keys().next().value as string);
     }
     return has;
+  }
+
+  /**
+   * keccak of an address's runtime code, or undefined where there is none. Read with the code's existence (one
+   * `eth_getCode`, cached with it): a contract payer, whose code {@link hasCode} just read, costs no more.
+   */
+  async codeHash(address: Address): Promise<Hex | undefined> {
+    const key = address.toLowerCase();
+    const known = this.#deployed.get(key);
+    if (known !== undefined) return known;
+    return (await this.hasCode(address)) ? this.#deployed.get(key) : undefined;
   }
 
   /** ERC-1271: a contract wallet vouches for a signature over `digest`. */
@@ -82,10 +104,10 @@ export class ChainInspector implements ChainReads {
     }
   }
 
-  /** Runs exactly the call from `from` without sending it (its gas, or a revert as an error text). */
-  async simulate(call: Pick<SettlementCall, 'to' | 'data'>, from: Address): Promise<Simulation> {
+  /** Runs exactly the call from the sender, with its fees, without sending it (its gas, or a revert as an error text). */
+  async simulate(call: Pick<SettlementCall, 'to' | 'data'>, sender: SimulationSender): Promise<Simulation> {
     try {
-      const gas = await this.#client.estimateGas({ account: from, to: call.to, data: call.data });
+      const gas = await this.#client.estimateGas({ account: sender.from, to: call.to, data: call.data, ...feesOf(sender) });
       return { ok: true, gas };
     } catch (err) {
       return { ok: false, error: String((err as { shortMessage?: string }).shortMessage ?? (err as Error).message) };
@@ -93,8 +115,8 @@ export class ChainInspector implements ChainReads {
   }
 
   /** Runs every call in one `aggregate3` through `multicall`, each allowed to fail: which would succeed, in order. */
-  async simulateBatch(multicall: Address, calls: readonly SettlementCall[], from: Address): Promise<boolean[]> {
-    const { data: returned } = await this.#client.call({ account: from, ...aggregateCall(multicall, calls, true) });
+  async simulateBatch(multicall: Address, calls: readonly SettlementCall[], sender: SimulationSender): Promise<boolean[]> {
+    const { data: returned } = await this.#client.call({ account: sender.from, ...aggregateCall(multicall, calls, true), ...feesOf(sender) });
     if (!returned) throw new Error(`no aggregate3 answered at ${multicall}`);
     return aggregateResults(returned);
   }
@@ -103,4 +125,9 @@ export class ChainInspector implements ChainReads {
   static transferMatches(receipt: TransactionReceipt, expect: SettlementCall['expect']): boolean {
     return movedExactly(receipt.logs, expect);
   }
+}
+
+/** The fee fields of a simulation, when the sender's are known (else the node's defaults: a gas price of 0). */
+function feesOf(sender: SimulationSender): { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | Record<string, never> {
+  return sender.maxFeePerGas !== undefined ? { maxFeePerGas: sender.maxFeePerGas, maxPriorityFeePerGas: sender.maxPriorityFeePerGas ?? 0n } : {};
 }

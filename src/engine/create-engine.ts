@@ -18,6 +18,7 @@ import { paymentMachine } from './payment-machine.ts';
 import { RelayerPool } from './relayer-pool.ts';
 import type { AdmissionLimits } from './settlement-admission.ts';
 import { DEFAULT_ADMISSION, SettlementEngine } from './settlement-engine.ts';
+import { DEFAULT_REVERT_BUDGET, type RevertBudgetLimits } from './revert-budget.ts';
 
 export interface EngineConfig {
   dataDir: string;
@@ -39,6 +40,8 @@ export interface EngineConfig {
   consumedLookbackBlocks: number;
   /** Backpressure: new payments of a network are turned away (503, nothing charged) while its settlement is behind. */
   admission: AdmissionLimits;
+  /** Bans and hourly gas budgets for settlements that revert on chain after passing simulation (contract payers). */
+  revertBudget: RevertBudgetLimits;
   /** Relayer keys; required unless the caller gives default relayers (the devnet's). */
   relayerKeys: `0x${string}`[];
 }
@@ -69,6 +72,13 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
       maxQueued: envInt(env, 'GATE402_SETTLE_QUEUE_MAX', DEFAULT_ADMISSION.maxQueued, { min: 1, max: 1_000_000 }),
       maxWaitMs: envInt(env, 'GATE402_SETTLE_QUEUE_WAIT_MS', DEFAULT_ADMISSION.maxWaitMs, { min: 10, max: 600_000 }),
       maxTxsPerRelayer: envInt(env, 'GATE402_SETTLE_RELAYER_TXS_MAX', DEFAULT_ADMISSION.maxTxsPerRelayer, { min: 1, max: 100_000 }),
+    },
+    revertBudget: {
+      banMs: envInt(env, 'GATE402_REVERT_BAN_SECONDS', DEFAULT_REVERT_BUDGET.banMs / 1000, { min: 0, max: 365 * 24 * 3600 }) * 1000,
+      gasPerPayerHour: BigInt(envInt(env, 'GATE402_REVERT_GAS_PER_PAYER_HOUR', Number(DEFAULT_REVERT_BUDGET.gasPerPayerHour), { min: 0, max: 1_000_000_000 })),
+      gasPerCodeHour: BigInt(envInt(env, 'GATE402_REVERT_GAS_PER_CODE_HOUR', Number(DEFAULT_REVERT_BUDGET.gasPerCodeHour), { min: 0, max: 1_000_000_000 })),
+      gasTotalHour: BigInt(envInt(env, 'GATE402_REVERT_GAS_TOTAL_HOUR', Number(DEFAULT_REVERT_BUDGET.gasTotalHour), { min: 0, max: 10_000_000_000 })),
+      trialLeaseMs: DEFAULT_REVERT_BUDGET.trialLeaseMs,
     },
   };
 }
@@ -128,7 +138,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     inspector: (caip2) => pick(inspectors, caip2),
     relayers: (caip2) => pick(relayers, caip2),
     watcher: (caip2) => pick(watchers, caip2),
-    simulateFrom: (caip2) => pick(relayers, caip2).addresses[0] as `0x${string}`,
+    simulateFrom: (caip2) => pick(relayers, caip2).nextSender(),
     // Never paid: our own relayers and every contract the networks name (a payment there only burns our gas).
     policy: { refusedPayees: new Set([...knownContracts(networks), ...accounts.map((a) => a.address.toLowerCase())]), minAmount: 1n },
     now: () => BigInt(Math.floor(Date.now() / 1000)),
@@ -138,6 +148,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     batch: { maxSize: config.batchMax, windowMs: config.batchWindowMs, eager: config.batchEager },
     consumedLookbackBlocks: BigInt(config.consumedLookbackBlocks),
     admission: config.admission,
+    revertBudget: config.revertBudget,
     log,
     metrics,
     ...(opts.cluster ? { node: opts.cluster.config.nodeId } : {}),

@@ -31,6 +31,11 @@ export interface PaymentRecord {
    */
   batch?: { id: string; index: number; tx: Hex };
   gas?: string;
+  /**
+   * A contract payer (ERC-1271): its code hash, and the code's turn this payment holds while the code has never
+   * settled here (one payment at a time; released when the payment ends). See `revert-budget.ts`.
+   */
+  contract?: { codeHash: Hex; turn?: string };
   result?: SettleResponse;
   failure?: { reason: string; message: string };
   createdAt: number;

@@ -167,6 +167,22 @@ export class RelayerPool {
     };
   }
 
+  /**
+   * Who would send a transaction signed now, and the fees it would carry: what a settlement is simulated as. No RPC
+   * while the fees are fresh (they are the ones {@link sign} uses).
+   */
+  async nextSender(): Promise<{ from: Address; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
+    const fees = await this.#currentFees();
+    let best: Relayer | undefined;
+    const n = this.#relayers.length;
+    for (let i = 0; i < n; i++) {
+      const r = this.#relayers[(this.#turn + i) % n] as Relayer;
+      if (r.balance < this.#minBalance) continue;
+      if (!best || r.inFlight < best.inFlight) best = r;
+    }
+    return { from: (best ?? (this.#relayers[0] as Relayer)).account.address, ...fees };
+  }
+
   /** Signs a call from the least busy relayer with the next nonce. Nothing is sent. */
   async sign(call: RelayerCall): Promise<SignedTx> {
     const fees = await this.#currentFees();

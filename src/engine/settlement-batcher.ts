@@ -6,7 +6,7 @@ import type { BlockWatcher } from '../chain/block-watcher.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { Logger } from '../log/logger.ts';
 import { batchMachine, seatedRecord, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from './batch-machine.ts';
-import type { ChainInspector } from './chain-inspector.ts';
+import type { ChainInspector, SimulationSender } from './chain-inspector.ts';
 import type { StepResult } from './payment-machine.ts';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
@@ -28,7 +28,8 @@ export interface BatcherOptions {
   inspector(caip2: string): ChainInspector;
   relayers(caip2: string): RelayerPool;
   watcher(caip2: string): BlockWatcher;
-  simulateFrom(caip2: string): Address;
+  /** Who simulates a batch: the relayer that would send it, with the fees it would sign. */
+  simulateFrom(caip2: string): SimulationSender | Promise<SimulationSender>;
   pollMs: number;
   log: Logger;
   /** Writes a batch's record and its members' records in one durable transaction: after a crash, all of them or none. */
@@ -207,7 +208,7 @@ export class SettlementBatcher {
       this.#warned.add(network);
       return { refused: [] };
     }
-    const from = this.#o.simulateFrom(network);
+    const from = await this.#o.simulateFrom(network);
     const all = members.map((m) => m.call);
     const whole = await inspector.simulate(aggregateCall(multicall, all, false), from);
     if (whole.ok) return { refused: [], batch: { multicall, gas: whole.gas } };

@@ -18,11 +18,12 @@ import { currentTxOf, fingerprintOf, isFinished, leavesNoRecord, nonceKeyOf, typ
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
 import { SettlementAdmission, type AdmissionLimits, type Shed } from './settlement-admission.ts';
 import { SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
+import { RevertBudget, type RevertBudgetLimits, type RevertEvent } from './revert-budget.ts';
 import type { SettlementCall } from '../schemes/scheme.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from './tx-courier.ts';
 import type { PaymentPolicy } from '../verify/payment-policy.ts';
 import { supportedExtensionKeys } from '../protocol/x402/extensions/index.ts';
-import { checkPayment, precheckPayment, revertReason, settlementCallOf, simulatePayment, verifyPayment, type Precheck, type Verdict, type VerifyDeps } from './verify-payment.ts';
+import { checkPayment, precheckPayment, revertReason, settlementCallOf, simulatePayment, type Precheck, type Verdict, type VerifyDeps } from './verify-payment.ts';
 
 export interface EngineOptions extends VerifyDeps {
   store: Store;
@@ -47,6 +48,8 @@ export interface EngineOptions extends VerifyDeps {
   consumedLookbackBlocks?: bigint;
   /** Backpressure: when a network's settlement falls behind, new payments are turned away before anything is done. */
   admission?: AdmissionLimits;
+  /** Bans and hourly gas budgets for settlements that revert on chain after passing simulation (see `revert-budget.ts`). */
+  revertBudget?: RevertBudgetLimits;
   log: Logger;
   metrics: EngineMetrics;
   clockMs?: () => number;
@@ -54,7 +57,7 @@ export interface EngineOptions extends VerifyDeps {
   node?: string;
 }
 
-export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement'>;
+export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement' | 'revertedSettlement' | 'revertRefusal'>;
 
 type PaymentSnapshot = SnapshotFrom<typeof paymentMachine>;
 type PaymentActor = ReturnType<DurableHost<typeof paymentMachine, PaymentRecord>['spawn']>;
@@ -92,6 +95,7 @@ export class SettlementEngine {
   readonly #clock: () => number;
   readonly #abort = new AbortController();
   readonly #admission: SettlementAdmission;
+  readonly #budget: RevertBudget;
   /** Dead nodes' payments this node is finishing, by node, and what to call once they are all final. */
   readonly #adopted = new Map<string, { open: Set<string>; finished: () => void }>();
 
@@ -101,6 +105,12 @@ export class SettlementEngine {
     this.#records = opts.store.collection<PaymentRecord>('payments');
     this.#batches = opts.store.collection<BatchRecord>('payment-batches');
     this.#clock = opts.clockMs ?? Date.now;
+    this.#budget = new RevertBudget({
+      store: opts.store,
+      ...(opts.revertBudget ? { limits: opts.revertBudget } : {}),
+      clock: this.#clock,
+      observer: { reverted: (network, gas) => opts.metrics.revertedSettlement(network, gas), refused: (kind) => opts.metrics.revertRefusal(kind) },
+    });
     this.#batcher = new SettlementBatcher({
       ...opts,
       maxSize: opts.batch.maxSize,
@@ -140,6 +150,11 @@ export class SettlementEngine {
       },
       done: (id, snapshot, state) => {
         const record = snapshot.context.record;
+        const turn = record.contract?.turn;
+        if (turn)
+          void this.#budget
+            .release(record.contract?.codeHash as string, turn)
+            .catch((error: unknown) => this.#o.log.warn("could not give a contract code's turn back; it lapses", { payment: id, error }));
         const adopted = record.node === undefined ? undefined : this.#adopted.get(record.node);
         if (adopted?.open.delete(id) && adopted.open.size === 0) {
           this.#adopted.delete(record.node as string);
@@ -259,9 +274,20 @@ export class SettlementEngine {
   }
 
   async verify(request: VerifyRequest): Promise<VerifyResponse> {
-    const verdict = this.#counted(await verifyPayment(this.#o, request, { simulate: this.#o.simulateOnVerify }));
+    const checked = await this.#judged(await checkPayment(this.#o, request));
+    const verdict = this.#counted(this.#o.simulateOnVerify ? await simulatePayment(this.#o, request, checked) : checked);
     if (verdict.ok) return { isValid: true, payer: verdict.payer };
     return { isValid: false, invalidReason: verdict.reason, invalidMessage: verdict.message, ...(verdict.payer ? { payer: verdict.payer } : {}) };
+  }
+
+  /**
+   * A contract payer's verdict, judged by the revert budget (see `revert-budget.ts`): refused while it or its code is
+   * banned, or while the gas of reverted settlements is spent. An EOA's verdict passes untouched, at no cost.
+   */
+  async #judged(verdict: Verdict): Promise<Verdict> {
+    if (!verdict.ok || verdict.signer !== 'contract' || !verdict.codeHash) return verdict;
+    const judged = await this.#budget.judge(verdict.payer, verdict.codeHash);
+    return judged.ok ? verdict : { ok: false, reason: judged.reason, message: judged.message, payer: verdict.payer };
   }
 
   /**
@@ -421,9 +447,14 @@ export class SettlementEngine {
     this.#batcher.coming(record, 1);
     return this.#leavesUnless(
       record,
-      checkPayment(this.#o, record.request).then((verdict): StepResult => {
+      checkPayment(this.#o, record.request).then(async (verdict): Promise<StepResult> => {
         if (!verdict.ok) return { ok: false, reason: this.#counted(verdict).reason, message: verdict.message };
-        return { ok: true, record: { ...record, payer: verdict.payer }, verdict };
+        if (verdict.signer !== 'contract' || !verdict.codeHash) return { ok: true, record: { ...record, payer: verdict.payer }, verdict };
+        // A contract payer: refused while banned or over budget, and one at a time while its code never settled.
+        const admitted = await this.#budget.admit(verdict.payer, verdict.codeHash, record);
+        if (!admitted.ok) return { ok: false, reason: this.#counted({ ok: false, reason: admitted.reason, message: admitted.message }).reason, message: admitted.message };
+        const contract = { codeHash: verdict.codeHash, ...(admitted.turn ? { turn: admitted.turn } : {}) };
+        return { ok: true, record: { ...record, payer: verdict.payer, contract }, verdict };
       }),
     );
   }
@@ -534,9 +565,10 @@ export class SettlementEngine {
     return verdict;
   }
 
-  #settledBy(record: PaymentRecord, receipt: TransactionReceipt, tx: SignedTx): StepResult {
+  async #settledBy(record: PaymentRecord, receipt: TransactionReceipt, tx: SignedTx): Promise<StepResult> {
     const scheme = schemeOfPayload(record.request.paymentPayload.payload);
     if (receipt.status !== 'success') {
+      await this.#reverted(record, receipt.gasUsed, receipt.transactionHash);
       return { ok: false, reason: scheme.reasons.transactionFailed, message: `settlement ${tx.hash} reverted` };
     }
     const expect = expectedTransfer(record);
@@ -544,14 +576,35 @@ export class SettlementEngine {
       return { ok: false, reason: Eip3009Reason.transferEventMismatch, message: `settlement ${receipt.transactionHash} did not log the expected Transfer` };
     }
     const result: SettleResponse = { success: true, transaction: receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };
+    if (record.contract)
+      await this.#budget
+        .settled(record.contract.codeHash, receipt.transactionHash)
+        .catch((error: unknown) => this.#o.log.warn("could not record a contract code's first settlement", { payment: record.id, error }));
     return { ok: true, record: { ...record, result } };
+  }
+
+  /**
+   * A settlement (or a batch member's call) reverted on chain after it passed simulation: its payer (and its code)
+   * is refused from now on, and the gas counts against the hour's budgets. Never fails the step: the failure is
+   * logged, the payment's own outcome stands.
+   */
+  async #reverted(record: PaymentRecord, gas: bigint, tx: Hex): Promise<void> {
+    const payer = record.payer || expectedTransfer(record).from;
+    const event: Omit<RevertEvent, 'at'> = { network: record.network, payer, gas: gas.toString(), tx, ...(record.contract ? { codeHash: record.contract.codeHash } : {}) };
+    this.#o.log.warn('a settlement that passed simulation reverted on chain: its payer is refused from now on', { payment: record.id, ...event });
+    await this.#budget.reverted(event).catch((error: unknown) => this.#o.log.error('could not record a reverted settlement', { payment: record.id, error }));
   }
 
   /** A batch member settled if its own call of the mined batch did, as the batch's receipt shows (`settledCalls`). */
   async #settledInBatch(record: PaymentRecord, index: number, mined: MinedBatch): Promise<StepResult> {
     const scheme = schemeOfPayload(record.request.paymentPayload.payload);
     const failed = scheme.reasons.transactionFailed;
-    if (mined.receipt.status !== 'success') return { ok: false, reason: failed, message: `batch ${mined.tx.hash} reverted` };
+    // A member's share of the batch's gas is what its failed call is counted for.
+    const share = mined.receipt.gasUsed / BigInt(Math.max(1, mined.calls.length));
+    if (mined.receipt.status !== 'success') {
+      await this.#reverted(record, share, mined.receipt.transactionHash);
+      return { ok: false, reason: failed, message: `batch ${mined.tx.hash} reverted` };
+    }
     const own = settlementCallOf(this.#o, record.request);
     const call = mined.calls[index];
     if (!own || !call || call.to.toLowerCase() !== own.to.toLowerCase() || call.data.toLowerCase() !== own.data.toLowerCase()) {
@@ -559,6 +612,7 @@ export class SettlementEngine {
       return { ok: false, reason: Eip3009Reason.transferEventMismatch, message: `call ${index} of ${mined.tx.hash} is not this payment's` };
     }
     if (!mined.settled[index]) {
+      await this.#reverted(record, share, mined.receipt.transactionHash);
       return { ok: false, reason: await this.#revertReason(record, own, failed), message: `call ${index} of batch ${mined.receipt.transactionHash} did not settle` };
     }
     const result: SettleResponse = { success: true, transaction: mined.receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };

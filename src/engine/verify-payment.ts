@@ -1,4 +1,4 @@
-import { bytesToHex, type Address } from 'viem';
+import { bytesToHex, type Address, type Hex } from 'viem';
 import type { StablecoinInfo } from '../chain/network-types.ts';
 import type { Network, NetworkRegistry } from '../chain/networks.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
@@ -7,7 +7,7 @@ import type { PaymentScheme, SchemeName, SettlementCall } from '../schemes/schem
 import { checkPaymentPolicy, type PaymentPolicy } from '../verify/payment-policy.ts';
 import { GatewayReason, RequestReason, type InvalidReason } from '../verify/reasons.ts';
 import { jobDigest, type VerifyJob } from '../verify/signature/jobs.ts';
-import type { ChainInspector } from './chain-inspector.ts';
+import type { ChainInspector, SimulationSender } from './chain-inspector.ts';
 
 export interface SignatureRecoverer {
   verify(job: VerifyJob): Promise<Address | undefined>;
@@ -20,15 +20,19 @@ export interface VerifyDeps {
   signatures: SignatureRecoverer;
   /** Unix seconds. */
   now(): bigint;
-  /** Who simulates the settlement (the relayer that would send it). */
-  simulateFrom(caip2: string): Address;
+  /** Who simulates the settlement: the relayer that would send it, with the fees it would sign (see `RelayerPool.nextSender`). */
+  simulateFrom(caip2: string): SimulationSender | Promise<SimulationSender>;
   /** Which payments are worth settling at all (pure checks on the signed terms). */
   policy: PaymentPolicy;
 }
 
 export type Verdict =
-  /** `signer`: the payer's own key signed, or (ERC-1271) a payer contract vouched for the signature. */
-  { ok: true; payer: Address; network: string; kind: SchemeName; call: SettlementCall; signer: Signer; gas?: bigint } | { ok: false; reason: InvalidReason; message: string; payer?: Address };
+  /**
+   * `signer`: the payer's own key signed, or (ERC-1271) a payer contract vouched for the signature, in which case
+   * `codeHash` is the keccak of the payer's runtime code.
+   */
+  | { ok: true; payer: Address; network: string; kind: SchemeName; call: SettlementCall; signer: Signer; codeHash?: Hex; gas?: bigint }
+  | { ok: false; reason: InvalidReason; message: string; payer?: Address };
 
 const invalid = (reason: InvalidReason, message: string, payer?: Address): Verdict => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
 
@@ -91,13 +95,15 @@ export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Pr
   const signer = await signedBy(inspector, pre);
   if (!signer) return invalid(scheme.reasons.signature, "the signature is not the payer's", payer);
   if (!scheme.assetCheckedFirst && !(await inspector.hasCode(token.address))) return assetMissing();
-  return { ok: true, payer, network: pre.network.caip2, kind: scheme.name, call: pre.call, signer };
+  // A contract's code hash was read with its code (cached): no RPC more.
+  const codeHash = signer === 'contract' ? await inspector.codeHash(payer) : undefined;
+  return { ok: true, payer, network: pre.network.caip2, kind: scheme.name, call: pre.call, signer, ...(codeHash ? { codeHash } : {}) };
 }
 
 /** Runs exactly the settlement call a passed verdict would send; on a revert, says why as the reference would. */
 export async function simulatePayment(deps: VerifyDeps, request: VerifyRequest, verdict: Verdict): Promise<Verdict> {
   if (!verdict.ok) return verdict;
-  const sim = await deps.inspector(verdict.network).simulate(verdict.call, deps.simulateFrom(verdict.network));
+  const sim = await deps.inspector(verdict.network).simulate(verdict.call, await deps.simulateFrom(verdict.network));
   if (sim.ok) return { ...verdict, gas: sim.gas };
   return invalid(await revertReason(deps, request, verdict.call), `simulation reverted: ${sim.error}`, verdict.payer);
 }

@@ -14,6 +14,7 @@ import type { AnyActorRef, AnyStateMachine, StateValue } from 'xstate';
 import type { RpcObserver } from '../chain/clients.ts';
 import type { ResponseObserver } from '../http/server.ts';
 import { SHED_REASONS } from '../engine/settlement-admission.ts';
+import { REFUSAL_KINDS } from '../engine/revert-budget.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
 import { machineSeries } from './machine-series.ts';
 import { SeriesHistogram, type Observe } from './series-histogram.ts';
@@ -68,6 +69,10 @@ export interface Metrics {
   settlement(network: string, outcome: string, seconds: number): void;
   /** A new payment turned away (503, nothing charged) because its network's settlement is behind. */
   paymentShed(network: string, reason: string): void;
+  /** A settlement (or a batch member's call) that passed simulation reverted on chain, burning `gas` of our relayers'. */
+  revertedSettlement(network: string, gas: bigint): void;
+  /** A contract payer refused by the revert budget (`kind`: payer_banned, code_banned, payer_gas, code_gas, total_gas, code_busy). */
+  revertRefusal(kind: string): void;
   /** The observer for the RPC transport of one chain (`eip155:...`). */
   rpcObserver(chain: string): RpcObserver;
   /** One durable LMDB write: from the write until it was committed and flushed to disk. */
@@ -216,6 +221,23 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     help: "New paid requests turned away with 503 and Retry-After, before anything was verified or charged, because their network's settlement was behind, by network and reason (queue_full, queue_slow, relayers_busy)",
     labelNames: ['network', 'reason'],
   });
+
+  const revertedGas = counter({
+    name: 'gate402_settlement_reverted_gas_total',
+    help: 'Gas our relayers burnt on settlements that passed simulation and reverted on chain (a batch member: its share of the batch), by network',
+    labelNames: ['network'],
+  });
+  const revertedTxs = counter({
+    name: 'gate402_settlement_reverted_total',
+    help: 'Settlements (or batch members) that passed simulation and reverted on chain, by network: each bans its payer and its code',
+    labelNames: ['network'],
+  });
+  const revertRefusals = counter({
+    name: 'gate402_revert_budget_refusals_total',
+    help: 'Contract payers refused before anything was sent, by kind: payer_banned and code_banned (a settlement of it or its code reverted), payer_gas, code_gas and total_gas (an hourly budget of reverted gas spent), code_busy (an unproven code settles one payment at a time)',
+    labelNames: ['kind'],
+  });
+  for (const kind of REFUSAL_KINDS) revertRefusals.labels(kind).inc(0);
 
   const pendingSources: Array<() => number> = [];
   gauge({
@@ -421,6 +443,15 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
       shed.labels(network, reason).inc();
     },
 
+    revertedSettlement(network, gas) {
+      revertedGas.labels(network).inc(Number(gas));
+      revertedTxs.labels(network).inc();
+    },
+
+    revertRefusal(kind) {
+      revertRefusals.labels(kind).inc();
+    },
+
     rpcObserver(chain) {
       type Child = ReturnType<typeof rpcDuration.labels>;
       const children = new Map<string, { ok: Child; error: Child }>();
@@ -472,6 +503,10 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
       for (const network of networks) for (const reason of SHED_REASONS) shed.labels(network, reason).inc(0);
       for (const network of networks) engineNetworks.add(network);
       for (const network of localNetworks()) facilitatorZero(LOCAL_FACILITATOR, network);
+      for (const network of networks) {
+        revertedGas.labels(network).inc(0);
+        revertedTxs.labels(network).inc(0);
+      }
     },
     declareStore(store) {
       storeErrors.labels(store).inc(0);

@@ -70,6 +70,12 @@ export const GatewayReason = {
   settlementUnavailable: 'settlement_unavailable',
   /** Settled through remote facilitators: whether the payment settled could not be learned (ask again with it). */
   settlementUnknown: 'settlement_outcome_unknown',
+  /** A settlement from this payer, or from a contract with its code, reverted on chain after it passed simulation. */
+  payerReverted: 'payer_reverted_before',
+  /** Reverted settlements burnt the gas allowed for the hour (this payer's, its code's, or everyone's). */
+  revertBudgetSpent: 'revert_gas_budget_spent',
+  /** A contract whose code never settled here pays one payment at a time, and another is being settled (503). */
+  contractPayerWaits: 'contract_payer_one_at_a_time',
 } as const;
 
 type Values<T> = T[keyof T];

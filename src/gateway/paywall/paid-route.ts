@@ -513,7 +513,7 @@ async function paid(
 }
 
 /** Reasons of a settlement that did not happen because the settlement service is down (503), not the payment refused. */
-const SETTLEMENT_DOWN = new Set<string>([GatewayReason.settlementUnavailable, GatewayReason.settlementUnknown]);
+const SETTLEMENT_DOWN = new Set<string>([GatewayReason.settlementUnavailable, GatewayReason.settlementUnknown, GatewayReason.contractPayerWaits]);
 
 /** The seconds a 503 of a down settlement service asks the buyer to wait (1 to 60). */
 function retryAfterOf(settlement: SettleResponse): number {
