@@ -34,7 +34,8 @@ import { checkUpstreamUrl, UpstreamAllowlist, type Resolver } from '../upstream-
 import { MerchantFiles } from './files.ts';
 import { recoverRegistrationSigner } from './signature.ts';
 import type { RegistrationAction, ValidatedUpsert } from './types.ts';
-import { resolveLimits, validateRegistrationRequest, type RegistrationLimits } from './validate.ts';
+import type { Floor, PriceFloorSource } from '../../verify/price-floor.ts';
+import { checkRoutesAboveFloors, resolveLimits, validateRegistrationRequest, type Checked, type RegistrationLimits } from './validate.ts';
 
 export const MERCHANTS_COLLECTION = 'merchants';
 /** Merchant records kept decoded in memory; beyond it the least recently used one is read from LMDB again. */
@@ -88,6 +89,8 @@ export interface MerchantRegistryOptions {
    * {@link MerchantRegistry.forget} it (their cached record is stale).
    */
   written?: (slug: string) => Promise<void>;
+  /** The live price floor of each network: a register or update with a route below it is refused (400). */
+  priceFloor?: PriceFloorSource;
 }
 
 function refuse(status: RegistryFailureStatus, message: string): Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus }> {
@@ -117,6 +120,7 @@ export class MerchantRegistry {
   readonly #limits: RegistrationLimits;
   readonly #log: Logger | undefined;
   readonly #written: ((slug: string) => Promise<void>) | undefined;
+  readonly #priceFloor: PriceFloorSource | undefined;
   readonly #locks = new Map<string, Promise<unknown>>();
   /**
    * Records read or written, frozen, by slug: the paid route looks its merchant up on every request, and
@@ -139,6 +143,7 @@ export class MerchantRegistry {
     this.#limits = resolveLimits(options.limits);
     this.#log = options.log;
     this.#written = options.written;
+    this.#priceFloor = options.priceFloor;
   }
 
   /** Drops the cached record of `slug` (or every one): another node wrote it, so the next read asks the store. */
@@ -251,6 +256,10 @@ export class MerchantRegistry {
     if (signer === undefined || !sameAddress(signer, registration.payTo)) {
       return refuse(403, `signature is not a valid EIP-712 signature by payTo ${registration.payTo}`);
     }
+    if (registration.action !== 'delete') {
+      const floored = await this.#aboveFloors(registration);
+      if (!floored.ok) return refuse(400, floored.error.message);
+    }
 
     const result = await this.#withLock(registration.slug, async (): Promise<RegistryResult> => {
       const slug = registration.slug;
@@ -296,6 +305,17 @@ export class MerchantRegistry {
       });
     else this.#log?.info('merchant registration refused', { slug: registration.slug, action: registration.action, status: result.error.status });
     return result;
+  }
+
+  /** Every route at or above the live price floor of each network the merchant accepts (none configured: no check). */
+  async #aboveFloors(r: ValidatedUpsert): Promise<Checked<true>> {
+    const source = this.#priceFloor;
+    if (!source) return ok(true);
+    const floors = await Promise.all(r.networks.map((n) => source.floorOn(n).catch(() => undefined)));
+    return checkRoutesAboveFloors(
+      r.routes,
+      floors.filter((f): f is Floor => f !== undefined),
+    );
   }
 
   /** Checks (DNS) or stores (file) the upstream. Runs after every other check, so a refusal stores nothing. */
