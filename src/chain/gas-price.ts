@@ -51,12 +51,14 @@ export class GasPriceCache {
       entry = { at: Number.NEGATIVE_INFINITY, asked: Number.NEGATIVE_INFINITY };
       this.#entries.set(caip2, entry);
     }
-    if (this.#now() - entry.asked >= this.#o.maxAgeMs) {
-      entry.reading ??= this.#refresh(caip2, entry).finally(() => {
-        (entry as Entry).reading = undefined;
+    if (entry.reading === undefined && this.#now() - entry.asked >= this.#o.maxAgeMs) {
+      const read = entry;
+      read.reading = this.#refresh(caip2, read).finally(() => {
+        read.reading = undefined;
       });
-      await entry.reading;
     }
+    // A read in flight is waited for by every asker (it is bounded by the timeout).
+    if (entry.reading) await entry.reading;
     return { wei: entry.wei, stale: this.#now() - entry.at >= this.#o.maxAgeMs };
   }
 
