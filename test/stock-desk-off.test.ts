@@ -32,6 +32,10 @@ Object.assign(env, {
   GATE402_GATEWAY_KEY: generatePrivateKey(),
   GATE402_MPP_SECRET: 'an operator secret of well over thirty-two bytes',
   GATE402_WEB_ENABLED: 'false',
+  // Off the devnet each network's native coin price is required (the price floor).
+  GATE402_NATIVE_USD_EIP155_8453: '1',
+  GATE402_NATIVE_USD_EIP155_84532: '1',
+  GATE402_NATIVE_USD_EIP155_4663: '1',
 });
 const child = spawn(process.execPath, [BIN, 'gateway'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
 let stderr = '';

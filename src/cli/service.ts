@@ -35,6 +35,10 @@ import { remoteSettlement } from '../settlement/remote/remote-settlement.ts';
 import { createStockDesk, stockConfigFromEnv } from '../stock/create-stock-desk.ts';
 import { webConfigFromEnv } from '../web/config.ts';
 import { webRoutes } from '../web/routes.ts';
+import { GasPriceCache, gasPriceReader } from '../chain/gas-price.ts';
+import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { PriceFloors, priceFloorConfigFromEnv, type PriceFloorConfig } from '../verify/price-floor.ts';
 
 export interface ServiceOptions {
   networks: NetworkRegistry;
@@ -66,6 +70,8 @@ export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
 export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv = process.env): Promise<RunningService> {
   // Before anything starts: off the devnet, no key may come from the public test mnemonic.
   if (!opts.manifest) requireProductionSecrets(env, opts, opts.networks, isPublicTestKey);
+  // Checked before anything opens too: off the devnet, what each network's native coin is worth (the price floor).
+  const floorConfig = priceFloorConfigFromEnv(env, opts.networks.all(), { devnet: Boolean(opts.manifest) });
   // Checked before anything opens: the gateway's remote facilitators, per network (none: the engine settles all).
   const remoteConfig = opts.gateway
     ? remoteSettlementConfigFromEnv(
@@ -79,12 +85,15 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   // Off the devnet /metrics is on the public listeners only behind a token, or on a listener of its own.
   const metricsConfig = metricsEndpointConfigFromEnv(env, { devnet: opts.manifest !== undefined });
   const publicMetrics = metricsConfig.public ? [metricsRoute(metrics, metricsConfig)] : [];
+  // The live price floor: the engine refuses every payment below it (paid route and facilitator), the registry every route.
+  const floors = priceFloorsFor(opts.networks, floorConfig, metrics, log.child({ part: 'price-floor' }));
   // The stock desk's key: the open facilitator never pays it, and in a cluster the gateway holding it takes its lease.
   const stockConfig = stockConfigFromEnv(env);
   const desk = stockConfig.deskKey ? privateKeyToAccount(stockConfig.deskKey).address : opts.manifest ? devnetAccount(DEVNET_ROLES.stockDesk).address : undefined;
   const cluster = clusterNodeConfigFromEnv(env);
   const engine = await createEngine(opts.networks, engineConfigFromEnv(env), log.child({ part: 'engine' }), metrics, {
     ...(opts.manifest ? { defaultRelayers: DEVNET_ROLES.relayers.map((i) => devnetAccount(i)) } : {}),
+    floor: floors,
     ...(cluster
       ? {
           cluster: {
@@ -176,6 +185,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         uploadBudgets: merchantConfig.uploadBudgets,
         maxMerchantsPerWallet: merchantConfig.maxMerchantsPerWallet,
         size: merchantConfig.size,
+        priceFloor: floors,
         log: log.child({ part: 'merchants' }),
         ...(engine.cluster ? { written: (slug: string) => (engine.cluster as ClusterNode).notify(MERCHANT_CHANNEL, slug) } : {}),
       });
@@ -271,4 +281,28 @@ function originEntry(url: string): string {
     throw new ConfigError(`GATE402_CATALOG_UPSTREAM_BASE must be an absolute http(s) URL, got '${url}'`);
   }
   return `${parsed.hostname}:${urlPort(parsed)}`;
+}
+
+/** The price floors of `networks`: gas prices read live (cached, bounded), floors and refusals counted in metrics. */
+function priceFloorsFor(networks: NetworkRegistry, config: PriceFloorConfig, metrics: Metrics, log: Logger): PriceFloors {
+  const caip2s = networks.all().map((n) => n.caip2);
+  metrics.declarePriceFloor(caip2s);
+  const gasPrices = new GasPriceCache({
+    read: gasPriceReader(networks, { timeoutMs: config.timeoutMs, observe: (caip2) => metrics.rpcObserver(caip2) }),
+    maxAgeMs: config.maxAgeMs,
+    timeoutMs: config.timeoutMs,
+    failed: (network, error) => {
+      metrics.gasPriceReadFailures.labels(network).inc();
+      log.warn('could not read the gas price; the price floor keeps the last one read', { network, error: error instanceof Error ? error.message : String(error) });
+    },
+  });
+  return new PriceFloors({
+    config,
+    networks,
+    gasPrices,
+    observe: {
+      floor: (network, atoms) => metrics.priceFloorAtoms.labels(network).set(Number(atoms)),
+      refused: (network) => metrics.priceFloorRefusals.labels(network).inc(),
+    },
+  });
 }

@@ -10,6 +10,7 @@ import { machineSeries } from '../metrics/machine-series.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { openStore, type Store } from '../store/open-store.ts';
 import { storeConfigFromEnv, type StoreConfig } from '../store/store-config.ts';
+import type { PriceFloorSource } from '../verify/price-floor.ts';
 import { SignatureVerifier } from '../verify/signature/pool.ts';
 import { type ClusterNode, type ClusterNodeConfig, joinCluster } from '../cluster/join.ts';
 import { BOOT } from '../cluster/boot.ts';
@@ -101,6 +102,8 @@ export interface EngineOptions {
    * taken before anything is resumed, and a dead node's payments are taken over. `onLost`: a lease was lost.
    */
   cluster?: { config: ClusterNodeConfig; desk?: string; onLost(why: string): void };
+  /** The live price floor every payment this engine settles must reach (see `verify/price-floor.ts`). */
+  floor?: PriceFloorSource;
 }
 
 /** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
@@ -140,7 +143,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     watcher: (caip2) => pick(watchers, caip2),
     simulateFrom: (caip2) => pick(relayers, caip2).nextSender(),
     // Never paid: our own relayers and every contract the networks name (a payment there only burns our gas).
-    policy: { refusedPayees: new Set([...knownContracts(networks), ...accounts.map((a) => a.address.toLowerCase())]), minAmount: 1n },
+    policy: { refusedPayees: new Set([...knownContracts(networks), ...accounts.map((a) => a.address.toLowerCase())]), minAmount: 1n, ...(opts.floor ? { floor: opts.floor } : {}) },
     now: () => BigInt(Math.floor(Date.now() / 1000)),
     confirmDeadlineMs: config.confirmDeadlineMs,
     pollMs: config.pollMs,

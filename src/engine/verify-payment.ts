@@ -4,7 +4,7 @@ import type { Network, NetworkRegistry } from '../chain/networks.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { schemeForRequirements, schemeOfPayload } from '../schemes/registry.ts';
 import type { PaymentScheme, SchemeName, SettlementCall } from '../schemes/scheme.ts';
-import { checkPaymentPolicy, type PaymentPolicy } from '../verify/payment-policy.ts';
+import { checkPaymentTerms, type PaymentPolicy } from '../verify/payment-policy.ts';
 import { GatewayReason, RequestReason, type InvalidReason } from '../verify/reasons.ts';
 import { jobDigest, type VerifyJob } from '../verify/signature/jobs.ts';
 import type { ChainInspector, SimulationSender } from './chain-inspector.ts';
@@ -65,7 +65,7 @@ export async function precheckPayment(deps: Pick<VerifyDeps, 'networks' | 'signa
   const checked = scheme.check({ requirements: req, accepted, payload: request.paymentPayload.payload, network, token, now: deps.now() });
   if (!checked.ok) return refused(checked.error.code, checked.error.message, checked.error.payer);
   const { payer, job, call } = checked;
-  const policed = checkPaymentPolicy(policy, { kind: scheme.name, payer, payee: checked.payee, amount: checked.amount });
+  const policed = await checkPaymentTerms(policy, { kind: scheme.name, payer, payee: checked.payee, amount: checked.amount, network: network.caip2 });
   if (!policed.ok) return refused(policed.error.code, policed.error.message, payer);
   const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
   return { ok: true, payer, network, scheme, token, call, job, signedByKey };

@@ -8,7 +8,11 @@
  * | `GATE402_FACILITATOR_PAYER_RATE_CAPACITY` | `20` | verify + settle burst per payer |
  * | `GATE402_FACILITATOR_PAYER_RATE_PER_SECOND` | `2` | per-payer refill |
  * | `GATE402_FACILITATOR_PAYEE_ALLOWLIST` | (any payee) | comma-separated addresses: the only payees settled |
- * | `GATE402_FACILITATOR_MIN_AMOUNT` | `1` | smallest amount settled, in the token's base units |
+ * | `GATE402_FACILITATOR_MIN_AMOUNT` | `floor` | smallest amount settled: `floor`, the network's live price floor (see `verify/price-floor.ts`), or a whole number of the token's base units, which raises the minimum above the floor (it never lowers it) |
+ *
+ * The price floor is the engine's, so it holds at the facilitator's /verify and /settle as on the gateway's paid
+ * route; the door here checks it only after the payer's quota (reading the gas price may cost an RPC call, and a
+ * payer over its quota must cost none).
  */
 import type { Address } from 'viem';
 import { ConfigError, envInt, envPositiveNumber, envString } from '../config/env.ts';
@@ -17,13 +21,14 @@ import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { ok, type Err, type Ok } from '../protocol/result.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { refusedPayer, type PaymentRefusal } from '../verify/checks.ts';
-import { stricterPolicy, type PaymentPolicy } from '../verify/payment-policy.ts';
+import { stricterPolicy, withoutFloor, type PaymentPolicy } from '../verify/payment-policy.ts';
 import { GatewayReason } from '../verify/reasons.ts';
 
 export interface FacilitatorAdmissionConfig {
   payerRate: { capacity: number; refillPerSecond: number };
   /** Lower-case; undefined: any payee. */
   payeeAllowlist?: string[];
+  /** A static minimum (token base units) on top of the engine's price floor; 1 when `floor`. */
   minAmount: bigint;
 }
 
@@ -35,15 +40,16 @@ export function facilitatorAdmissionConfigFromEnv(env: NodeJS.ProcessEnv = proce
     .map((a) => a.trim())
     .filter(Boolean);
   for (const a of allow) if (!ADDRESS.test(a)) throw new ConfigError(`GATE402_FACILITATOR_PAYEE_ALLOWLIST must be 0x-prefixed 20-byte addresses separated by commas, got '${a}'`);
-  const min = envString(env, 'GATE402_FACILITATOR_MIN_AMOUNT', '1');
-  if (!/^[0-9]{1,78}$/.test(min) || BigInt(min) < 1n) throw new ConfigError(`GATE402_FACILITATOR_MIN_AMOUNT must be a whole number of at least 1 (token base units), got '${min}'`);
+  const min = envString(env, 'GATE402_FACILITATOR_MIN_AMOUNT', 'floor');
+  if (min !== 'floor' && (!/^[0-9]{1,78}$/.test(min) || BigInt(min) < 1n))
+    throw new ConfigError(`GATE402_FACILITATOR_MIN_AMOUNT must be 'floor' (the network's price floor) or a whole number of at least 1 (token base units), got '${min}'`);
   return {
     payerRate: {
       capacity: envInt(env, 'GATE402_FACILITATOR_PAYER_RATE_CAPACITY', 20, { min: 1, max: 1_000_000 }),
       refillPerSecond: envPositiveNumber(env, 'GATE402_FACILITATOR_PAYER_RATE_PER_SECOND', 2),
     },
     ...(allow.length ? { payeeAllowlist: allow.map((a) => a.toLowerCase()) } : {}),
-    minAmount: BigInt(min),
+    minAmount: min === 'floor' ? 1n : BigInt(min),
   };
 }
 
@@ -77,7 +83,8 @@ export class PaymentAdmission {
   }
 
   async admit(request: VerifyRequest): Promise<Admission> {
-    const pre = await this.#deps.precheck(request, this.#policy);
+    // The floor comes after the quota: the engine checks it again before anything is sent (verify and settle).
+    const pre = await this.#deps.precheck(request, withoutFloor(this.#policy));
     if (!pre.ok) return refusedPayer({ code: pre.reason, message: pre.message }, pre.payer);
     // A signature no key made counts against a separate bucket: a forger cannot use up a real payer's quota.
     const key = `${pre.signedByKey ? 'key' : 'unproven'}:${pre.payer.toLowerCase()}`;

@@ -123,6 +123,15 @@ export interface Metrics {
   readonly stockOrderVolumeUsd: Counter<'symbol'>;
   readonly stockRefunds: Counter<'reason'>;
   readonly stockSponsorships: Counter<'outcome'>;
+
+  /** The price floor (issue 21): each network's floor, payments refused below it, gas price reads that failed. */
+  declarePriceFloor(networks: readonly string[]): void;
+  readonly priceFloorAtoms: Gauge<'network'>;
+  readonly priceFloorRefusals: Counter<'network'>;
+  readonly gasPriceReadFailures: Counter<'network'>;
+  /** Gas sponsorship's hourly budget (issue 21): native coin sent, and what is left of the last hour's budget. */
+  readonly stockSponsoredNative: Counter<never>;
+  readonly stockSponsorBudgetLeft: Gauge<never>;
 }
 
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']);
@@ -372,6 +381,28 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
   const stockRefunds = counter({ name: 'gate402_stock_refunds_total', help: 'Stock order refunds sent, by reason', labelNames: ['reason'] });
   const stockSponsorships = counter({ name: 'gate402_stock_sponsorships_total', help: 'Gas sponsorship requests by outcome (sent, or the refusal)', labelNames: ['outcome'] });
 
+  const priceFloorAtoms = gauge({
+    name: 'gate402_price_floor_atoms',
+    help: "Each network's live price floor, in its stablecoin's atoms (the least a payment must move to pay for its settlement's gas)",
+    labelNames: ['network'],
+  });
+  const priceFloorRefusals = counter({
+    name: 'gate402_price_floor_refusals_total',
+    help: "Payments refused before anything was sent for an amount below their network's price floor",
+    labelNames: ['network'],
+  });
+  const gasPriceReadFailures = counter({
+    name: 'gate402_gas_price_read_failures_total',
+    help: 'Gas price reads for the price floor that failed or timed out (the last price read was kept)',
+    labelNames: ['network'],
+  });
+  const stockSponsoredNative = counter({ name: 'gate402_stock_sponsored_native_total', help: 'Native coin sent as gas sponsorship, in whole coins (ether)', labelNames: [] as never[] });
+  const stockSponsorBudgetLeft = gauge({
+    name: 'gate402_stock_sponsor_budget_left_native',
+    help: "What is left of the gas sponsorship's hourly budget, in whole native coins (ether)",
+    labelNames: [] as never[],
+  });
+
   if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
 
   // Merchants are read when Prometheus scrapes, before the exposition is written; each is initialised once.
@@ -544,6 +575,18 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     stockOrderVolumeUsd,
     stockRefunds,
     stockSponsorships,
+
+    declarePriceFloor(networks) {
+      for (const network of networks) {
+        priceFloorRefusals.labels(network).inc(0);
+        gasPriceReadFailures.labels(network).inc(0);
+      }
+    },
+    priceFloorAtoms,
+    priceFloorRefusals,
+    gasPriceReadFailures,
+    stockSponsoredNative,
+    stockSponsorBudgetLeft,
   };
 }
 

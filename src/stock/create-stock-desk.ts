@@ -13,7 +13,7 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { SettlePort } from '../ports/settle.ts';
 import type { UpstreamPort } from '../ports/upstream.ts';
 import type { Store } from '../store/open-store.ts';
-import { GasSponsor, SPONSOR_REFUSAL_CODES, type Sponsorship } from './gas-sponsor.ts';
+import { GasSponsor, SPONSOR_REFUSAL_CODES, sponsorBudgetFromEnv, type Sponsorship } from './gas-sponsor.ts';
 import { stockHandlers } from './http.ts';
 import { StockMarket } from './market.ts';
 import { StockDesk } from './order-desk.ts';
@@ -33,6 +33,8 @@ export interface StockConfig {
   rpcTimeoutMs: number;
   pollMs: number;
   sponsorRate: { capacity: number; refillPerSecond: number };
+  /** Native coin (wei) the gas sponsorships of the last hour may add up to. */
+  sponsorBudgetWei: bigint;
 }
 
 export function stockConfigFromEnv(env: NodeJS.ProcessEnv): StockConfig {
@@ -51,6 +53,7 @@ export function stockConfigFromEnv(env: NodeJS.ProcessEnv): StockConfig {
       capacity: envInt(env, 'GATE402_SPONSOR_RATE_CAPACITY', 5, { min: 1, max: 100_000 }),
       refillPerSecond: 1 / envInt(env, 'GATE402_SPONSOR_RATE_SECONDS_PER_TOKEN', 60, { min: 1, max: 86_400 }),
     },
+    sponsorBudgetWei: sponsorBudgetFromEnv(env),
   };
 }
 
@@ -121,6 +124,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     records: parts.store.collection<Sponsorship>('gas-sponsorships'),
     log,
     signal: abort.signal,
+    hourlyBudgetWei: config.sponsorBudgetWei,
     ...(parts.metrics ? { metrics: parts.metrics } : {}),
   });
   const h = stockHandlers({

@@ -246,7 +246,12 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       } catch {
         return json(503, { error: 'the chain cannot be reached right now; nothing was sent, try again later' }, NO_STORE);
       }
-      if (!outcome.ok) return json(outcome.error.status, { error: outcome.error.message, condition: outcome.error.code }, NO_STORE);
+      if (!outcome.ok)
+        return json(
+          outcome.error.status,
+          { error: outcome.error.message, condition: outcome.error.code },
+          outcome.error.retryAfterSeconds ? { ...NO_STORE, 'retry-after': String(outcome.error.retryAfterSeconds) } : NO_STORE,
+        );
       const s = outcome.value;
       return json(
         200,

@@ -1,6 +1,7 @@
 import { schemeNamed } from '../schemes/registry.ts';
 import type { SchemeName } from '../schemes/scheme.ts';
 import { fail, pass, type CheckResult } from './checks.ts';
+import { describeFloor, type Floor, type PriceFloorSource } from './price-floor.ts';
 import { GatewayReason } from './reasons.ts';
 
 /**
@@ -15,6 +16,8 @@ export interface PaymentPolicy {
   payeeAllowlist?: ReadonlySet<string>;
   /** The smallest amount settled, in the token's base units; at least 1. */
   minAmount: bigint;
+  /** The live price floor per network (see `price-floor.ts`): a payment below it would not pay for its gas. */
+  floor?: PriceFloorSource;
 }
 
 export interface PaymentTerms {
@@ -23,6 +26,8 @@ export interface PaymentTerms {
   payer: string;
   payee: string;
   amount: bigint;
+  /** The CAIP-2 network it settles on: the price floor is per network. */
+  network?: string;
 }
 
 export function checkPaymentPolicy(policy: PaymentPolicy, terms: PaymentTerms): CheckResult {
@@ -39,11 +44,38 @@ export function checkPaymentPolicy(policy: PaymentPolicy, terms: PaymentTerms): 
   return pass;
 }
 
+/** An amount below the network's live price floor is refused: its settlement's gas would cost us more than it moves. */
+export function checkPriceFloor(terms: Pick<PaymentTerms, 'amount'>, floor: Floor | undefined): CheckResult {
+  if (floor === undefined || terms.amount >= floor.atoms) return pass;
+  return fail(GatewayReason.belowPriceFloor, `amount ${terms.amount} is below ${describeFloor(floor)}; nothing was charged`);
+}
+
+/**
+ * {@link checkPaymentPolicy}, then (for a payment that passed it, so a refusal on its terms never costs an RPC) the
+ * price floor of its network, whose gas price may be read from the chain (cached; a failed read never throws here: the
+ * last price read holds, and without one only the static minimum does).
+ */
+export async function checkPaymentTerms(policy: PaymentPolicy, terms: PaymentTerms): Promise<CheckResult> {
+  const fixed = checkPaymentPolicy(policy, terms);
+  if (!fixed.ok || !policy.floor || terms.network === undefined) return fixed;
+  const floor = await policy.floor.floorOn(terms.network).catch(() => undefined);
+  const checked = checkPriceFloor(terms, floor);
+  if (!checked.ok) policy.floor.refused?.(terms.network);
+  return checked;
+}
+
+/** The policy without its price floor: for checks that must cost no RPC (the facilitator's door, before its quota). */
+export function withoutFloor(policy: PaymentPolicy): PaymentPolicy {
+  const { floor: _floor, ...rest } = policy;
+  return rest;
+}
+
 /** Two policies in one: refused by either is refused, the higher minimum holds, and an allowlist narrows. */
 export function stricterPolicy(base: PaymentPolicy, extra: Partial<PaymentPolicy>): PaymentPolicy {
   return {
     refusedPayees: extra.refusedPayees ? new Set([...base.refusedPayees, ...extra.refusedPayees]) : base.refusedPayees,
     ...((extra.payeeAllowlist ?? base.payeeAllowlist) ? { payeeAllowlist: extra.payeeAllowlist ?? base.payeeAllowlist } : {}),
     minAmount: (extra.minAmount ?? 0n) > base.minAmount ? (extra.minAmount as bigint) : base.minAmount,
+    ...((extra.floor ?? base.floor) ? { floor: extra.floor ?? base.floor } : {}),
   };
 }

@@ -62,6 +62,8 @@ export const GatewayReason = {
   unsupportedAsset: 'unsupported_asset',
   payerIsPayee: 'payer_is_payee',
   payeeRefused: 'payee_not_allowed',
+  /** The amount is below the network's live price floor: its settlement's gas would cost more than it moves. */
+  belowPriceFloor: 'amount_below_price_floor',
   payerRateLimited: 'payer_rate_limited',
   nonceInFlight: 'payment_in_progress',
   unexpected: 'unexpected_verify_error',

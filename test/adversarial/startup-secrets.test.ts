@@ -107,6 +107,10 @@ t.test('the gateway refuses to start without its key, its MPP secret or the stoc
   );
 });
 
+t.test("the facilitator refuses to start off the devnet without each network's native coin price (the price floor)", async (t) => {
+  refused(t, await run('facilitator', { GATE402_RELAYER_KEYS: ownKey() }), 'GATE402_NATIVE_USD_EIP155_');
+});
+
 t.test('with keys of its own, the facilitator starts off the devnet and names only its own relayers', async (t) => {
   const port = await freePort();
   const key = ownKey();
@@ -118,6 +122,9 @@ t.test('with keys of its own, the facilitator starts off the devnet and names on
     GATE402_FACILITATOR_PORT: String(port),
     GATE402_LOG_LEVEL: 'error',
     GATE402_RELAYER_KEYS: key,
+    GATE402_NATIVE_USD_EIP155_8453: '1',
+    GATE402_NATIVE_USD_EIP155_84532: '1',
+    GATE402_NATIVE_USD_EIP155_4663: '1',
   });
   const child = spawn(process.execPath, [BIN, 'facilitator'], { env, stdio: 'ignore' });
   t.teardown(() => {

@@ -35,8 +35,8 @@ import { FileReferences } from './file-references.ts';
 import { MerchantFiles, sha256Hex } from './files.ts';
 import { recoverRegistrationSigner } from './signature.ts';
 import type { RegistrationAction, ValidatedUpsert } from './types.ts';
-import { resolveLimits, validateRegistrationRequest, type RegistrationLimits } from './validate.ts';
-import { checkMerchantSize, DEFAULT_MERCHANT_SIZE_LIMITS, type MerchantSizeLimits } from './validate.ts';
+import type { Floor, PriceFloorSource } from '../../verify/price-floor.ts';
+import { checkMerchantSize, checkRoutesAboveFloors, DEFAULT_MERCHANT_SIZE_LIMITS, resolveLimits, validateRegistrationRequest, type Checked, type MerchantSizeLimits, type RegistrationLimits } from './validate.ts';
 
 export const MERCHANTS_COLLECTION = 'merchants';
 /** Merchant records kept decoded in memory; beyond it the least recently used one is read from LMDB again. */
@@ -114,6 +114,8 @@ export interface MerchantRegistryOptions {
   maxMerchantsPerWallet?: number;
   /** Bounds on a merchant's size (its text in total), refused 400 at registration and update. */
   size?: Partial<MerchantSizeLimits>;
+  /** The live price floor of each network: a register or update with a route below it is refused (400). */
+  priceFloor?: PriceFloorSource;
 }
 
 /** Most merchants one wallet may register, unless configured (`GATE402_MERCHANT_MAX_PER_WALLET`). */
@@ -149,6 +151,7 @@ export class MerchantRegistry {
   readonly #limits: RegistrationLimits;
   readonly #log: Logger | undefined;
   readonly #written: ((slug: string) => Promise<void>) | undefined;
+  readonly #priceFloor: PriceFloorSource | undefined;
   readonly #locks = new Map<string, Promise<unknown>>();
   /**
    * Records read or written, frozen, by slug: the paid route looks its merchant up on every request, and
@@ -182,6 +185,7 @@ export class MerchantRegistry {
     this.#written = options.written;
     this.#maxPerWallet = options.maxMerchantsPerWallet ?? DEFAULT_MAX_MERCHANTS_PER_WALLET;
     this.#size = { ...DEFAULT_MERCHANT_SIZE_LIMITS, ...options.size };
+    this.#priceFloor = options.priceFloor;
   }
 
   /** Calls `listener` after each change of any merchant (see {@link MerchantSnapshot}); returns how to stop. */
@@ -318,6 +322,10 @@ export class MerchantRegistry {
     if (signer === undefined || !sameAddress(signer, registration.payTo)) {
       return refuse(403, `signature is not a valid EIP-712 signature by payTo ${registration.payTo}`);
     }
+    if (registration.action !== 'delete') {
+      const floored = await this.#aboveFloors(registration);
+      if (!floored.ok) return refuse(400, floored.error.message);
+    }
 
     // Registrations by one wallet are counted one at a time: concurrent ones cannot all pass its quota.
     const walletTurn = registration.action === 'register' ? await this.#walletTurn(signer) : undefined;
@@ -369,6 +377,17 @@ export class MerchantRegistry {
       });
     else this.#log?.info('merchant registration refused', { slug: registration.slug, action: registration.action, status: result.error.status });
     return result;
+  }
+
+  /** Every route at or above the live price floor of each network the merchant accepts (none configured: no check). */
+  async #aboveFloors(r: ValidatedUpsert): Promise<Checked<true>> {
+    const source = this.#priceFloor;
+    if (!source) return ok(true);
+    const floors = await Promise.all(r.networks.map((n) => source.floorOn(n).catch(() => undefined)));
+    return checkRoutesAboveFloors(
+      r.routes,
+      floors.filter((f): f is Floor => f !== undefined),
+    );
   }
 
   /** Checks (DNS) or stores (file) the upstream. Runs after every other check, so a refusal stores nothing. */

@@ -11,6 +11,7 @@ import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
 import { checkAddress } from '../../protocol/address.ts';
 import { ok, refusal, type Err, type HttpFailure, type Ok } from '../../protocol/result.ts';
 import { createAjv } from '../../protocol/x402/codec.ts';
+import { describeFloor, floorUsd, type Floor } from '../../verify/price-floor.ts';
 import type { MerchantRoute } from '../catalog/merchant.ts';
 import { UpstreamAllowlist, urlPort } from '../upstream-guard/guard.ts';
 import { decodeCanonicalBase64 } from './base64.ts';
@@ -588,4 +589,24 @@ export function checkMerchantSize(
   if (bytes > limits.maxTextBytes)
     return bad(`the merchant's text (name, description and every route's name, summary, description and input) is ${bytes} bytes, over the ${limits.maxTextBytes} allowed: shorten it or split it`);
   return good(bytes);
+}
+
+// Price floor
+
+/**
+ * Every route's price reaches the live price floor of every network the merchant accepts (`floors`, one per network
+ * that has one; see `verify/price-floor.ts`): a route below it would have our relayers pay more gas to settle it than
+ * it moves, and a merchant who pays itself from a second wallet would burn that gas for free. The refusal names the
+ * floor of that network and how it was computed.
+ */
+export function checkRoutesAboveFloors(routes: readonly Pick<MerchantRoute, 'route' | 'priceUsd'>[], floors: readonly Floor[]): Checked<true> {
+  for (const floor of floors) {
+    for (const r of routes) {
+      const atomic = parseDecimalAmount(r.priceUsd, USD_DECIMALS);
+      if (atomic !== undefined && atomic < floor.atoms) {
+        return bad(`route ${r.route}: priceUsd ${r.priceUsd} is below ${describeFloor(floor)}; settling it would cost more gas than it pays. Price it at ${floorUsd(floor)} or more`);
+      }
+    }
+  }
+  return good(true);
 }
