@@ -39,6 +39,8 @@ export interface EngineConfig {
   consumedLookbackBlocks: number;
   /** Backpressure: new payments of a network are turned away (503, nothing charged) while its settlement is behind. */
   admission: AdmissionLimits;
+  /** A payer may have in flight only what its token balance covers (see `fair-admission.ts`). */
+  reserveBalances: boolean;
   /** Relayer keys; required unless the caller gives default relayers (the devnet's). */
   relayerKeys: `0x${string}`[];
 }
@@ -69,8 +71,16 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
       maxQueued: envInt(env, 'GATE402_SETTLE_QUEUE_MAX', DEFAULT_ADMISSION.maxQueued, { min: 1, max: 1_000_000 }),
       maxWaitMs: envInt(env, 'GATE402_SETTLE_QUEUE_WAIT_MS', DEFAULT_ADMISSION.maxWaitMs, { min: 10, max: 600_000 }),
       maxTxsPerRelayer: envInt(env, 'GATE402_SETTLE_RELAYER_TXS_MAX', DEFAULT_ADMISSION.maxTxsPerRelayer, { min: 1, max: 100_000 }),
+      ...clientShareFromEnv(env),
     },
+    reserveBalances: envBool(env, 'GATE402_SETTLE_RESERVE_BALANCE', true),
   };
+}
+
+/** `GATE402_SETTLE_CLIENT_SHARE`, when set: one client's share of a network's settlement queue. */
+function clientShareFromEnv(env: NodeJS.ProcessEnv): { clientShare?: number } {
+  if (env.GATE402_SETTLE_CLIENT_SHARE === undefined || env.GATE402_SETTLE_CLIENT_SHARE === '') return {};
+  return { clientShare: envInt(env, 'GATE402_SETTLE_CLIENT_SHARE', 16, { min: 1, max: 1_000_000 }) };
 }
 
 export interface RunningEngine {
@@ -138,6 +148,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     batch: { maxSize: config.batchMax, windowMs: config.batchWindowMs, eager: config.batchEager },
     consumedLookbackBlocks: BigInt(config.consumedLookbackBlocks),
     admission: config.admission,
+    reserveBalances: config.reserveBalances,
     log,
     metrics,
     ...(opts.cluster ? { node: opts.cluster.config.nodeId } : {}),
