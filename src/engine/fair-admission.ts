@@ -31,8 +31,8 @@ const NOTHING_MOVED = new Set(['failed', 'rejected', 'duplicate']);
  *
  * Only a payment whose signature is the payer's reserves anything (else anyone could hold a victim's balance). A
  * payment whose payer's balance, as already read at the current head, does not cover it beside the payer's payments
- * in flight is refused before even its signature is checked: the balance is public, and a flood from one wallet then
- * costs one signature check and one balance read per block.
+ * in flight is refused before even its signature is checked, once a signature of that payer was checked before: the
+ * balance is public, and a flood from one wallet then costs one balance read per block and no signature check.
  *
  * When the balance or the head cannot be read, the payment is admitted as before (the simulation before any send
  * still refuses an overdraft): an RPC hiccup must not turn honest buyers away.
@@ -64,17 +64,19 @@ export class FairAdmission {
   }
 
   /**
-   * The refusal of a payment whose payer's balance, already read at the current head, does not cover it beside the
-   * payer's payments in flight; undefined when that is not known to be so (nothing is read but the head).
+   * The refusal of a payment whose payer's balance at the current head does not cover it beside the payer's payments
+   * in flight; undefined when that is not known to be so. Read (once per block) only for a payer read before.
    */
   async early(request: VerifyRequest): Promise<SettleResponse | undefined> {
     const t = this.#transferOf(request);
     if (t === undefined) return undefined;
     try {
+      // Only a payer whose balance was read before (after a signature of its checked) is read here, before its
+      // signature: naming payers nobody vouched for must not buy balance reads.
+      if (!this.#balances.known(t.ref)) return undefined;
       const head = await this.#balances.head(t.ref.network);
-      const cached = this.#balances.cached(t.ref, head);
-      if (cached === undefined) return undefined;
-      if (this.#reservations.available(t.ref, await cached) >= t.value) return undefined;
+      const balance = await (this.#balances.cached(t.ref, head) ?? this.#balances.balance(t.ref, head));
+      if (this.#reservations.available(t.ref, balance) >= t.value) return undefined;
     } catch {
       return undefined;
     }

@@ -69,6 +69,11 @@ export class PayerBalances {
     return hit && hit.block === block ? hit.value.then((value) => ({ block, value })) : undefined;
   }
 
+  /** Whether a balance of `payer` is kept (read at some block): a payer whose signature was checked once. */
+  known(payer: PayerRef): boolean {
+    return this.#balances.has(keyOf(payer));
+  }
+
   /** `payer`'s balance at `block`: read once for that block, however many ask. */
   balance(payer: PayerRef, block: bigint): Promise<Balance> {
     const key = keyOf(payer);
