@@ -38,3 +38,33 @@ t.test('Retry-After is the wait bound in whole seconds, at least one', async (t)
   a.enter('n', 0);
   t.equal(a.shed('n', 0, idle)?.retryAfterSeconds, 3);
 });
+
+t.test("a client beyond its share waits once the queue keeps only a share's room for the others", async (t) => {
+  const a = new SettlementAdmission({ maxQueued: 8, maxWaitMs: 500, maxTxsPerRelayer: 64, clientShare: 2 });
+  t.equal(a.clientShare, 2);
+  const flood = [a.enter('n', 0, 'attacker'), a.enter('n', 0, 'attacker')];
+  for (let i = 0; i < 4; i++) {
+    t.equal(a.shed('n', 0, idle, 'attacker'), undefined, `an idle queue lets a lone client past its share (${flood.length} queued)`);
+    flood.push(a.enter('n', 0, 'attacker'));
+  }
+  t.equal(a.queued('n'), 6);
+  t.same(a.shed('n', 0, idle, 'attacker'), { reason: 'client_share', retryAfterSeconds: 1 }, "6 of 8 queued: the last share's room is the others'");
+  t.equal(a.shareShed('n', 'attacker')?.reason, 'client_share', 'the door says the same');
+  t.equal(a.shed('n', 0, idle, 'honest'), undefined, 'another client within its share is admitted');
+  const honest = [a.enter('n', 0, 'honest'), a.enter('n', 0, 'honest')];
+  t.same(a.shed('n', 0, idle, 'third')?.reason, 'queue_full', 'a full queue is full for everyone');
+  honest[0]?.sent();
+  t.equal(a.shed('n', 0, idle, 'third'), undefined, 'a freed place goes to a client within its share');
+  t.equal(a.shed('n', 0, idle, 'attacker')?.reason, 'client_share', 'not to the one beyond it');
+  t.equal(a.shed('n', 0, idle), undefined, 'a payment of no known client is held to the queue limits only');
+  for (const ticket of flood) ticket.sent();
+  for (const ticket of flood) ticket.sent();
+  t.equal(a.queuedBy('n', 'attacker'), 0, "sent payments leave their client's count once");
+  t.equal(a.queuedBy('n', 'honest'), 1);
+});
+
+t.test("a client's share is an eighth of the queue, at least 2, unless configured", async (t) => {
+  t.equal(new SettlementAdmission({ ...limits, maxQueued: 128 }).clientShare, 16);
+  t.equal(new SettlementAdmission({ ...limits, maxQueued: 3 }).clientShare, 2);
+  t.equal(new SettlementAdmission({ ...limits, maxQueued: 128, clientShare: 5 }).clientShare, 5);
+});

@@ -43,9 +43,22 @@ export class BlockWatcher {
   #followUps = 0;
   #wake: (() => void) | undefined;
   #blockReceipts = true;
+  #head: { block: bigint; atMs: number } | undefined;
 
   constructor(opts: BlockWatcherOptions) {
     this.#o = opts;
+  }
+
+  /**
+   * The highest block this watcher has seen (a head it read, or the block of a receipt it handed out) and when
+   * (`Date.now()`); undefined before its first. Others may read the head from here rather than ask the chain again.
+   */
+  get head(): { block: bigint; atMs: number } | undefined {
+    return this.#head;
+  }
+
+  #saw(block: bigint): void {
+    if (this.#head === undefined || block >= this.#head.block) this.#head = { block, atMs: Date.now() };
   }
 
   /** Transactions awaited now. */
@@ -155,6 +168,7 @@ export class BlockWatcher {
     const early = [...this.#fresh];
     const [head, found] = await Promise.all([this.#call(() => this.#o.client.getBlockNumber({ cacheTime: 0 })), Promise.allSettled(early.map((hash) => this.#lookUp(hash)))]);
     if (this.#stopped) return;
+    this.#saw(head);
     const unseen: Hex[] = [];
     found.forEach((outcome, i) => {
       const hash = early[i] as Hex;
@@ -195,6 +209,7 @@ export class BlockWatcher {
 
   #deliver(receipt: TransactionReceipt): void {
     const set = this.#waiters.get(receipt.transactionHash.toLowerCase() as Hex);
+    if (set) this.#saw(receipt.blockNumber);
     if (set) for (const w of [...set]) w.resolve(receipt);
   }
 

@@ -43,6 +43,8 @@ export interface EngineConfig {
   admission: AdmissionLimits;
   /** Bans and hourly gas budgets for settlements that revert on chain after passing simulation (contract payers). */
   revertBudget: RevertBudgetLimits;
+  /** A payer may have in flight only what its token balance covers (see `fair-admission.ts`). */
+  reserveBalances: boolean;
   /** Relayer keys; required unless the caller gives default relayers (the devnet's). */
   relayerKeys: `0x${string}`[];
 }
@@ -73,6 +75,7 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
       maxQueued: envInt(env, 'GATE402_SETTLE_QUEUE_MAX', DEFAULT_ADMISSION.maxQueued, { min: 1, max: 1_000_000 }),
       maxWaitMs: envInt(env, 'GATE402_SETTLE_QUEUE_WAIT_MS', DEFAULT_ADMISSION.maxWaitMs, { min: 10, max: 600_000 }),
       maxTxsPerRelayer: envInt(env, 'GATE402_SETTLE_RELAYER_TXS_MAX', DEFAULT_ADMISSION.maxTxsPerRelayer, { min: 1, max: 100_000 }),
+      ...clientShareFromEnv(env),
     },
     revertBudget: {
       banMs: envInt(env, 'GATE402_REVERT_BAN_SECONDS', DEFAULT_REVERT_BUDGET.banMs / 1000, { min: 0, max: 365 * 24 * 3600 }) * 1000,
@@ -81,7 +84,14 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
       gasTotalHour: BigInt(envInt(env, 'GATE402_REVERT_GAS_TOTAL_HOUR', Number(DEFAULT_REVERT_BUDGET.gasTotalHour), { min: 0, max: 10_000_000_000 })),
       trialLeaseMs: DEFAULT_REVERT_BUDGET.trialLeaseMs,
     },
+    reserveBalances: envBool(env, 'GATE402_SETTLE_RESERVE_BALANCE', true),
   };
+}
+
+/** `GATE402_SETTLE_CLIENT_SHARE`, when set: one client's share of a network's settlement queue. */
+function clientShareFromEnv(env: NodeJS.ProcessEnv): { clientShare?: number } {
+  if (env.GATE402_SETTLE_CLIENT_SHARE === undefined || env.GATE402_SETTLE_CLIENT_SHARE === '') return {};
+  return { clientShare: envInt(env, 'GATE402_SETTLE_CLIENT_SHARE', 16, { min: 1, max: 1_000_000 }) };
 }
 
 export interface RunningEngine {
@@ -152,6 +162,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     consumedLookbackBlocks: BigInt(config.consumedLookbackBlocks),
     admission: config.admission,
     revertBudget: config.revertBudget,
+    reserveBalances: config.reserveBalances,
     log,
     metrics,
     ...(opts.cluster ? { node: opts.cluster.config.nodeId } : {}),

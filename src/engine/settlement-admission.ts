@@ -4,6 +4,10 @@
  * has too many payments waiting for their transaction to be sent, when the oldest of them has waited too long, or
  * when the network's relayers have too many transactions that the chain has not mined. Once admitted, a payment is
  * carried to its end: its latency is bounded by the queue it joined, not by how many buyers come after it.
+ *
+ * The queue is shared fairly: each client (the request's address, see `http/ip.ts`) has a share of it. A client may
+ * go beyond its share only while the queue keeps a share's worth of room for everyone else; past that it is turned
+ * away (`client_share`), so one client's flood never fills the queue the others need.
  */
 
 export interface AdmissionLimits {
@@ -13,10 +17,23 @@ export interface AdmissionLimits {
   maxWaitMs: number;
   /** The most unmined transactions per relayer of a network before new payments wait. */
   maxTxsPerRelayer: number;
+  /** The payments of one client a network's queue holds once it is nearly full (default {@link defaultClientShare}). */
+  clientShare?: number;
+}
+
+/** A client's share of a queue of `maxQueued`, unless configured: an eighth of it, at least 2. */
+export function defaultClientShare(maxQueued: number): number {
+  return Math.max(2, Math.floor(maxQueued / 8));
 }
 
 /** Why payments are turned away (the `reason` of the 503 and of `gate402_payments_shed_total`). */
-export const SHED_REASONS = ['queue_full', 'queue_slow', 'relayers_busy'] as const;
+export const SHED_REASONS = ['queue_full', 'queue_slow', 'relayers_busy', 'client_share', 'payer_over_balance'] as const;
+
+/**
+ * `errorReason` of a settle answer that turned a payment away for backpressure (`client_share` decided at the queue's
+ * door, after the early check): nothing was charged, the same payment may come again after `extra.retryAfterSeconds`.
+ */
+export const SETTLEMENT_SHED = 'settlement_shed';
 
 /** Why a payment was turned away: what the 503 says, and when to come back. */
 export interface Shed {
@@ -39,15 +56,29 @@ export interface RelayerLoad {
 class NetworkQueue {
   /** Admission time of each queued payment, oldest first (a Map keeps insertion order). */
   readonly waiting = new Map<number, number>();
+  /** Queued payments per client (only clients with some). */
+  readonly byClient = new Map<string, number>();
   next = 0;
 }
 
 export class SettlementAdmission {
   readonly #limits: AdmissionLimits;
   readonly #queues = new Map<string, NetworkQueue>();
+  readonly #share: number;
 
   constructor(limits: AdmissionLimits) {
     this.#limits = limits;
+    this.#share = limits.clientShare ?? defaultClientShare(limits.maxQueued);
+  }
+
+  /** The payments of one client a network's queue holds once it is nearly full. */
+  get clientShare(): number {
+    return this.#share;
+  }
+
+  /** Payments of `network` that `client` has queued. */
+  queuedBy(network: string, client: string): number {
+    return this.#queues.get(network)?.byClient.get(client) ?? 0;
   }
 
   get limits(): AdmissionLimits {
@@ -59,11 +90,16 @@ export class SettlementAdmission {
     return this.#queues.get(network)?.waiting.size ?? 0;
   }
 
-  /** Whether a new payment of `network` must wait, and for how long; undefined when it is admitted. */
-  shed(network: string, nowMs: number, load: RelayerLoad): Shed | undefined {
+  /**
+   * Whether a new payment of `network` (from `client`, when known) must wait, and for how long; undefined when it is
+   * admitted.
+   */
+  shed(network: string, nowMs: number, load: RelayerLoad, client?: string): Shed | undefined {
     const q = this.#queues.get(network);
     if (q !== undefined && q.waiting.size > 0) {
       if (q.waiting.size >= this.#limits.maxQueued) return { reason: 'queue_full', retryAfterSeconds: this.#retryAfter() };
+      const share = this.shareShed(network, client);
+      if (share !== undefined) return share;
       const oldest = q.waiting.values().next().value as number;
       if (nowMs - oldest >= this.#limits.maxWaitMs) return { reason: 'queue_slow', retryAfterSeconds: this.#retryAfter() };
     }
@@ -71,8 +107,21 @@ export class SettlementAdmission {
     return undefined;
   }
 
-  /** Queues an admitted payment of `network` until its transaction is sent. */
-  enter(network: string, nowMs: number): QueueTicket {
+  /**
+   * Whether `client` is at its share of `network`'s queue while the queue has no more than a share's worth of room
+   * left: then its new payment waits (`client_share`), and the room is kept for the other clients.
+   */
+  shareShed(network: string, client: string | undefined): Shed | undefined {
+    if (client === undefined) return undefined;
+    const q = this.#queues.get(network);
+    if (q === undefined) return undefined;
+    const own = q.byClient.get(client) ?? 0;
+    if (own < this.#share || q.waiting.size + this.#share < this.#limits.maxQueued) return undefined;
+    return { reason: 'client_share', retryAfterSeconds: this.#retryAfter() };
+  }
+
+  /** Queues an admitted payment of `network` (from `client`, when known) until its transaction is sent. */
+  enter(network: string, nowMs: number, client?: string): QueueTicket {
     let q = this.#queues.get(network);
     if (q === undefined) {
       q = new NetworkQueue();
@@ -81,7 +130,15 @@ export class SettlementAdmission {
     const queue = q;
     const id = queue.next++;
     queue.waiting.set(id, nowMs);
-    return { sent: () => void queue.waiting.delete(id) };
+    if (client !== undefined) queue.byClient.set(client, (queue.byClient.get(client) ?? 0) + 1);
+    return {
+      sent: () => {
+        if (!queue.waiting.delete(id) || client === undefined) return;
+        const left = (queue.byClient.get(client) ?? 1) - 1;
+        if (left > 0) queue.byClient.set(client, left);
+        else queue.byClient.delete(client);
+      },
+    };
   }
 
   /** A queue drains within about its wait bound; a client told to come back sooner would only be turned away again. */

@@ -16,7 +16,9 @@ import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { currentTxOf, fingerprintOf, isFinished, leavesNoRecord, nonceKeyOf, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RelayerPool, SignedTx } from './relayer-pool.ts';
-import { SettlementAdmission, type AdmissionLimits, type Shed } from './settlement-admission.ts';
+import { SettlementAdmission, type AdmissionLimits, type QueueTicket, type Shed } from './settlement-admission.ts';
+import { FairAdmission } from './fair-admission.ts';
+import type { Reservation } from './payer-reservations.ts';
 import { SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
 import { RevertBudget, type RevertBudgetLimits, type RevertEvent } from './revert-budget.ts';
 import type { SettlementCall } from '../schemes/scheme.ts';
@@ -50,6 +52,11 @@ export interface EngineOptions extends VerifyDeps {
   admission?: AdmissionLimits;
   /** Bans and hourly gas budgets for settlements that revert on chain after passing simulation (see `revert-budget.ts`). */
   revertBudget?: RevertBudgetLimits;
+  /**
+   * Whether a payer may have in flight only what its token balance covers (read once per block, reserved per
+   * payment; see `fair-admission.ts`). Default: on.
+   */
+  reserveBalances?: boolean;
   log: Logger;
   metrics: EngineMetrics;
   clockMs?: () => number;
@@ -57,7 +64,7 @@ export interface EngineOptions extends VerifyDeps {
   node?: string;
 }
 
-export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement' | 'revertedSettlement' | 'revertRefusal'>;
+export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement' | 'revertedSettlement' | 'revertRefusal'> & Partial<Pick<Metrics, 'paymentShed'>>;
 
 type PaymentSnapshot = SnapshotFrom<typeof paymentMachine>;
 type PaymentActor = ReturnType<DurableHost<typeof paymentMachine, PaymentRecord>['spawn']>;
@@ -96,6 +103,12 @@ export class SettlementEngine {
   readonly #abort = new AbortController();
   readonly #admission: SettlementAdmission;
   readonly #budget: RevertBudget;
+  /** Per payer: what its balance covers; and per client: its share of the queue (see `fair-admission.ts`). */
+  readonly #fair: FairAdmission;
+  /** Verdicts reached before a payment's actor started (by its attempt): its verification step takes them. */
+  readonly #checked = new Map<string, Verdict>();
+  /** Balance reservations of payments in flight (by attempt), released when each ends. */
+  readonly #reserved = new Map<string, Reservation>();
   /** Dead nodes' payments this node is finishing, by node, and what to call once they are all final. */
   readonly #adopted = new Map<string, { open: Set<string>; finished: () => void }>();
 
@@ -111,6 +124,7 @@ export class SettlementEngine {
       clock: this.#clock,
       observer: { reverted: (network, gas) => opts.metrics.revertedSettlement(network, gas), refused: (kind) => opts.metrics.revertRefusal(kind) },
     });
+    this.#fair = new FairAdmission(opts, this.#clock);
     this.#batcher = new SettlementBatcher({
       ...opts,
       maxSize: opts.batch.maxSize,
@@ -155,6 +169,12 @@ export class SettlementEngine {
           void this.#budget
             .release(record.contract?.codeHash as string, turn)
             .catch((error: unknown) => this.#o.log.warn("could not give a contract code's turn back; it lapses", { payment: id, error }));
+        this.#checked.delete(record.attempt);
+        const reservation = this.#reserved.get(record.attempt);
+        if (reservation !== undefined) {
+          this.#reserved.delete(record.attempt);
+          this.#fair.release(record.network, reservation, state);
+        }
         const adopted = record.node === undefined ? undefined : this.#adopted.get(record.node);
         if (adopted?.open.delete(id) && adopted.open.size === 0) {
           this.#adopted.delete(record.node as string);
@@ -191,10 +211,10 @@ export class SettlementEngine {
    * `settlement-admission.ts`): asked before anything is verified or settled, so a turned-away payment costs nothing
    * and charges nothing. A payment this engine already knows is never turned away: its answer costs no settlement.
    */
-  async shedding(request: VerifyRequest): Promise<Shed | undefined> {
+  async shedding(request: VerifyRequest, client?: string): Promise<Shed | undefined> {
     const network = request.paymentRequirements.network;
     if (!this.#o.networks.has(network)) return undefined;
-    const shed = this.#admission.shed(network, this.#clock(), this.#o.relayers(network).load());
+    const shed = this.#admission.shed(network, this.#clock(), this.#o.relayers(network).load(), client);
     if (shed === undefined) return undefined;
     const id = nonceKeyOf(request);
     if (this.#host.get(id) !== undefined || this.#host.snapshot(id) !== undefined) return undefined;
@@ -294,17 +314,43 @@ export class SettlementEngine {
    * Settles `request`, or answers what this engine already knows of it. `admit`, when given, is asked only about a
    * payment the engine does not know yet (a retry of a known one always gets its recorded or pending answer): a
    * refusal it returns is the answer, and nothing is settled.
+   *
+   * A new payment is then admitted fairly (`fair-admission.ts`): refused (nothing charged) when its payer's balance
+   * does not cover it beside the payer's payments in flight, or when `client` (the request's address) is at its share
+   * of the queue while the queue is nearly full (`SETTLEMENT_SHED`, to be answered 503 with Retry-After).
    */
-  async settle(request: VerifyRequest, admit?: (request: VerifyRequest) => Promise<SettleResponse | undefined>): Promise<SettleResponse> {
+  async settle(request: VerifyRequest, admit?: (request: VerifyRequest) => Promise<SettleResponse | undefined>, client?: string): Promise<SettleResponse> {
     const known = this.#known(request) ?? (await this.#settledBefore(request));
     if (known) return known;
     if (admit) {
       const refused = await admit(request);
       if (refused) return refused;
     }
+    const network = request.paymentRequirements.network;
+    // A payer whose balance is known (this block) not to cover the payment is refused before it takes a place.
+    const early = await this.#fair.early(request);
+    if (early !== undefined) return early;
+    const share = this.#admission.shareShed(network, client);
+    if (share !== undefined) return this.#fair.shed(network, share);
+    const ticket = this.#admission.enter(network, this.#clock(), client);
+    let fair: Awaited<ReturnType<FairAdmission['admit']>>;
+    try {
+      fair = await this.#fair.admit(request);
+    } catch (err) {
+      ticket.sent();
+      throw err;
+    }
+    if (fair.refused !== undefined) {
+      ticket.sent();
+      return fair.refused;
+    }
     // Another settle of the same payment may have started meanwhile (no await from here to the spawn).
     const meanwhile = this.#known(request);
-    if (meanwhile) return meanwhile;
+    if (meanwhile) {
+      ticket.sent();
+      fair.reservation?.release();
+      return meanwhile;
+    }
     const now = this.#clock();
     const record: PaymentRecord = {
       id: nonceKeyOf(request),
@@ -319,14 +365,15 @@ export class SettlementEngine {
       createdAt: now,
       updatedAt: now,
     };
+    if (fair.verdict !== undefined) this.#checked.set(record.attempt, fair.verdict);
+    if (fair.reservation !== undefined) this.#reserved.set(record.attempt, fair.reservation);
     const actor = this.#spawn(record);
-    this.#queue(actor, record.network, now);
+    this.#queue(actor, ticket);
     return this.#answer(actor);
   }
 
-  /** Keeps a new payment in its network's queue until its transaction is sent, or it ends without one. */
-  #queue(actor: PaymentActor, network: string, now: number): void {
-    const ticket = this.#admission.enter(network, now);
+  /** Keeps a new payment in its network's queue (its `ticket`) until its transaction is sent, or it ends without one. */
+  #queue(actor: PaymentActor, ticket: QueueTicket): void {
     const leave = () => {
       ticket.sent();
       subscription.unsubscribe();
@@ -447,7 +494,7 @@ export class SettlementEngine {
     this.#batcher.coming(record, 1);
     return this.#leavesUnless(
       record,
-      checkPayment(this.#o, record.request).then(async (verdict): Promise<StepResult> => {
+      this.#verdictOf(record).then(async (verdict): Promise<StepResult> => {
         if (!verdict.ok) return { ok: false, reason: this.#counted(verdict).reason, message: verdict.message };
         if (verdict.signer !== 'contract' || !verdict.codeHash) return { ok: true, record: { ...record, payer: verdict.payer }, verdict };
         // A contract payer: refused while banned or over budget, and one at a time while its code never settled.
@@ -457,6 +504,14 @@ export class SettlementEngine {
         return { ok: true, record: { ...record, payer: verdict.payer, contract }, verdict };
       }),
     );
+  }
+
+  /** The verdict reached at admission, if one was (taken once), else checked now. */
+  #verdictOf(record: PaymentRecord): Promise<Verdict> {
+    const checked = this.#checked.get(record.attempt);
+    if (checked === undefined) return checkPayment(this.#o, record.request);
+    this.#checked.delete(record.attempt);
+    return Promise.resolve(checked);
   }
 
   /** The step's result; unless it lets the payment go on, the payment has left its way to a batch. */

@@ -67,17 +67,18 @@ export async function startFacilitatorHttp(service: FacilitatorService, opts: Fa
   });
 
   const paid =
-    (call: (body: Uint8Array) => Promise<ServiceAnswer>) =>
+    (call: (body: Uint8Array, client: string) => Promise<ServiceAnswer>) =>
     async (req: HttpRequest): Promise<HttpResponse> => {
+      const client = ipRateLimitKey(req.remoteIp);
       // Refused before the body is used: a limited client costs one map lookup.
-      const taken = limiter.take(ipRateLimitKey(req.remoteIp));
+      const taken = limiter.take(client);
       if (!taken.allowed) {
         return json(429, { error: 'rate limited' }, { ...NO_STORE, 'retry-after': String(taken.retryAfterSeconds) });
       }
       if (!isJsonContentType(req.headers['content-type'])) {
         return json(415, { error: 'content-type must be application/json' }, NO_STORE);
       }
-      return answer(await call(await req.body()));
+      return answer(await call(await req.body(), client));
     };
 
   server
@@ -90,7 +91,7 @@ export async function startFacilitatorHttp(service: FacilitatorService, opts: Fa
     .route(
       'POST',
       '/settle',
-      paid((body) => service.settle(body)),
+      paid((body, client) => service.settle(body, client)),
     )
     .route('GET', '/health', async () => {
       let h: { ok: boolean; details: Record<string, unknown> };

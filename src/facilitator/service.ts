@@ -23,8 +23,11 @@ export interface FacilitatorService {
    * or `400 {error}` for a malformed body.
    */
   verify(body: Uint8Array): Promise<ServiceAnswer>;
-  /** `POST /settle`: like `verify`; `200` with a `SettleResponse`, or `400 {error}`. */
-  settle(body: Uint8Array): Promise<ServiceAnswer>;
+  /**
+   * `POST /settle`: like `verify`; `200` with a `SettleResponse`, or `400 {error}`. `client`: the caller's address
+   * (its rate-limit key), whose share of the settlement queue is bounded.
+   */
+  settle(body: Uint8Array, client?: string): Promise<ServiceAnswer>;
   /** `GET /health`: 200 when `ok`, else 503; `details` are returned either way. */
   health(): Promise<{ ok: boolean; details: Record<string, unknown> }>;
 }

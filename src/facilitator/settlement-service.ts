@@ -2,6 +2,7 @@ import type { Err, Ok } from '../protocol/result.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
+import { SETTLEMENT_SHED } from '../engine/settlement-admission.ts';
 import { GatewayReason } from '../verify/reasons.ts';
 import type { PaymentAdmission } from './admission.ts';
 import { admitRequest } from './request-refusal.ts';
@@ -52,7 +53,7 @@ export function settlementService(
         return { status: 200, body: { isValid: false, invalidReason: GatewayReason.unexpected, invalidMessage: 'the payment could not be checked' } };
       }
     },
-    async settle(body) {
+    async settle(body, client) {
       const d = decode(body, 'settle');
       if (!d.ok) return d.error;
       const admit = admission
@@ -72,17 +73,23 @@ export function settlementService(
         : undefined;
       // Settlement behind: a new payment is turned away before anything is checked or charged (the same payment
       // asked again later is settled as if it came then; one the engine already knows is always answered).
-      const shed = await engine.shedding(d.value);
+      const behind = (reason: string, retryAfterSeconds: number): ServiceAnswer => ({
+        status: 503,
+        body: { error: 'settlement is behind right now; nothing was settled', reason },
+        headers: { 'retry-after': String(retryAfterSeconds) },
+      });
+      const shed = await engine.shedding(d.value, client);
       if (shed !== undefined) {
         onShed?.(d.value.paymentRequirements.network, shed.reason);
-        return {
-          status: 503,
-          body: { error: 'settlement is behind right now; nothing was settled', reason: shed.reason },
-          headers: { 'retry-after': String(shed.retryAfterSeconds) },
-        };
+        return behind(shed.reason, shed.retryAfterSeconds);
       }
       try {
-        return { status: 200, body: await engine.settle(d.value, admit) };
+        const settled = await engine.settle(d.value, admit, client);
+        // Turned away at the queue's door (this client's share; counted by the engine): a 503 as above.
+        if (!settled.success && settled.errorReason === SETTLEMENT_SHED) {
+          return behind(String(settled.extra?.reason ?? 'queue_full'), Number(settled.extra?.retryAfterSeconds ?? 1));
+        }
+        return { status: 200, body: settled };
       } catch (err) {
         // Whatever the engine did is in its records: the same request asked again is answered from them.
         onUnexpected('settle', err);

@@ -170,8 +170,8 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   sweeping.unref();
   const paid = paidRouteHandler({
     networks: parts.networks,
-    settle: parts.settlement?.settle ?? ((request) => parts.engine.settle(request)),
-    shedding: (request) => parts.engine.shedding(request),
+    settle: parts.settlement?.settle ?? ((request, client) => parts.engine.settle(request, undefined, client)),
+    shedding: (request, client) => parts.engine.shedding(request, client),
     verify: parts.settlement?.verify ?? ((request) => parts.engine.verify(request)),
     merchant: (slug) => parts.merchants.get(slug),
     served: parts.store.claims('served'),

@@ -227,7 +227,7 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
 
   const shed = counter({
     name: 'gate402_payments_shed_total',
-    help: "New paid requests turned away with 503 and Retry-After, before anything was verified or charged, because their network's settlement was behind, by network and reason (queue_full, queue_slow, relayers_busy)",
+    help: "New paid requests turned away with 503 and Retry-After, before anything was verified or charged, because their network's settlement was behind, by network and reason (queue_full, queue_slow, relayers_busy, client_share: the client was at its share of the queue); payer_over_balance counts payments refused (402, nothing charged) because their payer's balance did not cover them beside its payments in flight",
     labelNames: ['network', 'reason'],
   });
 

@@ -36,7 +36,16 @@ import { MerchantFiles, sha256Hex } from './files.ts';
 import { recoverRegistrationSigner } from './signature.ts';
 import type { RegistrationAction, ValidatedUpsert } from './types.ts';
 import type { Floor, PriceFloorSource } from '../../verify/price-floor.ts';
-import { checkMerchantSize, checkRoutesAboveFloors, DEFAULT_MERCHANT_SIZE_LIMITS, resolveLimits, validateRegistrationRequest, type Checked, type MerchantSizeLimits, type RegistrationLimits } from './validate.ts';
+import {
+  checkMerchantSize,
+  checkRoutesAboveFloors,
+  DEFAULT_MERCHANT_SIZE_LIMITS,
+  resolveLimits,
+  validateRegistrationRequest,
+  type Checked,
+  type MerchantSizeLimits,
+  type RegistrationLimits,
+} from './validate.ts';
 
 export const MERCHANTS_COLLECTION = 'merchants';
 /** Merchant records kept decoded in memory; beyond it the least recently used one is read from LMDB again. */

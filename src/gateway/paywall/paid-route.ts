@@ -11,7 +11,8 @@ import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.t
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
 import type { SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
-import type { Shed } from '../../engine/settlement-admission.ts';
+import { SETTLEMENT_SHED, type Shed } from '../../engine/settlement-admission.ts';
+import { ipRateLimitKey } from '../../http/ip.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
 import { paymentIdentifierOf } from '../../protocol/x402/extensions/payment-identifier.ts';
@@ -48,12 +49,17 @@ export interface PaidRequestRecord {
 
 export interface PaywallDeps {
   networks: NetworkRegistry;
-  settle(request: VerifyRequest): Promise<SettleResponse>;
   /**
-   * Whether a new payment must be turned away now because settlement is behind (see `settlement-admission.ts`):
-   * asked before its credential is verified or settled, so the 503 it gets charged nothing.
+   * Settles a payment; `client` is the request's address (`clientOf`), whose share of the settlement queue is bounded.
+   * An answer with `errorReason` `SETTLEMENT_SHED` turned it away for backpressure (503, nothing charged).
    */
-  shedding?(request: VerifyRequest): Promise<Shed | undefined>;
+  settle(request: VerifyRequest, client?: string): Promise<SettleResponse>;
+  /**
+   * Whether a new payment must be turned away now because settlement is behind (see `settlement-admission.ts`), or
+   * because `client` holds its share of the queue: asked before its credential is verified or settled, so the 503 it
+   * gets charged nothing.
+   */
+  shedding?(request: VerifyRequest, client?: string): Promise<Shed | undefined>;
   /**
    * Verification short of settling, run on a credential before its request's body is read: a credential whose
    * signature is not the payer's is refused without reading (or buffering) the body.
@@ -376,16 +382,20 @@ async function paid(
     return challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail, ...bound });
   };
   if ((await servedState(await deps.served.holder(key), deps.live)) !== 'free') return used('this payment has already been used for a request');
-  // Settlement behind: turned away before anything is verified, read or charged; the credential stays good.
-  const shed = await deps.shedding?.(credential.request);
-  if (shed !== undefined) {
+  const client = clientOf(req);
+  const behind = (s: Shed) => {
     deps.breakers.release(slug);
-    deps.metrics.paymentShed(credential.request.paymentRequirements.network, shed.reason);
     return json(
       503,
-      { error: 'settlement is behind right now; nothing was charged', reason: shed.reason, retry: 'send the same request with the same credential after Retry-After seconds' },
-      { 'retry-after': String(shed.retryAfterSeconds) },
+      { error: 'settlement is behind right now; nothing was charged', reason: s.reason, retry: 'send the same request with the same credential after Retry-After seconds' },
+      { 'retry-after': String(s.retryAfterSeconds) },
     );
+  };
+  // Settlement behind: turned away before anything is verified, read or charged; the credential stays good.
+  const shed = await deps.shedding?.(credential.request, client);
+  if (shed !== undefined) {
+    deps.metrics.paymentShed(credential.request.paymentRequirements.network, shed.reason);
+    return behind(shed);
   }
   // A body is read only for a credential whose signature checks: a forged one is refused before a byte of it is.
   if (deps.verify && sendsBody(req) && !hooks.signatureChecked) {
@@ -404,7 +414,9 @@ async function paid(
     return json(upstream.error.status, { error: `${upstream.error.message}; nothing was charged` });
   }
 
-  const settlement = await deps.settle(credential.request);
+  const settlement = await deps.settle(credential.request, client);
+  // Turned away at the settlement queue's door (counted there): as the early 503, nothing was charged.
+  if (!settlement.success && settlement.errorReason === SETTLEMENT_SHED) return behind(shedOf(settlement));
   if (settlement.success || settlement.status === 'pending') hooks.onCharged?.();
   const paymentHeaders = await paymentHeadersFor(deps, credential, settlement);
   if (settlement.status === 'pending') {
@@ -512,6 +524,17 @@ async function paid(
   }
 }
 
+/** Whose share of the settlement queue a request draws on: its address (IPv6: its /64), as the rate limits key it. */
+function clientOf(req: HttpRequest): string {
+  return ipRateLimitKey(req.remoteIp);
+}
+
+/** The backpressure of a settle answer that turned a payment away at the queue's door. */
+function shedOf(settlement: SettleResponse): Shed {
+  const reason = settlement.extra?.reason;
+  return { reason: typeof reason === 'string' ? (reason as Shed['reason']) : 'queue_full', retryAfterSeconds: retryAfterOf(settlement) };
+}
+
 /** Reasons of a settlement that did not happen because the settlement service is down (503), not the payment refused. */
 const SETTLEMENT_DOWN = new Set<string>([GatewayReason.settlementUnavailable, GatewayReason.settlementUnknown, GatewayReason.contractPayerWaits]);
 
@@ -561,8 +584,10 @@ async function paidWithId(
     return paid(deps, req, merchant, route, terms, credential, upstreamPath);
   }
   const refused = (detail: string) => challenge(deps, req, merchant, route, terms, credential, deps.now(), { problem: 'verification-failed', detail });
-  // As in `paid`: a credential whose signature is not the payer's is refused before its body is read.
-  if (deps.verify && sendsBody(req)) {
+  // A credential whose signature is not the payer's learns nothing of the payer's identifiers (the store is not asked
+  // whether its id is bound, used or in progress: a forged one would tell which ids a victim used), and, as in
+  // `paid`, is refused before its body is read.
+  if (deps.verify) {
     const verdict = await deps.verify(credential.request);
     if (!verdict.isValid && SIGNATURE_REASONS.has(verdict.invalidReason ?? '')) return refused(`payment refused: ${verdict.invalidReason}`);
   }

@@ -1,0 +1,157 @@
+import { erc20Abi } from 'viem';
+import type { BlockWatcher } from '../chain/block-watcher.ts';
+import type { Logger } from '../log/logger.ts';
+import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
+import { schemeOfPayload } from '../schemes/registry.ts';
+import { Eip3009Reason, Permit2Reason } from '../verify/reasons.ts';
+import { PayerBalances } from './payer-balances.ts';
+import { PayerReservations, type PayerRef, type Reservation } from './payer-reservations.ts';
+import { SETTLEMENT_SHED, type Shed } from './settlement-admission.ts';
+import { checkPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
+import type { EngineMetrics } from './settlement-engine.ts';
+
+export interface FairAdmissionDeps extends VerifyDeps {
+  watcher(caip2: string): BlockWatcher;
+  /** How long a chain head read is taken as the head (the engine's poll interval). */
+  pollMs: number;
+  /** Off: payers are not held to their balance (the batch simulation still drops an overdraft). */
+  reserveBalances?: boolean;
+  log: Logger;
+  metrics: EngineMetrics;
+}
+
+/** Final payment states in which its transfer did not happen (its reservation goes back at once). */
+const NOTHING_MOVED = new Set(['failed', 'rejected', 'duplicate']);
+
+/**
+ * Fair admission of new payments, before they take a place in their network's settlement queue: a payer may have in
+ * flight at most what its token balance covers (read once per block per payer, through the block watcher's head;
+ * reserved per admitted payment until it ends: see `payer-reservations.ts`), so one wallet signing payments with fresh
+ * nonces gets no more places than its money pays for, and a wallet with nothing gets none.
+ *
+ * Only a payment whose signature is the payer's reserves anything (else anyone could hold a victim's balance). A
+ * payment whose payer's balance, as already read at the current head, does not cover it beside the payer's payments
+ * in flight is refused before even its signature is checked, once a signature of that payer was checked before: the
+ * balance is public, and a flood from one wallet then costs one balance read per block and no signature check.
+ *
+ * When the balance or the head cannot be read, the payment is admitted as before (the simulation before any send
+ * still refuses an overdraft): an RPC hiccup must not turn honest buyers away.
+ */
+export class FairAdmission {
+  readonly #deps: FairAdmissionDeps;
+  readonly #balances: PayerBalances;
+  readonly #reservations = new PayerReservations();
+
+  constructor(deps: FairAdmissionDeps, clock: () => number) {
+    this.#deps = deps;
+    this.#balances = new PayerBalances({
+      headTtlMs: deps.pollMs,
+      clock,
+      chain: (network) => {
+        const client = deps.inspector(network).client;
+        return {
+          blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
+          watchedHead: () => deps.watcher(network).head,
+          balanceOf: (token, owner, block) => client.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [owner], blockNumber: block }),
+        };
+      },
+    });
+  }
+
+  /** Payers with a reservation or a hold now (bounded by the payments in flight and a sweep). */
+  get payersHeld(): number {
+    return this.#reservations.size;
+  }
+
+  /**
+   * The refusal of a payment whose payer's balance at the current head does not cover it beside the payer's payments
+   * in flight; undefined when that is not known to be so. Read (once per block) only for a payer read before.
+   */
+  async early(request: VerifyRequest): Promise<SettleResponse | undefined> {
+    const t = this.#transferOf(request);
+    if (t === undefined) return undefined;
+    try {
+      // Only a payer whose balance was read before (after a signature of its checked) is read here, before its
+      // signature: naming payers nobody vouched for must not buy balance reads.
+      if (!this.#balances.known(t.ref)) return undefined;
+      const head = await this.#balances.head(t.ref.network);
+      const balance = await (this.#balances.cached(t.ref, head) ?? this.#balances.balance(t.ref, head));
+      if (this.#reservations.available(t.ref, balance) >= t.value) return undefined;
+    } catch {
+      return undefined;
+    }
+    return this.#overBalance(request, t.ref.payer);
+  }
+
+  /**
+   * Checks the payment (its verdict goes on to its actor) and, if it is the payer's, reserves its amount from the
+   * payer's balance at the current head; refused (nothing charged) when the balance does not cover it.
+   */
+  async admit(request: VerifyRequest): Promise<{ refused?: SettleResponse; verdict?: Verdict; reservation?: Reservation }> {
+    const t = this.#transferOf(request);
+    if (t === undefined) return {};
+    let verdict: Verdict;
+    try {
+      verdict = await checkPayment(this.#deps, request);
+    } catch {
+      return {}; // its actor checks again, and answers whatever went wrong
+    }
+    if (!verdict.ok) return { verdict };
+    const ref: PayerRef = { ...t.ref, payer: verdict.payer };
+    let reservation: Reservation | undefined;
+    try {
+      const head = await this.#balances.head(ref.network);
+      reservation = this.#reservations.reserve(ref, t.value, await this.#balances.balance(ref, head));
+    } catch (err) {
+      this.#deps.log.warn("could not read a payer's balance; admitted without a reservation", { network: ref.network, payer: ref.payer, error: err });
+      return { verdict };
+    }
+    if (reservation === undefined) return { refused: this.#overBalance(request, verdict.payer), verdict };
+    return { verdict, reservation };
+  }
+
+  /** A payment ended in `state`: its reservation goes back, held until the chain shows the transfer if one was made. */
+  release(network: string, reservation: Reservation, state: string): void {
+    reservation.release(NOTHING_MOVED.has(state) ? undefined : (this.#balances.knownHead(network) ?? 0n));
+  }
+
+  /** The settle answer of a payment turned away for backpressure at the queue's door (counted). */
+  shed(network: string, shed: Shed): SettleResponse {
+    this.#deps.metrics.paymentShed?.(network, shed.reason);
+    return {
+      success: false,
+      errorReason: SETTLEMENT_SHED,
+      errorMessage: `settlement is behind right now (${shed.reason}); nothing was charged`,
+      transaction: '',
+      network: network as SettleResponse['network'],
+      extra: { reason: shed.reason, retryAfterSeconds: shed.retryAfterSeconds },
+    };
+  }
+
+  #overBalance(request: VerifyRequest, payer: string): SettleResponse {
+    const network = request.paymentRequirements.network;
+    this.#deps.metrics.paymentShed?.(network, 'payer_over_balance');
+    const scheme = schemeOfPayload(request.paymentPayload.payload);
+    return {
+      success: false,
+      errorReason: scheme.name === 'permit2' ? Permit2Reason.insufficientBalance : Eip3009Reason.insufficientBalance,
+      errorMessage: "the payer's balance does not cover this payment beside its payments in flight; nothing was charged",
+      transaction: '',
+      network: network as SettleResponse['network'],
+      payer,
+    };
+  }
+
+  /** Whose balance the payment draws on (as the payload claims it) and how much; undefined when not held to it. */
+  #transferOf(request: VerifyRequest): { ref: PayerRef; value: bigint } | undefined {
+    if (this.#deps.reserveBalances === false) return undefined;
+    const network = request.paymentRequirements.network;
+    if (!this.#deps.networks.has(network)) return undefined;
+    try {
+      const t = schemeOfPayload(request.paymentPayload.payload).expectedTransfer(request);
+      return { ref: { network, token: t.token, payer: t.from }, value: t.value };
+    } catch {
+      return undefined;
+    }
+  }
+}
