@@ -20,6 +20,12 @@ export interface FairAdmissionDeps extends VerifyDeps {
   metrics: EngineMetrics;
 }
 
+/** How old a head may be for a refusal on a balance (a payer funded since is read again at the newer head). */
+const RECENT_HEAD_MS = 50;
+
+/** Refusals of a payment whose signature checked but whose payer cannot pay it. */
+const INSUFFICIENT_BALANCE = new Set<string>([Eip3009Reason.insufficientBalance, Permit2Reason.insufficientBalance]);
+
 /** Final payment states in which its transfer did not happen (its reservation goes back at once). */
 const NOTHING_MOVED = new Set(['failed', 'rejected', 'duplicate']);
 
@@ -41,6 +47,8 @@ export class FairAdmission {
   readonly #deps: FairAdmissionDeps;
   readonly #balances: PayerBalances;
   readonly #reservations = new PayerReservations();
+  /** The last admission in line per payer whose balance is not known yet (see {@link firstTurn}). */
+  readonly #firstTurns = new Map<string, Promise<void>>();
 
   constructor(deps: FairAdmissionDeps, clock: () => number) {
     this.#deps = deps;
@@ -56,6 +64,32 @@ export class FairAdmission {
         };
       },
     });
+  }
+
+  /**
+   * Waits for the turn of a payment whose payer's balance is not known yet: one such admission per claimed payer at a
+   * time, outside the settlement queue. Its balance is read by that admission (once its signature checks), so the
+   * payer's other payments that waited meet {@link early} with a known balance: a wallet that floods with fresh nonces
+   * holds at most one queue place until its balance is known, and none after it if the balance covers nothing.
+   * Resolves to the release of the turn, or to undefined when no turn is needed (a known payer, or one not held to
+   * its balance). Bounded: one entry per payer with an admission running.
+   */
+  async firstTurn(request: VerifyRequest): Promise<(() => void) | undefined> {
+    const t = this.#transferOf(request);
+    if (t === undefined || this.#balances.known(t.ref)) return undefined;
+    const key = `${t.ref.network}|${t.ref.token.toLowerCase()}|${t.ref.payer.toLowerCase()}`;
+    const previous = this.#firstTurns.get(key);
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const tail = (previous ?? Promise.resolve()).then(() => mine);
+    this.#firstTurns.set(key, tail);
+    if (previous !== undefined) await previous;
+    return () => {
+      release();
+      if (this.#firstTurns.get(key) === tail) this.#firstTurns.delete(key);
+    };
   }
 
   /** Payers with a reservation or a hold now (bounded by the payments in flight and a sweep). */
@@ -77,6 +111,9 @@ export class FairAdmission {
       const head = await this.#balances.head(t.ref.network);
       const balance = await (this.#balances.cached(t.ref, head) ?? this.#balances.balance(t.ref, head));
       if (this.#reservations.available(t.ref, balance) >= t.value) return undefined;
+      // Refused only on a head read lately: a payer funded in the last block is not refused on the block before.
+      const recent = await this.#balances.head(t.ref.network, RECENT_HEAD_MS);
+      if (recent > head && this.#reservations.available(t.ref, await this.#balances.balance(t.ref, recent)) >= t.value) return undefined;
     } catch {
       return undefined;
     }
@@ -96,18 +133,36 @@ export class FairAdmission {
     } catch {
       return {}; // its actor checks again, and answers whatever went wrong
     }
-    if (!verdict.ok) return { verdict };
+    if (!verdict.ok) {
+      // Refused for its balance, its signature checked first: the payer is vouched for, so its balance is read now and
+      // its next payments meet `early` (a wallet with nothing then costs one balance read per block, no signature check).
+      if (INSUFFICIENT_BALANCE.has(verdict.reason)) await this.#readVouched(t.ref);
+      return { verdict };
+    }
     const ref: PayerRef = { ...t.ref, payer: verdict.payer };
     let reservation: Reservation | undefined;
     try {
       const head = await this.#balances.head(ref.network);
       reservation = this.#reservations.reserve(ref, t.value, await this.#balances.balance(ref, head));
+      if (reservation === undefined) {
+        // Refused only on the head as it is now: the head kept for `pollMs` may predate the payer's funding.
+        const now = await this.#balances.head(ref.network, 0);
+        if (now > head) reservation = this.#reservations.reserve(ref, t.value, await this.#balances.balance(ref, now));
+      }
     } catch (err) {
       this.#deps.log.warn("could not read a payer's balance; admitted without a reservation", { network: ref.network, payer: ref.payer, error: err });
       return { verdict };
     }
     if (reservation === undefined) return { refused: this.#overBalance(request, verdict.payer), verdict };
     return { verdict, reservation };
+  }
+
+  async #readVouched(ref: PayerRef): Promise<void> {
+    try {
+      await this.#balances.balance(ref, await this.#balances.head(ref.network));
+    } catch {
+      // unknown it stays: its next payment is checked in full
+    }
   }
 
   /** A payment ended in `state`: its reservation goes back, held until the chain shows the transfer if one was made. */

@@ -33,12 +33,12 @@ export class PayerBalances {
     this.#clock = opts.clock ?? Date.now;
   }
 
-  /** The head of `network` as last known, read no more than `headTtlMs` ago (by the watcher or here). */
-  head(network: string): Promise<bigint> {
+  /** The head of `network` as last known, read no more than `maxAgeMs` (default `headTtlMs`) ago (by the watcher or here). */
+  head(network: string, maxAgeMs: number = this.#headTtlMs): Promise<bigint> {
     const now = this.#clock();
     const own = this.#heads.get(network);
     const watched = this.#chain(network).watchedHead();
-    const fresh = [own, watched].filter((h): h is { block: bigint; atMs: number } => h !== undefined && now - h.atMs < this.#headTtlMs && h.block >= 0n);
+    const fresh = [own, watched].filter((h): h is { block: bigint; atMs: number } => h !== undefined && now - h.atMs < maxAgeMs && h.block >= 0n);
     if (fresh.length > 0) return Promise.resolve(fresh.reduce((a, b) => (b.block > a.block ? b : a)).block);
     if (own?.reading) return own.reading;
     const reading = this.#chain(network)

@@ -330,15 +330,26 @@ export class SettlementEngine {
     // A payer whose balance is known (this block) not to cover the payment is refused before it takes a place.
     const early = await this.#fair.early(request);
     if (early !== undefined) return early;
-    const share = this.#admission.shareShed(network, client);
-    if (share !== undefined) return this.#fair.shed(network, share);
-    const ticket = this.#admission.enter(network, this.#clock(), client);
+    // A payer not read yet is admitted one payment at a time, waiting outside the queue; then read as above.
+    const firstTurn = await this.#fair.firstTurn(request);
+    let ticket: QueueTicket;
     let fair: Awaited<ReturnType<FairAdmission['admit']>>;
     try {
-      fair = await this.#fair.admit(request);
-    } catch (err) {
-      ticket.sent();
-      throw err;
+      if (firstTurn !== undefined) {
+        const late = await this.#fair.early(request);
+        if (late !== undefined) return late;
+      }
+      const share = this.#admission.shareShed(network, client);
+      if (share !== undefined) return this.#fair.shed(network, share);
+      ticket = this.#admission.enter(network, this.#clock(), client);
+      try {
+        fair = await this.#fair.admit(request);
+      } catch (err) {
+        ticket.sent();
+        throw err;
+      }
+    } finally {
+      firstTurn?.();
     }
     if (fair.refused !== undefined) {
       ticket.sent();
