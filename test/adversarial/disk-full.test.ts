@@ -30,7 +30,7 @@ const url = `http://127.0.0.1:${port}`;
 const logPath = join(dataDir, 'full.log');
 const child = spawn('bash', ['-c', `trap "" XFSZ; ulimit -f ${limitKiB}; exec "$0" "$@"`, process.execPath, BIN, 'gateway', '--manifest', TEST_MANIFEST_PATH], {
   stdio: ['ignore', openSync(logPath, 'a'), openSync(logPath, 'a')],
-  env: { ...process.env, ...env, GATE402_GATEWAY_PORT: String(port), GATE402_DATA_DIR: dataDir, GATE402_LOG_LEVEL: 'warn', GATE402_STOCK_ENABLED: 'false' },
+  env: { ...process.env, ...env, GATE402_GATEWAY_PORT: String(port), GATE402_DATA_DIR: dataDir, GATE402_LOG_LEVEL: 'warn', GATE402_STOCK_ENABLED: 'false', GATE402_MERCHANT_MAX_TEXT_BYTES: '262144' },
 });
 const exited = new Promise((r) => child.once('exit', r));
 t.teardown(async () => {
@@ -52,7 +52,7 @@ for (;;) {
   await new Promise((r) => setTimeout(r, 100));
 }
 
-/** A registration of about 80 KB (20 routes with long descriptions), to fill the data file quickly. */
+/** A registration of about 80 KB (20 routes with long descriptions, over the default text bound, raised above), to fill the data file quickly. */
 async function registerLarge(): Promise<{ status: number; slug: string; text: string }> {
   const owner = freshAccount();
   const long = 'A long description to fill the disk. '.repeat(50).slice(0, 1900);
