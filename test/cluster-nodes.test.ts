@@ -26,9 +26,16 @@ const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
 t.teardown(() => fixtures.close());
 const upstream = new URL(fixtures.baseUrlFor('catjoke')).origin;
 const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '1000', GATE402_CONFIRM_DEADLINE_MS: '100' });
+// Node 1 reaches the stock chain through a gate, which can keep receipts from it (so that it answers 202).
+const receiptGate = await startRpcGate(n.rpcUrl);
+t.teardown(() => receiptGate.close());
+const gatedDir = tempDir('cluster-manifest-n1');
+const gatedManifest = JSON.parse(readFileSync(TEST_MANIFEST_PATH, 'utf8'));
+gatedManifest.networks[caip2].rpcUrl = receiptGate.url;
+writeFileSync(join(gatedDir, 'manifest.json'), JSON.stringify(gatedManifest));
 const nodes: PaidGateway[] = [];
 for (const id of ['n1', 'n2']) {
-  const node = await spawnPaidGateway(manifest, upstream, cluster(id));
+  const node = await spawnPaidGateway(manifest, upstream, cluster(id), id === 'n1' ? { manifestPath: join(gatedDir, 'manifest.json') } : {});
   t.teardown(() => node.gw.stop());
   nodes.push(node);
 }
@@ -42,7 +49,10 @@ t.test('a payment one node answered 202 is served by the other once mined, and c
   const before = await stableBalance(n, payer.address);
   const calls = fixtures.calls;
   const credential = await x402Credential(joke(a), payer, caip2);
+  // Node 1 sees no receipt until it has answered: its confirm deadline (100 ms) passes, whatever the machine's speed.
+  receiptGate.hold((call) => call.method === 'eth_getBlockReceipts' || call.method === 'eth_getTransactionReceipt');
   const first = await paid(a, credential);
+  receiptGate.release();
   t.equal(first.status, 202, `node 1 answers pending: ${await first.clone().text()}`);
   let second: Response | undefined;
   await until(async () => {

@@ -26,7 +26,7 @@ export async function spawnPaidGateway(
   manifest: DevnetManifest,
   upstreamOrigin: string,
   env: Record<string, string> = {},
-  reuse: { relayerKeys?: string; relayers?: Address[]; dataDir?: string; port?: number } = {},
+  reuse: { relayerKeys?: string; relayers?: Address[]; dataDir?: string; port?: number; manifestPath?: string } = {},
 ): Promise<PaidGateway> {
   let relayerKeys = reuse.relayerKeys;
   let relayers = reuse.relayers;
@@ -40,7 +40,7 @@ export async function spawnPaidGateway(
   }
   const gw = await spawnFacilitator({
     part: 'gateway',
-    manifestPath: TEST_MANIFEST_PATH,
+    manifestPath: reuse.manifestPath ?? TEST_MANIFEST_PATH,
     ...(reuse.dataDir ? { dataDir: reuse.dataDir } : {}),
     ...(reuse.port ? { port: reuse.port } : {}),
     env: {
