@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap';
+import { gatewayOnOwnDevnet } from './helpers/paid-gateway.ts';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { Mppx, evm } from 'mppx/client';
 import { parseUnits, type Address, type Hex } from 'viem';
@@ -6,34 +7,16 @@ import { CAIP2 } from '../src/chain/canonical.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { DEVNET_UPSTREAM_SECRET } from '../src/cli/service.ts';
-import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
 import { verifyReceipt } from '../src/protocol/mpp/receipt.ts';
 import type { PaymentRequirements } from '../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
 import { fundedPayer, officialPayment, stableBalance } from './helpers/payments.ts';
-import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
-import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 
 // Pausing mining would stall every other test on the shared devnet, so this file runs its own chains.
-const devnet = await spawnOwnDevnet('pending');
-const stopDevnet = () => devnet.stop();
-t.teardown(stopDevnet);
-const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
-t.teardown(() => fixtures.close());
-const gw = await spawnFacilitator({
-  part: 'gateway',
-  manifestPath: devnet.manifestPath,
-  env: {
-    GATE402_CATALOG_UPSTREAM_BASE: new URL(fixtures.baseUrlFor('catjoke')).origin,
-    GATE402_CONFIRM_DEADLINE_MS: '800',
-    GATE402_RECEIPT_POLL_MS: '50',
-  },
-}).catch(async (err: unknown) => {
-  // A throw here ends the file before tap runs its teardowns: the chains must not outlive it.
-  await stopDevnet();
-  throw err;
+const { devnet, fixtures, gw } = await gatewayOnOwnDevnet(t, 'pending', {
+  GATE402_CONFIRM_DEADLINE_MS: '800',
+  GATE402_RECEIPT_POLL_MS: '50',
 });
-t.teardown(() => gw.stop());
 
 const query = 'params%5Btopic%5D=naps&lang=en';
 const url = `${gw.url}/m/catjoke/joke?${query}`;

@@ -5,18 +5,16 @@
  * attacker gets at most what its balance covers, and nothing it sent is charged beyond that balance. Also finding 7:
  * a forged credential cannot tell which payment identifiers its victim used.
  */
+import { gatewayOnOwnDevnet } from '../helpers/paid-gateway.ts';
 import t from 'tap';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { Agent, request } from 'undici';
 import { parseUnits, type Address, type LocalAccount } from 'viem';
 import { CAIP2 } from '../../src/chain/canonical.ts';
 import type { NetworkEntry } from '../../src/chain/network-types.ts';
-import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
 import type { PaymentPayload, PaymentRequirements } from '../../src/protocol/x402/types.ts';
 import { freshAccount, tester } from '../helpers/devnet.ts';
 import { fundedPayer, officialPayment, stableBalance } from '../helpers/payments.ts';
-import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
-import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 
 const HONEST_BUYERS = 12;
 const ATTACK_CONNECTIONS = 256;
@@ -25,28 +23,14 @@ const ATTACK_PAYMENTS = 512;
 /** Seconds each phase lasts: honest buyers alone, then beside each flood. */
 const PHASE_SECONDS = 8;
 
-const devnet = await spawnOwnDevnet('fair-admission');
-const stopDevnet = () => devnet.stop();
-t.teardown(stopDevnet);
-const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
-t.teardown(() => fixtures.close());
-const gw = await spawnFacilitator({
-  part: 'gateway',
-  manifestPath: devnet.manifestPath,
-  env: {
-    GATE402_CATALOG_UPSTREAM_BASE: new URL(fixtures.baseUrlFor('catjoke')).origin,
-    GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1',
-    GATE402_BREAKER_THRESHOLD: '1000',
-    GATE402_RECEIPT_POLL_MS: '50',
-    // The queue's wait bound is widened: this machine's disk and CPU load (a shared 2-core box) is not under test here,
-    // the queue's size bound (128) and who takes its places are.
-    GATE402_SETTLE_QUEUE_WAIT_MS: '5000',
-  },
-}).catch(async (err: unknown) => {
-  await stopDevnet();
-  throw err;
+const { devnet, fixtures, gw } = await gatewayOnOwnDevnet(t, 'fair-admission', {
+  GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1',
+  GATE402_BREAKER_THRESHOLD: '1000',
+  GATE402_RECEIPT_POLL_MS: '50',
+  // The queue's wait bound is widened: this machine's disk and CPU load (a shared 2-core box) is not under test here,
+  // the queue's size bound (128) and who takes its places are.
+  GATE402_SETTLE_QUEUE_WAIT_MS: '5000',
 });
-t.teardown(() => gw.stop());
 
 const n = devnet.manifest.networks[CAIP2.base] as NetworkEntry;
 const url = `${gw.url}/m/catjoke/joke`;

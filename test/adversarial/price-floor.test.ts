@@ -17,19 +17,8 @@ import { freshAccount, network, tester } from '../helpers/devnet.ts';
 import { relayerTxCount, x402Credential } from '../helpers/paid-gateway.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from '../helpers/payments.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
-import { spawnFacilitator, type SpawnedFacilitator } from '../helpers/spawn-facilitator.ts';
+import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
-
-/** Started again (up to three times) when a loaded machine keeps it from answering /health in time. */
-async function patiently(opts: Parameters<typeof spawnFacilitator>[0]): Promise<SpawnedFacilitator> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await spawnFacilitator(opts);
-    } catch (err) {
-      if (attempt >= 3 || !/did not become healthy/.test((err as Error).message)) throw err;
-    }
-  }
-}
 
 const devnet = await spawnOwnDevnet('price-floor');
 t.teardown(() => devnet.stop());
@@ -50,9 +39,9 @@ const gwRelayers = await relayerKeys();
 const facRelayers = await relayerKeys();
 // The gas price is read again at most every 200 ms here, so the test need not wait long after moving it.
 const FAST_GAS = { GATE402_GAS_PRICE_MAX_AGE_MS: '200', GATE402_RELAYER_WATCH_MS: '3600000' };
-const gw = await patiently({ part: 'gateway', manifestPath: devnet.manifestPath, env: { GATE402_RELAYER_KEYS: gwRelayers.keys, ...FAST_GAS } });
+const gw = await spawnFacilitator({ part: 'gateway', manifestPath: devnet.manifestPath, env: { GATE402_RELAYER_KEYS: gwRelayers.keys, ...FAST_GAS } });
 t.teardown(() => gw.stop());
-const fac = await patiently({
+const fac = await spawnFacilitator({
   manifestPath: devnet.manifestPath,
   env: {
     GATE402_RELAYER_KEYS: facRelayers.keys,

@@ -12,20 +12,9 @@ import { CAIP2 } from '../../src/chain/canonical.ts';
 import { stablecoinArtifact } from '../../src/devnet/contracts/artifacts/index.ts';
 import { ORDER_LIMITS } from '../../src/stock/terms.ts';
 import { clientsFor, freshAccount, network, tester } from '../helpers/devnet.ts';
-import { spawnFacilitator, type SpawnedFacilitator } from '../helpers/spawn-facilitator.ts';
+import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
 import { gassedKey } from '../helpers/stock.ts';
-
-/** Started again (up to three times) when a loaded machine keeps it from answering /health in time. */
-async function patiently(opts: Parameters<typeof spawnFacilitator>[0]): Promise<SpawnedFacilitator> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await spawnFacilitator(opts);
-    } catch (err) {
-      if (attempt >= 3 || !/did not become healthy/.test((err as Error).message)) throw err;
-    }
-  }
-}
 
 const devnet = await spawnOwnDevnet('sponsorship');
 t.teardown(() => devnet.stop());
@@ -36,7 +25,7 @@ const deskKey = await gassedKey(stock);
 const desk = privateKeyToAccount(deskKey).address;
 // A budget a few sponsorships spend (each is ~55k gas x (2 x base fee + tip), 0.00005-0.0002 native on the devnet).
 const BUDGET_WEI = 300_000_000_000_000n; // 0.0003
-const gw = await patiently({
+const gw = await spawnFacilitator({
   manifestPath: devnet.manifestPath,
   part: 'gateway',
   env: {

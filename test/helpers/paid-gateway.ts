@@ -7,7 +7,9 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { DevnetManifest } from '../../src/devnet/manifest.ts';
 import type { NetworkEntry } from '../../src/chain/network-types.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
+import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
 import { clientsFor, freshAccount, TEST_MANIFEST_PATH } from './devnet.ts';
+import { spawnOwnDevnet } from './spawn-devnet.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from './spawn-facilitator.ts';
 
 export interface PaidGateway {
@@ -155,4 +157,28 @@ export async function registerOwnMerchant(
   const text = await res.text();
   if (res.status !== 200 && res.status !== 201) throw new Error(`registration refused: ${res.status} ${text}`);
   return { slug: opts.slug, payTo: owner.address };
+}
+
+/**
+ * The real `gate402 gateway` on chains of the test's own (`spawnOwnDevnet`: for tests that change block times or
+ * pause mining, which would stall every other file on the shared devnet), serving the built-in catalog from fixture
+ * upstreams of its own, with `env` on top. Everything is stopped at the test's teardown, and the chains also when
+ * the gateway fails to start (a throw at the top of a file ends it before tap runs its teardowns).
+ */
+export async function gatewayOnOwnDevnet(t: { teardown(fn: () => unknown): void }, prefix: string, env: Record<string, string> = {}) {
+  const devnet = await spawnOwnDevnet(prefix);
+  const stopDevnet = () => devnet.stop();
+  t.teardown(stopDevnet);
+  const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => fixtures.close());
+  const gw = await spawnFacilitator({
+    part: 'gateway',
+    manifestPath: devnet.manifestPath,
+    env: { GATE402_CATALOG_UPSTREAM_BASE: new URL(fixtures.baseUrlFor('catjoke')).origin, ...env },
+  }).catch(async (err: unknown) => {
+    await stopDevnet();
+    throw err;
+  });
+  t.teardown(() => gw.stop());
+  return { devnet, fixtures, gw };
 }

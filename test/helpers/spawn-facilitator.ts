@@ -18,14 +18,17 @@ type FacilitatorOptions = { manifestPath: string; env?: Record<string, string>; 
 
 /**
  * Runs the real `gate402 facilitator` (or `gate402 gateway`) against a devnet manifest, on a free port, and waits for /health. When
- * another process takes the probed port first, it starts again on a fresh one.
+ * another process takes the probed port first, it starts again on a fresh one; when a loaded machine keeps it from
+ * answering /health in time, it is killed and started again (three starts at most).
  */
 export async function spawnFacilitator(opts: FacilitatorOptions): Promise<SpawnedFacilitator> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await spawnOnce(opts);
     } catch (err) {
-      if (attempt >= 3 || opts.port !== undefined || !/cannot listen/.test((err as Error).message)) throw err;
+      const message = (err as Error).message;
+      const again = /did not become healthy/.test(message) || (opts.port === undefined && /cannot listen/.test(message));
+      if (attempt >= 3 || !again) throw err;
     }
   }
 }

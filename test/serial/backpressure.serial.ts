@@ -1,4 +1,5 @@
 import t from 'tap';
+import { gatewayOnOwnDevnet } from '../helpers/paid-gateway.ts';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { Agent, request } from 'undici';
 import { parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
@@ -6,40 +7,23 @@ import { CAIP2 } from '../../src/chain/canonical.ts';
 import type { NetworkEntry } from '../../src/chain/network-types.ts';
 import { rpcCall } from '../../src/chain/rpc.ts';
 import { stablecoinArtifact } from '../../src/devnet/contracts/artifacts/index.ts';
-import { startFixtureUpstreams } from '../../src/devnet/fixtures/server.ts';
 import type { Eip3009Payload, PaymentPayload, PaymentRequirements } from '../../src/protocol/x402/types.ts';
 import { clientsFor, freshAccount, tester } from '../helpers/devnet.ts';
 import { fundedPayer, officialPayment, stableBalance } from '../helpers/payments.ts';
-import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
-import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
 
 // Blocks every second on chains of this file's own (the shared devnet automines), and 1,000 buyers at once.
 const BUYERS = 1000;
 const PAYERS = 100;
 const BLOCK_SECONDS = 1;
 
-const devnet = await spawnOwnDevnet('backpressure');
-const stopDevnet = () => devnet.stop();
-t.teardown(stopDevnet);
-const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
-t.teardown(() => fixtures.close());
-const gw = await spawnFacilitator({
-  part: 'gateway',
-  manifestPath: devnet.manifestPath,
-  env: {
-    GATE402_CATALOG_UPSTREAM_BASE: new URL(fixtures.baseUrlFor('catjoke')).origin,
-    GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1',
-    GATE402_BREAKER_THRESHOLD: '1000',
-    // A thousand buyers on their own connections from one address: above the per-client default of 512.
-    GATE402_MAX_CONNECTIONS_PER_CLIENT: '2048',
-    // A block's receipts are read within 50 ms of it (the README's advice where latency matters; default 200).
-    GATE402_RECEIPT_POLL_MS: '50',
-  },
-}).catch(async (err: unknown) => {
-  await stopDevnet();
-  throw err;
+const { devnet, fixtures, gw } = await gatewayOnOwnDevnet(t, 'backpressure', {
+  GATE402_UPSTREAM_ALLOWLIST: '127.0.0.1',
+  GATE402_BREAKER_THRESHOLD: '1000',
+  // A thousand buyers on their own connections from one address: above the per-client default of 512.
+  GATE402_MAX_CONNECTIONS_PER_CLIENT: '2048',
+  // A block's receipts are read within 50 ms of it (the README's advice where latency matters; default 200).
+  GATE402_RECEIPT_POLL_MS: '50',
 });
-t.teardown(() => gw.stop());
 
 const n = devnet.manifest.networks[CAIP2.base] as NetworkEntry;
 const url = `${gw.url}/m/catjoke/joke`;
