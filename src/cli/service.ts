@@ -296,7 +296,7 @@ function priceFloorsFor(networks: NetworkRegistry, config: PriceFloorConfig, met
       log.warn('could not read the gas price; the price floor keeps the last one read', { network, error: error instanceof Error ? error.message : String(error) });
     },
   });
-  return new PriceFloors({
+  const floors = new PriceFloors({
     config,
     networks,
     gasPrices,
@@ -305,4 +305,7 @@ function priceFloorsFor(networks: NetworkRegistry, config: PriceFloorConfig, met
       refused: (network) => metrics.priceFloorRefusals.labels(network).inc(),
     },
   });
+  // Each network's floor is read once at start, so it is in force (and on /metrics) before the first payment.
+  for (const caip2 of caip2s) void floors.floorOn(caip2).catch(() => undefined);
+  return floors;
 }

@@ -578,6 +578,8 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
 
     declarePriceFloor(networks) {
       for (const network of networks) {
+        // 0 until the network's gas price is first read (no floor is in force before it: nothing is refused for it).
+        priceFloorAtoms.labels(network).set(0);
         priceFloorRefusals.labels(network).inc(0);
         gasPriceReadFailures.labels(network).inc(0);
       }
