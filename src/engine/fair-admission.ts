@@ -1,10 +1,10 @@
-import { erc20Abi } from 'viem';
+import { batchedBalanceOf } from '../chain/balance-batcher.ts';
 import type { BlockWatcher } from '../chain/block-watcher.ts';
 import type { Logger } from '../log/logger.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
 import { Eip3009Reason, Permit2Reason } from '../verify/reasons.ts';
-import { PayerBalances } from './payer-balances.ts';
+import { PayerBalances, type BalanceChain } from './payer-balances.ts';
 import { PayerReservations, type PayerRef, type Reservation } from './payer-reservations.ts';
 import { SETTLEMENT_SHED, type Shed } from './settlement-admission.ts';
 import { checkPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
@@ -52,16 +52,22 @@ export class FairAdmission {
 
   constructor(deps: FairAdmissionDeps, clock: () => number) {
     this.#deps = deps;
+    const chains = new Map<string, BalanceChain>();
     this.#balances = new PayerBalances({
       headTtlMs: deps.pollMs,
       clock,
       chain: (network) => {
-        const client = deps.inspector(network).client;
-        return {
-          blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
-          watchedHead: () => deps.watcher(network).head,
-          balanceOf: (token, owner, block) => client.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [owner], blockNumber: block }),
-        };
+        let chain = chains.get(network);
+        if (chain === undefined) {
+          const client = deps.inspector(network).client;
+          chain = {
+            blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
+            watchedHead: () => deps.watcher(network).head,
+            balanceOf: batchedBalanceOf(client, deps.networks.get(network)?.multicall),
+          };
+          chains.set(network, chain);
+        }
+        return chain;
       },
     });
   }
@@ -85,11 +91,18 @@ export class FairAdmission {
     });
     const tail = (previous ?? Promise.resolve()).then(() => mine);
     this.#firstTurns.set(key, tail);
-    if (previous !== undefined) await previous;
-    return () => {
+    const done = () => {
       release();
       if (this.#firstTurns.get(key) === tail) this.#firstTurns.delete(key);
     };
+    if (previous === undefined) return done;
+    await previous;
+    // Read meanwhile (the admission before this one vouched for the payer): no turn needed, and the next goes at once.
+    if (this.#balances.known(t.ref)) {
+      done();
+      return undefined;
+    }
+    return done;
   }
 
   /** Payers with a reservation or a hold now (bounded by the payments in flight and a sweep). */

@@ -339,8 +339,10 @@ export class SettlementEngine {
         const late = await this.#fair.early(request);
         if (late !== undefined) return late;
       }
-      const share = this.#admission.shareShed(network, client);
-      if (share !== undefined) return this.#fair.shed(network, share);
+      // The queue's bounds decide here, where the place is taken (no await between the check and the entry): the
+      // door's check (`shedding`) ran before this payment's balance was read, and so did everyone else's at once.
+      const shed = this.#admission.shed(network, this.#clock(), this.#o.relayers(network).load(), client);
+      if (shed !== undefined) return this.#fair.shed(network, shed);
       ticket = this.#admission.enter(network, this.#clock(), client);
       try {
         fair = await this.#fair.admit(request);
