@@ -319,6 +319,9 @@ t.test('a batch priced out by the base fee is replaced; killed after that, the r
   );
   t.equal((await relayerTransactions(base)) - txsBefore, 1, 'one transaction on chain: the replacement took the nonce');
   movedExactly(t, before, await balances(base, ps), ps);
+  // Gas back to its price before: at 1000 gwei the price floor (rightly) refuses the later tests' 0.01 payments.
+  await rpcCall(base.rpcUrl, 'anvil_setNextBlockBaseFeePerGas', [`0x${(10n ** 9n).toString(16)}`]);
+  await rpcCall(base.rpcUrl, 'evm_mine', []);
 });
 
 t.test('SIGKILL with payments claimed but their batch not yet sent: after the restart each settles once', async (t) => {
