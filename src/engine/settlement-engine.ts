@@ -328,21 +328,24 @@ export class SettlementEngine {
     }
     const network = request.paymentRequirements.network;
     // A payer whose balance is known (this block) not to cover the payment is refused before it takes a place.
+    // Every refusal below first asks whether the same payment started meanwhile: a duplicate is answered by it.
     const early = await this.#fair.early(request);
-    if (early !== undefined) return early;
+    if (early !== undefined) return this.#known(request) ?? early;
     // A payer not read yet is admitted one payment at a time, waiting outside the queue; then read as above.
     const firstTurn = await this.#fair.firstTurn(request);
     let ticket: QueueTicket;
     let fair: Awaited<ReturnType<FairAdmission['admit']>>;
     try {
       if (firstTurn !== undefined) {
+        const started = this.#known(request);
+        if (started) return started;
         const late = await this.#fair.early(request);
-        if (late !== undefined) return late;
+        if (late !== undefined) return this.#known(request) ?? late;
       }
       // The queue's bounds decide here, where the place is taken (no await between the check and the entry): the
       // door's check (`shedding`) ran before this payment's balance was read, and so did everyone else's at once.
       const shed = this.#admission.shed(network, this.#clock(), this.#o.relayers(network).load(), client);
-      if (shed !== undefined) return this.#fair.shed(network, shed);
+      if (shed !== undefined) return this.#known(request) ?? this.#fair.shed(network, shed);
       ticket = this.#admission.enter(network, this.#clock(), client);
       try {
         fair = await this.#fair.admit(request);
@@ -353,16 +356,17 @@ export class SettlementEngine {
     } finally {
       firstTurn?.();
     }
-    if (fair.refused !== undefined) {
-      ticket.sent();
-      return fair.refused;
-    }
-    // Another settle of the same payment may have started meanwhile (no await from here to the spawn).
+    // Another settle of the same payment may have started meanwhile (no await from here to the spawn): its answer is
+    // this one's, whether or not this one was refused (its reservation may be what refused this one).
     const meanwhile = this.#known(request);
     if (meanwhile) {
       ticket.sent();
       fair.reservation?.release();
       return meanwhile;
+    }
+    if (fair.refused !== undefined) {
+      ticket.sent();
+      return fair.refused;
     }
     const now = this.#clock();
     const record: PaymentRecord = {
