@@ -6,7 +6,7 @@ import { schemeOfPayload } from '../schemes/registry.ts';
 import { Eip3009Reason, Permit2Reason } from '../verify/reasons.ts';
 import { PayerBalances, type BalanceChain } from './payer-balances.ts';
 import { PayerReservations, type PayerRef, type Reservation } from './payer-reservations.ts';
-import { SETTLEMENT_SHED, type Shed } from './settlement-admission.ts';
+import { SETTLEMENT_SHED, type Shed } from '../ports/settlement.ts';
 import { checkPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
 import type { EngineMetrics } from './settlement-engine.ts';
 

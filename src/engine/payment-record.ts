@@ -1,7 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { Hex } from 'viem';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
-import { schemeOfPayload } from '../schemes/registry.ts';
 import type { SignedTx } from './relayer-pool.ts';
 
 /** The durable record of one settlement, written at each step of its actor and before anything is broadcast. */
@@ -73,16 +71,4 @@ export function isFinished(record: PaymentRecord): boolean {
  */
 export function leavesNoRecord(record: PaymentRecord): boolean {
   return record.state === 'failed' && record.txs.length === 0 && record.batch === undefined;
-}
-
-/** The key that the chain itself makes unique (its scheme's: EIP-3009's (network, asset, from, nonce), Permit2's (network, from, nonce)). */
-export function nonceKeyOf(request: VerifyRequest): string {
-  return schemeOfPayload(request.paymentPayload.payload).nonceKey(request);
-}
-
-/** Same signature over the same terms for the same requirements: the same payment. */
-export function fingerprintOf(request: VerifyRequest): string {
-  const r = request.paymentRequirements;
-  const material = JSON.stringify([r.network, r.asset.toLowerCase(), r.payTo.toLowerCase(), r.amount, request.paymentPayload.payload]);
-  return createHash('sha256').update(material).digest('hex');
 }

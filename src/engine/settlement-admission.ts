@@ -9,6 +9,7 @@
  * go beyond its share only while the queue keeps a share's worth of room for everyone else; past that it is turned
  * away (`client_share`), so one client's flood never fills the queue the others need.
  */
+import type { Shed } from '../ports/settlement.ts';
 
 export interface AdmissionLimits {
   /** The most payments of one network between admission and their transaction's send. */
@@ -24,21 +25,6 @@ export interface AdmissionLimits {
 /** A client's share of a queue of `maxQueued`, unless configured: an eighth of it, at least 2. */
 export function defaultClientShare(maxQueued: number): number {
   return Math.max(2, Math.floor(maxQueued / 8));
-}
-
-/** Why payments are turned away (the `reason` of the 503 and of `gate402_payments_shed_total`). */
-export const SHED_REASONS = ['queue_full', 'queue_slow', 'relayers_busy', 'client_share', 'payer_over_balance'] as const;
-
-/**
- * `errorReason` of a settle answer that turned a payment away for backpressure (`client_share` decided at the queue's
- * door, after the early check): nothing was charged, the same payment may come again after `extra.retryAfterSeconds`.
- */
-export const SETTLEMENT_SHED = 'settlement_shed';
-
-/** Why a payment was turned away: what the 503 says, and when to come back. */
-export interface Shed {
-  reason: (typeof SHED_REASONS)[number];
-  retryAfterSeconds: number;
 }
 
 /** One admitted payment's place in its network's queue. Both calls are idempotent. */

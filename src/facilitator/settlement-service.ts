@@ -2,7 +2,7 @@ import type { Err, Ok } from '../protocol/result.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
-import { SETTLEMENT_SHED } from '../engine/settlement-admission.ts';
+import { SETTLEMENT_SHED } from '../ports/settlement.ts';
 import { GatewayReason } from '../verify/reasons.ts';
 import type { PaymentAdmission } from './admission.ts';
 import { admitRequest } from './request-refusal.ts';

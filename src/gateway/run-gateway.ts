@@ -8,12 +8,12 @@ import { createHttpServer, json, type HttpHandler, type RouteOptions } from '../
 import { trustProxyFromEnv, type TrustProxy } from '../http/trust-proxy.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import type { SettlePort, VerifyPort } from '../ports/settle.ts';
+import type { SettlePort, VerifyPort } from '../ports/settlement.ts';
 import type { Store } from '../store/open-store.ts';
 import type { Merchant } from './catalog/merchant.ts';
 import { MerchantSnapshot } from './discovery/merchant-snapshot.ts';
 import { discoveryRoutes } from './discovery/routes.ts';
-import { CircuitBreakers } from './paywall/circuit-breaker.ts';
+import { CircuitBreakers } from '../resilience/circuit-breaker.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
 import { PaymentIds, type PaymentIdRecord } from './paywall/payment-ids.ts';

@@ -13,7 +13,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { AnyActorRef, AnyStateMachine, StateValue } from 'xstate';
 import type { RpcObserver } from '../chain/clients.ts';
 import type { ResponseObserver } from '../http/server.ts';
-import { SHED_REASONS } from '../engine/settlement-admission.ts';
+import { SHED_REASONS } from '../ports/settlement.ts';
 import { REFUSAL_KINDS } from '../engine/revert-budget.ts';
 import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
 import { machineSeries } from './machine-series.ts';

@@ -73,6 +73,24 @@ export function refusal<C extends string>(code: C, message: string, status: numb
 }
 
 /**
+ * A refusal of something sold for a payment, made before anything was charged: the buyer keeps its credential and
+ * may send it again. The one type that says so; {@link unchargedText} is the one place the words are written.
+ */
+export interface Uncharged<C extends string = string> extends HttpFailure<C> {
+  charged: false;
+}
+
+/** A refusal before anything was charged, answered over HTTP with `status`. */
+export function uncharged<C extends string>(code: C, message: string, status: number): Err<Uncharged<C>> {
+  return { ok: false, error: { code, message, status, charged: false } };
+}
+
+/** What a buyer reads of an uncharged refusal: its message, and that nothing was charged. */
+export function unchargedText(message: string): string {
+  return `${message}; nothing was charged`;
+}
+
+/**
  * The codes a protocol decoder may return.
  *
  * | code | meaning |

@@ -10,7 +10,7 @@ import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import type { SettlePort } from '../ports/settle.ts';
+import type { SettlePort } from '../ports/settlement.ts';
 import type { UpstreamPort } from '../ports/upstream.ts';
 import type { Store } from '../store/open-store.ts';
 import { GasSponsor, SPONSOR_REFUSAL_CODES, sponsorBudgetFromEnv, type Sponsorship } from './gas-sponsor.ts';

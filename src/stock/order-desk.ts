@@ -4,7 +4,7 @@ import { fromPromise, type SnapshotFrom } from 'xstate';
 import { DurableHost, topState } from '../actors/durable-host.ts';
 import type { RelayerPool } from '../engine/relayer-pool.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from '../engine/tx-courier.ts';
-import { nonceKeyOf } from '../engine/payment-record.ts';
+import { nonceKeyOf } from '../schemes/payment-identity.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';

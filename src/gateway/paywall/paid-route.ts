@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
 import type { Hex } from 'viem';
 import type { NetworkRegistry } from '../../chain/networks.ts';
-import { fingerprintOf, nonceKeyOf } from '../../engine/payment-record.ts';
+import { fingerprintOf, nonceKeyOf } from '../../schemes/payment-identity.ts';
 import { fillHeader, headerTemplate, type FilledHeader, type HeaderTemplate, type HttpHandler, type HttpRequest, type HttpResponse } from '../../http/server.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
@@ -11,7 +11,7 @@ import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.t
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
 import type { SettleResponse, VerifyRequest, VerifyResponse } from '../../protocol/x402/types.ts';
-import { SETTLEMENT_SHED, type Shed } from '../../engine/settlement-admission.ts';
+import { SETTLEMENT_SHED, type Shed } from '../../ports/settlement.ts';
 import { ipRateLimitKey } from '../../http/ip.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
@@ -19,7 +19,7 @@ import { paymentIdentifierOf } from '../../protocol/x402/extensions/payment-iden
 import { SCHEMES, schemeOfPayload } from '../../schemes/registry.ts';
 import { GatewayReason } from '../../verify/reasons.ts';
 import { findRoute, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
-import type { CircuitBreakers } from './circuit-breaker.ts';
+import type { CircuitBreakers } from '../../resilience/circuit-breaker.ts';
 import { readCredential, type Credential, type RouteTerms } from '../../front-door/credential.ts';
 import { paymentRequired, paymentRequiredHeader, paymentResponseHeader } from '../../front-door/x402-answer.ts';
 import type { PreparedCall, UpstreamResult } from '../../ports/upstream.ts';

@@ -27,11 +27,11 @@
  */
 import { Agent } from 'undici';
 import type { Consumption } from '../../engine/authorization-consumption.ts';
-import { fingerprintOf, nonceKeyOf } from '../../engine/payment-record.ts';
-import { CircuitBreakers } from '../../gateway/paywall/circuit-breaker.ts';
+import { fingerprintOf, nonceKeyOf } from '../../schemes/payment-identity.ts';
+import { CircuitBreakers } from '../../resilience/circuit-breaker.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
-import type { SettlePort, VerifyPort } from '../../ports/settle.ts';
+import type { SettlePort, VerifyPort } from '../../ports/settlement.ts';
 import { validateSettleResponse, validateVerifyResponse } from '../../protocol/x402/schemas.ts';
 import { isPermit2Payload, type SettleResponse, type VerifyRequest, type VerifyResponse } from '../../protocol/x402/types.ts';
 import { schemeOfPayload } from '../../schemes/registry.ts';
