@@ -21,7 +21,7 @@ const { devnet, fixtures, gw } = await gatewayOnOwnDevnet(t, 'backpressure', {
   GATE402_BREAKER_THRESHOLD: '1000',
   // A thousand buyers on their own connections from one address: above the per-client default of 512.
   GATE402_MAX_CONNECTIONS_PER_CLIENT: '2048',
-  // A block's receipts are read within 50 ms of it (the README's advice where latency matters; default 200).
+  // A block's receipts are read within 50 ms of it (the advice of docs/configuration.md, GATE402_RECEIPT_POLL_MS, where latency matters; default 200).
   GATE402_RECEIPT_POLL_MS: '50',
 });
 
