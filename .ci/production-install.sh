@@ -72,7 +72,7 @@ MPP_SECRET="$(node -e 'console.log(require("node:crypto").randomBytes(32).toStri
 # is worth nothing, so it is counted at 1 USD as the devnet counts it (an operator of Base sets ether's price).
 export GATE402_NATIVE_USD_EIP155_8453=1 GATE402_NATIVE_USD_EIP155_84532=1 GATE402_NATIVE_USD_EIP155_4663=1
 
-# 5. Both parts from the copy, exactly as README's "Deploying" starts them.
+# 5. Both parts from the copy, exactly as docs/operations-and-cluster.md's "Deploying" starts them.
 log "npx gate402 facilitator on $FAC_PORT, npx gate402 gateway on $GW_PORT"
 GATE402_NETWORKS_FILE="$WORK/networks.json" GATE402_RELAYER_KEYS="$FACILITATOR_RELAYER_KEY" GATE402_DATA_DIR="$WORK/facilitator-data" \
 GATE402_FACILITATOR_PORT="$FAC_PORT" \
