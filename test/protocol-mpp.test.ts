@@ -1,5 +1,5 @@
 import t from 'tap';
-import { fillHeader, headerTemplate } from '../src/http/server.ts';
+import { fillHeader, headerTemplate } from '../src/http/header-template.ts';
 import { transferWithAuthorizationTypes } from './helpers/eip3009.ts';
 import { USDC_BASE_SEPOLIA_ADDRESS } from '../src/chain/canonical.ts';
 import { BodyDigest, Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx';
