@@ -39,16 +39,8 @@ import { recoverRegistrationSigner } from './signature.ts';
 import type { RegistrationAction, ValidatedUpsert } from './types.ts';
 import { DEFAULT_UPLOAD_BUDGETS, FILE_SWEEP_GRACE_MS, MerchantUploads, type FileSweepReport, type UploadBudget, type UploadBudgets } from './uploads.ts';
 import type { Floor, PriceFloorSource } from '../../verify/price-floor.ts';
-import {
-  checkMerchantSize,
-  checkRoutesAboveFloors,
-  DEFAULT_MERCHANT_SIZE_LIMITS,
-  resolveLimits,
-  validateRegistrationRequest,
-  type Checked,
-  type MerchantSizeLimits,
-  type RegistrationLimits,
-} from './validate.ts';
+import { resolveLimits, type RegistrationLimits } from './registration-limits.ts';
+import { checkMerchantSize, checkRoutesAboveFloors, DEFAULT_MERCHANT_SIZE_LIMITS, validateRegistrationRequest, type Checked, type MerchantSizeLimits } from './validate.ts';
 import { DEFAULT_MAX_MERCHANTS_PER_WALLET, WalletQuota } from './wallet-quota.ts';
 
 export const MERCHANTS_COLLECTION = 'merchants';
