@@ -7,7 +7,7 @@ import type { HttpHandler, HttpRequest, HttpResponse } from '../../http/server.t
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
 import { bodyDigest, bodyMismatch, boundMethod, routeTag, saltSource } from '../../protocol/mpp/binding.ts';
-import { challengeTemplate, issueFromTemplate, saltedHeaderParts, templateMac, type ChallengeTemplate } from '../../protocol/mpp/challenge.ts';
+import { challengeTemplate, issueFromTemplate, saltedHeaderParts, templateMac, type ChallengeTemplate } from '../../protocol/mpp/challenge-template.ts';
 import { PROBLEM_CONTENT_TYPE, problemJson } from '../../protocol/mpp/problems.ts';
 import { encodeReceipt, signReceipt } from '../../protocol/mpp/receipt.ts';
 import type { ProblemCode } from '../../protocol/mpp/types.ts';
