@@ -1,5 +1,5 @@
 import t from 'tap';
-import { fillHeader, headerTemplate } from '../src/http/server.ts';
+import { fillHeader, headerTemplate } from '../src/http/header-template.ts';
 import { transferWithAuthorizationTypes } from './helpers/eip3009.ts';
 import { USDC_BASE_SEPOLIA_ADDRESS } from '../src/chain/canonical.ts';
 import { BodyDigest, Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx';
@@ -9,21 +9,9 @@ import { recoverTypedDataAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { MAX_HEADER_BYTES, encodeBase64Url, utf8, type CodecErrorCode, type Result } from '../src/protocol/x402/codec.ts';
 import { canonicalJson } from '../src/protocol/mpp/canonical-json.ts';
-import {
-  challengeId,
-  challengeTemplate,
-  chargeRequest,
-  createChallenge,
-  decodeRequest,
-  encodeRequest,
-  formatRfc3339,
-  formatWwwAuthenticate,
-  issueFromTemplate,
-  saltedHeaderParts,
-  templateMac,
-  parseWwwAuthenticate,
-  verifyChallenge,
-} from '../src/protocol/mpp/challenge.ts';
+import { challengeId, chargeRequest, createChallenge, decodeRequest, encodeRequest, formatRfc3339, verifyChallenge } from '../src/protocol/mpp/challenge.ts';
+import { challengeTemplate, issueFromTemplate, saltedHeaderParts, templateMac } from '../src/protocol/mpp/challenge-template.ts';
+import { formatWwwAuthenticate, parseWwwAuthenticate } from '../src/protocol/mpp/www-authenticate.ts';
 import { ROUTE_TAG_CHARS, SALT_CHARS, bodyDigest, bodyMismatch, boundMethod, opaqueFor, opaqueIsFor, routeTag, saltSource } from '../src/protocol/mpp/binding.ts';
 import { expectedAuthorizationNonce, formatAuthorizationPayment, parseAuthorizationPayment, sourceMatches } from '../src/protocol/mpp/credential.ts';
 import { decodeReceipt, encodeReceipt, receiptSigningMessage, signReceipt, verifyReceipt } from '../src/protocol/mpp/receipt.ts';

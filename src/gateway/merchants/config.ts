@@ -18,8 +18,10 @@
 import { join, resolve } from 'node:path';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
 import { UpstreamAllowlist } from '../upstream-guard/guard.ts';
-import { DEFAULT_MAX_MERCHANTS_PER_WALLET, DEFAULT_UPLOAD_BUDGETS, type UploadBudgets } from './registry.ts';
-import { DEFAULT_MERCHANT_SIZE_LIMITS, DEFAULT_REGISTRATION_LIMITS, HARD_MAX_ROUTES, resolveLimits, type MerchantSizeLimits, type RegistrationLimits } from './validate.ts';
+import { DEFAULT_UPLOAD_BUDGETS, type UploadBudgets } from './uploads.ts';
+import { DEFAULT_MAX_MERCHANTS_PER_WALLET } from './wallet-quota.ts';
+import { DEFAULT_REGISTRATION_LIMITS, HARD_MAX_ROUTES, resolveLimits, type RegistrationLimits } from './registration-limits.ts';
+import { DEFAULT_MERCHANT_SIZE_LIMITS, type MerchantSizeLimits } from './validate.ts';
 
 export interface MerchantConfig {
   filesDir: string;

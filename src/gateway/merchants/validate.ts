@@ -1,76 +1,28 @@
 /**
- * Pure validation of `POST /api/merchants` bodies: compiled JSON Schemas for the shape, then code for what a
- * schema cannot say (reserved slugs, address checksums, configured networks, price bounds, clock window, URL and
- * header rules, upload size and type). Every refusal is one clear message, answered 400 by the registry.
+ * Pure validation of `POST /api/merchants` bodies: the compiled JSON Schemas for the shape
+ * (`registration-schemas.ts`), then code for what a schema cannot say (reserved slugs, address checksums, configured
+ * networks, price bounds, clock window, URL and header rules, upload size and type). Every refusal is one clear message, answered 400 by the registry.
  *
  * Nothing here touches the network or the store: the upstream's DNS check is `../upstream-guard/guard.ts`,
  * signature, ownership and nonce checks are the registry's.
  */
-import type { ErrorObject, SchemaObject } from 'ajv';
 import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
 import { checkAddress } from '../../protocol/address.ts';
 import { ok, refusal, type Err, type HttpFailure, type Ok } from '../../protocol/result.ts';
-import { createAjv } from '../../protocol/x402/codec.ts';
 import { describeFloor, floorUsd, type Floor } from '../../verify/price-floor.ts';
 import type { MerchantRoute } from '../catalog/merchant.ts';
 import { UpstreamAllowlist, urlPort } from '../upstream-guard/guard.ts';
 import { decodeCanonicalBase64 } from './base64.ts';
-import type { DeleteRegistration, Registration, RegistrationRequest, RouteInput, UpstreamInput, ValidatedRegistration, ValidatedUpstream } from './types.ts';
+import { DEFAULT_REGISTRATION_LIMITS, MAX_FILE_NAME, MAX_HEADER_NAME, PRICE, resolveLimits, type RegistrationLimits } from './registration-limits.ts';
+import { describeSchemaError, PATTERN_HINTS, SLUG, validators } from './registration-schemas.ts';
+import { FORBIDDEN_CONTENT_TYPES, FORBIDDEN_SECRET_HEADERS, RESERVED_SLUGS } from './reserved-names.ts';
+import type { Registration, RegistrationRequest, RouteInput, ValidatedRegistration, ValidatedUpstream } from './types.ts';
 
 /** A registration check's result: every refusal is answered 400 with its message. */
 export type Checked<T> = Ok<T> | Err<HttpFailure<'invalid_registration' | 'invalid_address'>>;
 
 const good = ok;
 const bad = (message: string): Err<HttpFailure<'invalid_registration'>> => refusal('invalid_registration', message, 400);
-
-// ---------------------------------------------------------------------------------------------
-// Limits
-
-export interface RegistrationLimits {
-  /** Lowest route price, USD with 6 fraction digits (default `0.000001`). */
-  minPriceUsd: string;
-  /** Highest route price (default `1000.000000`). */
-  maxPriceUsd: string;
-  /** Most routes per merchant (default 100, at most {@link HARD_MAX_ROUTES}). */
-  maxRoutes: number;
-  /** Largest uploaded file, decoded bytes (default 10 MiB). */
-  maxFileBytes: number;
-  /** How far `issuedAt` may be from the gateway's clock, seconds (default 600). */
-  clockSkewSeconds: number;
-}
-
-export const DEFAULT_REGISTRATION_LIMITS: Readonly<RegistrationLimits> = {
-  minPriceUsd: '0.000001',
-  maxPriceUsd: '1000.000000',
-  maxRoutes: 100,
-  maxFileBytes: 10 * 1024 * 1024,
-  clockSkewSeconds: 600,
-};
-
-export const HARD_MAX_ROUTES = 1000;
-export const MAX_NAME = 80;
-export const MAX_MERCHANT_DESCRIPTION = 2000;
-export const MAX_SUMMARY = 200;
-export const MAX_ROUTE_DESCRIPTION = 2000;
-export const MAX_INPUT = 2000;
-export const MAX_NETWORKS = 32;
-export const MAX_URL = 2048;
-export const MAX_SECRET_HEADERS = 16;
-export const MAX_HEADER_NAME = 64;
-export const MAX_HEADER_VALUE = 4096;
-export const MAX_FILE_NAME = 200;
-
-/** The limits with defaults filled in; throws a RangeError on inconsistent limits (a configuration mistake). */
-export function resolveLimits(partial: Partial<RegistrationLimits> = {}): RegistrationLimits {
-  const l = { ...DEFAULT_REGISTRATION_LIMITS, ...partial };
-  const min = PRICE.test(l.minPriceUsd) ? parseDecimalAmount(l.minPriceUsd, USD_DECIMALS) : undefined;
-  const max = PRICE.test(l.maxPriceUsd) ? parseDecimalAmount(l.maxPriceUsd, USD_DECIMALS) : undefined;
-  if (min === undefined || max === undefined || min <= 0n || min > max) throw new RangeError(`price bounds must be 6-decimal USD amounts with 0 < min <= max, got ${l.minPriceUsd}..${l.maxPriceUsd}`);
-  if (!Number.isInteger(l.maxRoutes) || l.maxRoutes < 1 || l.maxRoutes > HARD_MAX_ROUTES) throw new RangeError(`maxRoutes must be 1..${HARD_MAX_ROUTES}`);
-  if (!Number.isSafeInteger(l.maxFileBytes) || l.maxFileBytes < 1) throw new RangeError('maxFileBytes must be a positive integer');
-  if (!Number.isSafeInteger(l.clockSkewSeconds) || l.clockSkewSeconds < 1) throw new RangeError('clockSkewSeconds must be a positive integer');
-  return l;
-}
 
 /** A request body limit (bytes) that fits the largest upload as base64 plus the rest of a registration. */
 export function registrationBodyLimit(maxFileBytes: number = DEFAULT_REGISTRATION_LIMITS.maxFileBytes): number {
@@ -81,281 +33,12 @@ function base64Length(bytes: number): number {
   return 4 * Math.ceil(bytes / 3);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Syntax
-
-export const SLUG = /^[a-z0-9](?:[a-z0-9-]{1,38}[a-z0-9])$/;
-export const ROUTE_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
-const PRICE = /^(0|[1-9][0-9]{0,5})\.[0-9]{6}$/;
-const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+/** The syntax of the fields checked in code. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9._ ()+-]*$/;
 const MEDIA_TYPE = /^([a-z0-9][a-z0-9!#$&^_.+-]{0,63})\/([a-z0-9][a-z0-9!#$&^_.+-]{0,126})(?:\s*;\s*charset=("?)([a-z0-9][a-z0-9._:-]{0,39})\3)?$/;
 const URL_TEXT = /^[\x21-\x7e]+$/;
-
-/** Slugs that would shadow the gateway's own paths or confuse buyers. */
-export const RESERVED_SLUGS: ReadonlySet<string> = new Set([
-  'api',
-  'm',
-  'health',
-  'healthz',
-  'ready',
-  'readyz',
-  'live',
-  'livez',
-  'metrics',
-  'openapi',
-  'openapi.json',
-  'well-known',
-  '.well-known',
-  'admin',
-  'administrator',
-  'root',
-  'system',
-  'internal',
-  'operator',
-  'gate402',
-  'gateway',
-  'x402',
-  'mpp',
-  'pay',
-  'payment',
-  'payments',
-  'merchant',
-  'merchants',
-  'register',
-  'registry',
-  'login',
-  'logout',
-  'signin',
-  'signup',
-  'account',
-  'accounts',
-  'auth',
-  'oauth',
-  'static',
-  'assets',
-  'public',
-  'docs',
-  'doc',
-  'help',
-  'support',
-  'status',
-  'about',
-  'www',
-  'mail',
-  'ftp',
-  'llms',
-  'llms.txt',
-  'robots',
-  'robots.txt',
-  'favicon',
-  'favicon.ico',
-  'sitemap',
-  'discovery',
-  'catalog',
-  'facilitator',
-  'verify',
-  'settle',
-  'supported',
-  'dashboard',
-  'settings',
-  'new',
-  'null',
-  'undefined',
-  'test',
-  'example',
-  'localhost',
-]);
-
-/** Request headers a merchant may not set on its upstream requests: hop-by-hop, framing and routing headers. */
-export const FORBIDDEN_SECRET_HEADERS: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'host',
-  'content-length',
-  'content-encoding',
-  'content-type',
-  'expect',
-  'proxy-authorization',
-  'proxy-authenticate',
-  'http2-settings',
-  'forwarded',
-  'x-forwarded-for',
-  'x-forwarded-host',
-  'x-forwarded-proto',
-  'x-real-ip',
-  'via',
-  'date',
-  'range',
-  'if-range',
-]);
-
-/** Media types the gateway will not serve from its own origin (active content: stored XSS). */
-export const FORBIDDEN_CONTENT_TYPES: ReadonlySet<string> = new Set([
-  'text/html',
-  'application/xhtml+xml',
-  'image/svg+xml',
-  'text/javascript',
-  'application/javascript',
-  'application/ecmascript',
-  'text/ecmascript',
-  'application/x-javascript',
-  'text/xml',
-  'application/xml',
-  'application/xslt+xml',
-  'text/xsl',
-  'multipart/x-mixed-replace',
-  'application/x-shockwave-flash',
-  'text/cache-manifest',
-  'application/x-msdownload',
-]);
-
-// ---------------------------------------------------------------------------------------------
-// Schemas
-
-const SINGLE_LINE = '^[^\\u0000-\\u001F\\u007F]*$';
-const MULTI_LINE = '^[^\\u0000-\\u0008\\u000B-\\u001F\\u007F]*$';
-const text = (max: number, multiline: boolean): SchemaObject => ({ type: 'string', maxLength: max, pattern: multiline ? MULTI_LINE : SINGLE_LINE });
-
-const routeSchema: SchemaObject = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['route', 'methods', 'priceUsd', 'summary', 'description', 'input'],
-  properties: {
-    route: { type: 'string', pattern: ROUTE_NAME.source },
-    methods: { type: 'array', minItems: 1, maxItems: 2, uniqueItems: true, items: { type: 'string', enum: ['GET', 'POST'] } },
-    priceUsd: { type: 'string', maxLength: 20, pattern: PRICE.source },
-    summary: { ...text(MAX_SUMMARY, false), minLength: 1 },
-    description: text(MAX_ROUTE_DESCRIPTION, true),
-    input: text(MAX_INPUT, true),
-    requirePaymentId: { type: 'boolean' },
-  },
-};
-
-const registrationProperties: Record<string, SchemaObject> = {
-  action: { type: 'string', enum: ['register', 'update', 'delete'] },
-  slug: { type: 'string', maxLength: 40, pattern: SLUG.source },
-  name: { ...text(MAX_NAME, false), minLength: 1 },
-  description: text(MAX_MERCHANT_DESCRIPTION, true),
-  payTo: { type: 'string', pattern: ADDRESS.source },
-  networks: {
-    type: 'array',
-    minItems: 1,
-    maxItems: MAX_NETWORKS,
-    uniqueItems: true,
-    items: { type: 'string', maxLength: 64, pattern: '^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$' },
-  },
-  upstream: { type: 'object', required: ['kind'], properties: { kind: { type: 'string', enum: ['url', 'file'] } } },
-  routes: { type: 'array', minItems: 1, maxItems: HARD_MAX_ROUTES, items: routeSchema },
-  nonce: { type: 'string', minLength: 8, maxLength: 128, pattern: '^[\\x21-\\x7E]*$' },
-  issuedAt: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
-};
-
-const upsertSchema: SchemaObject = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['action', 'slug', 'name', 'description', 'payTo', 'networks', 'upstream', 'routes', 'nonce', 'issuedAt'],
-  properties: registrationProperties,
-};
-
-const deleteSchema: SchemaObject = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['action', 'slug', 'payTo', 'nonce', 'issuedAt'],
-  properties: registrationProperties,
-};
-
-const requestSchema: SchemaObject = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['registration', 'signature'],
-  properties: {
-    registration: { type: 'object', required: ['action'], properties: { action: registrationProperties.action! } },
-    signature: { type: 'string', pattern: '^0x[0-9a-fA-F]{130}$' },
-  },
-};
-
-const urlUpstreamSchema: SchemaObject = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'baseUrl'],
-  properties: {
-    kind: { type: 'string', const: 'url' },
-    baseUrl: { type: 'string', minLength: 1, maxLength: MAX_URL },
-    secretHeaders: { type: 'object', maxProperties: MAX_SECRET_HEADERS, additionalProperties: { type: 'string', maxLength: MAX_HEADER_VALUE } },
-  },
-};
-
-const fileUpstreamSchema: SchemaObject = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'fileName', 'contentType', 'contentBase64'],
-  properties: {
-    kind: { type: 'string', const: 'file' },
-    fileName: { type: 'string', minLength: 1, maxLength: MAX_FILE_NAME },
-    contentType: { type: 'string', minLength: 3, maxLength: 200 },
-    // Length (bounded by the configured file size) and alphabet are checked in code: a schema keyword would walk
-    // up to 14 MB of text character by character.
-    contentBase64: { type: 'string' },
-  },
-};
-
-const ajv = createAjv();
-const validators = {
-  request: ajv.compile<{ registration: { action: string }; signature: `0x${string}` }>(requestSchema),
-  upsert: ajv.compile<Registration>(upsertSchema),
-  delete: ajv.compile<DeleteRegistration>(deleteSchema),
-  urlUpstream: ajv.compile<Extract<UpstreamInput, { kind: 'url' }>>(urlUpstreamSchema),
-  fileUpstream: ajv.compile<Extract<UpstreamInput, { kind: 'file' }>>(fileUpstreamSchema),
-};
-
-/** What a failed pattern means, by field name. */
-const PATTERN_HINTS: Readonly<Record<string, string>> = {
-  slug: 'must be 3 to 40 lower-case letters, digits or hyphens, starting and ending with a letter or digit',
-  route: 'must be 1 to 63 lower-case letters, digits or hyphens, starting with a letter or digit',
-  priceUsd: 'must be a USD amount with exactly 6 fraction digits, e.g. "0.010000"',
-  payTo: 'must be a 0x-prefixed 20-byte hex address',
-  networks: 'must be a CAIP-2 network id, e.g. "eip155:8453"',
-  nonce: 'must be printable ASCII without spaces',
-  signature: 'must be a 65-byte hex signature (0x + 130 hex digits)',
-};
-
-function describe(errors: ErrorObject[] | null | undefined, prefix: string): string {
-  const e = errors?.[0];
-  if (!e) return `${prefix || '/'}: invalid`;
-  const params = e.params as Record<string, unknown>;
-  let path = prefix + e.instancePath;
-  if (e.keyword === 'required' && typeof params.missingProperty === 'string') return `${path}/${params.missingProperty}: is required`;
-  if (e.keyword === 'additionalProperties' && typeof params.additionalProperty === 'string') return `${path}/${params.additionalProperty}: is not allowed`;
-  path ||= '/';
-  const field =
-    e.instancePath
-      .split('/')
-      .filter((s) => s !== '' && !/^\d+$/.test(s))
-      .pop() ?? '';
-  switch (e.keyword) {
-    case 'pattern': {
-      const hint = PATTERN_HINTS[field];
-      if (hint) return `${path}: ${hint}`;
-      return `${path}: must not contain control characters`;
-    }
-    case 'enum':
-      return `${path}: must be one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
-    case 'const':
-      return `${path}: must be ${JSON.stringify(params.allowedValue)}`;
-    case 'uniqueItems':
-      return `${path}: must not contain duplicates`;
-    default:
-      return `${path}: ${e.message ?? 'is invalid'}`;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Semantic checks
@@ -449,14 +132,14 @@ function checkFileContent(base64: string, maxBytes: number): Checked<Uint8Array>
 function checkUpstream(raw: unknown, limits: RegistrationLimits, allowlist: UpstreamAllowlist): Checked<ValidatedUpstream> {
   const kind = (raw as { kind: string }).kind;
   if (kind === 'url') {
-    if (!validators.urlUpstream(raw)) return bad(describe(validators.urlUpstream.errors, '/registration/upstream'));
+    if (!validators.urlUpstream(raw)) return bad(describeSchemaError(validators.urlUpstream.errors, '/registration/upstream'));
     const baseUrl = checkBaseUrl(raw.baseUrl, allowlist);
     if (!baseUrl.ok) return baseUrl;
     const headers = checkSecretHeaders(raw.secretHeaders);
     if (!headers.ok) return headers;
     return good({ kind: 'url', baseUrl: baseUrl.value, secretHeaders: headers.value });
   }
-  if (!validators.fileUpstream(raw)) return bad(describe(validators.fileUpstream.errors, '/registration/upstream'));
+  if (!validators.fileUpstream(raw)) return bad(describeSchemaError(validators.fileUpstream.errors, '/registration/upstream'));
   const fileName = checkFileName(raw.fileName);
   if (!fileName.ok) return fileName;
   const contentType = checkContentType(raw.contentType);
@@ -508,13 +191,13 @@ export interface ValidRequest {
  * nonce reuse and the upstream's DNS are checked by the registry.
  */
 export function validateRegistrationRequest(body: unknown, ctx: ValidationContext): Checked<ValidRequest> {
-  if (!validators.request(body)) return bad(describe(validators.request.errors, ''));
+  if (!validators.request(body)) return bad(describeSchemaError(validators.request.errors, ''));
   const raw = body.registration;
   const limits = resolveLimits(ctx.limits);
   const allowlist = ctx.upstreamAllowlist instanceof UpstreamAllowlist ? ctx.upstreamAllowlist : new UpstreamAllowlist(ctx.upstreamAllowlist ?? []);
 
   if (raw.action === 'delete') {
-    if (!validators.delete(raw)) return bad(describe(validators.delete.errors, '/registration'));
+    if (!validators.delete(raw)) return bad(describeSchemaError(validators.delete.errors, '/registration'));
     const slug = checkSlug(raw.slug);
     if (!slug.ok) return slug;
     const payTo = checkPayTo(raw.payTo);
@@ -527,7 +210,7 @@ export function validateRegistrationRequest(body: unknown, ctx: ValidationContex
     });
   }
 
-  if (!validators.upsert(raw)) return bad(describe(validators.upsert.errors, '/registration'));
+  if (!validators.upsert(raw)) return bad(describeSchemaError(validators.upsert.errors, '/registration'));
   const r: Registration = raw;
   const slug = checkSlug(r.slug);
   if (!slug.ok) return slug;

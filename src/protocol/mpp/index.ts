@@ -6,3 +6,5 @@ export * from './credential.ts';
 export * from './receipt.ts';
 export * from './problems.ts';
 export * from './binding.ts';
+export * from './www-authenticate.ts';
+export * from './challenge-template.ts';

@@ -1,4 +1,5 @@
 /** How amounts, times and hashes read on the pages. Amounts stay decimal strings: no float ever touches money. */
+import { err, ok, type Result } from '../../protocol/result.ts';
 
 /** `"5.000000"` → `"5.00"`; more fraction digits are kept only where they are not zero. */
 export function money(decimal: string | undefined | null): string {
@@ -49,13 +50,16 @@ export function ago(iso: string, now = Date.now()): string {
   return new Date(t).toLocaleString();
 }
 
+/** Why a typed amount was refused: not a number with at most 6 decimals, or outside the page's range. */
+export type AmountRefusal = 'invalid_amount' | 'out_of_range';
+
 /** A stable amount typed by a person: `"5"`, `"12.5"` → atomic units at 6 decimals, or why not. */
-export function parseAmount(text: string, limits: { min: bigint; max: bigint }): { ok: true; atomic: bigint; decimal: string } | { ok: false; error: string } {
+export function parseAmount(text: string, limits: { min: bigint; max: bigint }): Result<{ atomic: bigint; decimal: string }, AmountRefusal> {
   const t = text.trim().replace(/,/g, '');
   const m = /^(\d{1,9})(?:\.(\d{0,6}))?$/.exec(t);
-  if (!m) return { ok: false, error: /^\d*\.\d{7,}$/.test(t) ? 'Use at most 6 decimals.' : 'Enter an amount as a number, for example 5 or 12.50.' };
+  if (!m) return err('invalid_amount', /^\d*\.\d{7,}$/.test(t) ? 'Use at most 6 decimals.' : 'Enter an amount as a number, for example 5 or 12.50.');
   const atomic = BigInt(m[1] ?? '0') * 1_000_000n + BigInt((m[2] ?? '').padEnd(6, '0'));
   if (atomic < limits.min || atomic > limits.max)
-    return { ok: false, error: `Enter an amount from ${fromAtomic(limits.min, 6).replace(/\.0+$/, '')} to ${fromAtomic(limits.max, 6).replace(/\.0+$/, '')}.` };
-  return { ok: true, atomic, decimal: fromAtomic(atomic, 6) };
+    return err('out_of_range', `Enter an amount from ${fromAtomic(limits.min, 6).replace(/\.0+$/, '')} to ${fromAtomic(limits.max, 6).replace(/\.0+$/, '')}.`);
+  return ok({ atomic, decimal: fromAtomic(atomic, 6) });
 }
