@@ -1,9 +1,9 @@
 import { assign, fromPromise, setup, type ActorRefFrom, type DoneActorEvent } from 'xstate';
 import type { Address } from 'viem';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
-import type { SignedTx } from './relayer-pool.ts';
+import { extendsTrail, type SignedTx } from '../tx/trail.ts';
 import type { SettlementCall } from '../schemes/scheme.ts';
-import type { Mined } from './tx-courier.ts';
+import type { Mined } from '../tx/courier.ts';
 
 /** One payment in a batch: its record (nonce claimed) and its settlement call. */
 export interface BatchMember {
@@ -57,11 +57,6 @@ const notProvided = <O, I>(step: string) =>
   fromPromise<O, I>(async () => {
     throw new Error(`batch step '${step}' has no implementation`);
   });
-
-/** A trail only grows: the new one is the old one and more. */
-export function extendsTrail(old: readonly SignedTx[], next: readonly SignedTx[]): boolean {
-  return next.length > old.length && old.every((tx, i) => next[i]?.hash === tx.hash);
-}
 
 /**
  * The lifecycle of one settlement batch: verified payments of one chain and kind that are ready within the window

@@ -1,5 +1,5 @@
 import { batchedBalanceOf } from '../chain/balance-batcher.ts';
-import type { BlockWatcher } from '../chain/block-watcher.ts';
+import type { BlockWatcher } from '../tx/block-watcher.ts';
 import type { Logger } from '../log/logger.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';

@@ -1,8 +1,8 @@
 import { assign, fromPromise, setup, type DoneActorEvent } from 'xstate';
 import type { SettleResponse } from '../protocol/x402/types.ts';
 import type { PaymentRecord } from './payment-record.ts';
-import type { SignedTx } from './relayer-pool.ts';
-import { extendsTrail, type BatchActor } from './batch-machine.ts';
+import { extendsTrail, type SignedTx } from '../tx/trail.ts';
+import type { BatchActor } from './batch-machine.ts';
 import type { Verdict } from './verify-payment.ts';
 
 /**

@@ -1,6 +1,6 @@
 import type { Hex } from 'viem';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
-import type { SignedTx } from './relayer-pool.ts';
+import type { SignedTx } from '../tx/trail.ts';
 
 /** The durable record of one settlement, written at each step of its actor and before anything is broadcast. */
 export interface PaymentRecord {

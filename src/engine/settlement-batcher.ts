@@ -2,18 +2,19 @@ import { randomUUID } from 'node:crypto';
 import { fromPromise, waitFor } from 'xstate';
 import type { Address } from 'viem';
 import { DurableHost, topState } from '../actors/durable-host.ts';
-import type { BlockWatcher } from '../chain/block-watcher.ts';
+import type { BlockWatcher } from '../tx/block-watcher.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { Logger } from '../log/logger.ts';
 import { batchMachine, seatedRecord, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from './batch-machine.ts';
 import type { ChainInspector, SimulationSender } from './chain-inspector.ts';
 import type { StepResult } from './payment-machine.ts';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
-import type { RelayerPool, SignedTx } from './relayer-pool.ts';
+import type { RelayerPool } from '../tx/relayer-pool.ts';
+import type { SignedTx } from '../tx/trail.ts';
 import { aggregateCall, callsOfBatch, indistinguishable, settledCalls } from './settlement-batch.ts';
 import type { SchemeName, SettlementCall } from '../schemes/scheme.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
-import { awaitMined, sendDurably, type Courier } from './tx-courier.ts';
+import { awaitMined, sendDurably, type Courier } from '../tx/courier.ts';
 
 export type { MinedBatch } from './batch-machine.ts';
 

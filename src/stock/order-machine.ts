@@ -1,6 +1,5 @@
 import { assign, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
-import type { SignedTx } from '../engine/relayer-pool.ts';
-import { extendsTrail } from '../engine/batch-machine.ts';
+import { extendsTrail, type SignedTx } from '../tx/trail.ts';
 import type { OrderStep, StockOrder } from './order-record.ts';
 
 export interface OrderInput {

@@ -1,5 +1,5 @@
 import type { Address, Hex } from 'viem';
-import type { SignedTx } from '../engine/relayer-pool.ts';
+import type { SignedTx } from '../tx/trail.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { OrderState } from './order-states.ts';
 

@@ -5,7 +5,7 @@ import type { Address, Hex, TransactionReceipt } from 'viem';
 import { DurableHost } from '../../src/actors/durable-host.ts';
 import { batchMachine, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from '../../src/engine/batch-machine.ts';
 import type { BatchRecord, PaymentRecord } from '../../src/engine/payment-record.ts';
-import type { SignedTx } from '../../src/engine/relayer-pool.ts';
+import type { SignedTx } from '../../src/tx/trail.ts';
 import type { SettlementCall } from '../../src/schemes/scheme.ts';
 import type { VerifyRequest } from '../../src/protocol/x402/types.ts';
 import { createLogger } from '../../src/log/logger.ts';

@@ -6,7 +6,7 @@ import { createLogger } from '../../src/log/logger.ts';
 import type { Address, Hex } from 'viem';
 import { orderMachine } from '../../src/stock/order-machine.ts';
 import type { OrderStep, StockOrder } from '../../src/stock/order-record.ts';
-import type { SignedTx } from '../../src/engine/relayer-pool.ts';
+import type { SignedTx } from '../../src/tx/trail.ts';
 import type { VerifyRequest } from '../../src/protocol/x402/types.ts';
 import { trace } from '../helpers/actor-trace.ts';
 

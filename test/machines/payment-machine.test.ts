@@ -6,7 +6,7 @@ import { DurableHost } from '../../src/actors/durable-host.ts';
 import { paymentMachine, taken, type ClaimResult, type StepInput, type StepResult } from '../../src/engine/payment-machine.ts';
 import { createLogger } from '../../src/log/logger.ts';
 import type { PaymentRecord } from '../../src/engine/payment-record.ts';
-import type { SignedTx } from '../../src/engine/relayer-pool.ts';
+import type { SignedTx } from '../../src/tx/trail.ts';
 import type { SettleResponse, VerifyRequest } from '../../src/protocol/x402/types.ts';
 import { trace } from '../helpers/actor-trace.ts';
 

@@ -1,7 +1,8 @@
 import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
-import { BlockWatcher } from '../chain/block-watcher.ts';
+import { BlockWatcher } from './block-watcher.ts';
 import type { Logger } from '../log/logger.ts';
-import { callOf, type RelayerCall, type RelayerPool, type SignedTx } from './relayer-pool.ts';
+import type { RelayerPool } from './relayer-pool.ts';
+import { callOf, type RelayerCall, type SignedTx } from './trail.ts';
 
 /**
  * Carries one logical transaction (a settlement, a swap, a refund) from signature to receipt without ever losing
