@@ -8,7 +8,7 @@ import { PayerBalances, type BalanceChain } from './payer-balances.ts';
 import { PayerReservations, type PayerRef, type Reservation } from './payer-reservations.ts';
 import { SETTLEMENT_SHED, type Shed } from '../ports/settlement.ts';
 import { checkPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
-import type { EngineMetrics } from './settlement-engine.ts';
+import type { EngineMetrics } from './engine-options.ts';
 
 export interface FairAdmissionDeps extends VerifyDeps {
   watcher(caip2: string): BlockWatcher;
