@@ -7,7 +7,8 @@ import type { SettlementCall } from '../schemes/scheme.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import { awaitMined, sendDurably, sleep, type Courier } from '../tx/courier.ts';
 import type { SignedTx } from '../tx/trail.ts';
-import { Eip3009Reason, GatewayReason } from '../verify/reasons.ts';
+import { err, ok } from '../protocol/result.ts';
+import { GatewayReason, SettleFailureReason, type InvalidReason, type SettleReason } from '../verify/reasons.ts';
 import { authorizationOf, consumptionOf, type Consumption } from './authorization-consumption.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { DEFAULT_CONSUMED_LOOKBACK_BLOCKS, type EngineOptions } from './engine-options.ts';
@@ -146,13 +147,13 @@ export class PaymentSteps {
     return this.#leavesUnless(
       record,
       this.#verdictOf(record).then(async (verdict): Promise<StepResult> => {
-        if (!verdict.ok) return { ok: false, reason: this.counted(verdict).reason, message: verdict.message };
-        if (verdict.signer !== 'contract' || !verdict.codeHash) return { ok: true, record: { ...record, payer: verdict.payer }, verdict };
+        if (!verdict.ok) return err(this.counted(verdict).reason, verdict.message);
+        if (verdict.signer !== 'contract' || !verdict.codeHash) return ok({ record: { ...record, payer: verdict.payer }, verdict });
         // A contract payer: refused while banned or over budget, and one at a time while its code never settled.
         const admitted = await this.#budget.admit(verdict.payer, verdict.codeHash, record);
-        if (!admitted.ok) return { ok: false, reason: this.counted({ ok: false, reason: admitted.reason, message: admitted.message }).reason, message: admitted.message };
+        if (!admitted.ok) return err(this.counted({ ok: false, reason: admitted.reason, message: admitted.message }).reason, admitted.message);
         const contract = { codeHash: verdict.codeHash, ...(admitted.turn ? { turn: admitted.turn } : {}) };
-        return { ok: true, record: { ...record, payer: verdict.payer, contract }, verdict };
+        return ok({ record: { ...record, payer: verdict.payer, contract }, verdict });
       }),
     );
   }
@@ -166,11 +167,11 @@ export class PaymentSteps {
   }
 
   /** The step's result; unless it lets the payment go on, the payment has left its way to a batch. */
-  async #leavesUnless<R extends { ok: unknown }>(record: PaymentRecord, step: Promise<R>): Promise<R> {
+  async #leavesUnless<R extends StepResult | ClaimResult>(record: PaymentRecord, step: Promise<R>): Promise<R> {
     let goesOn = false;
     try {
       const result = await step;
-      goesOn = result.ok === true;
+      goesOn = result.ok && 'record' in result.value;
       return result;
     } finally {
       if (!goesOn) this.batcher.coming(record, -1);
@@ -186,23 +187,23 @@ export class PaymentSteps {
     const claims = this.#o.store.nonces;
     const claimed = { ...record, state: 'claiming' };
     const claim = await claims.claim(record.id, record.attempt, () => this.#records.putWithin(record.id, { ...claimed, updatedAt: this.#clock() }));
-    if (claim.claimed) return { ok: true, record: claimed };
+    if (claim.claimed) return ok({ record: claimed });
     if (claim.holder !== record.attempt) {
       const existing = await this.#records.get(record.id);
       if (existing?.state === 'settled' && existing.result) {
-        if (existing.fingerprint === record.fingerprint) return { ok: 'settled-before', result: existing.result };
-        return { ok: false, reason: nonceUsedReason(record.request), message: 'this nonce has settled another payment' };
+        if (existing.fingerprint === record.fingerprint) return ok({ recorded: existing.result });
+        return err(nonceUsedReason(record.request), 'this nonce has settled another payment');
       }
       if (existing && !isFinished(existing) && existing.attempt === claim.holder) {
-        return { ok: false, reason: GatewayReason.nonceInFlight, message: 'another payment with this nonce is being settled' };
+        return err(GatewayReason.nonceInFlight, 'another payment with this nonce is being settled');
       }
       // The holder failed, or died before writing a record: its claim is stale.
       if (!(await claims.takeover(record.id, claim.holder, record.attempt))) {
-        return { ok: false, reason: GatewayReason.nonceInFlight, message: 'lost the race for this nonce' };
+        return err(GatewayReason.nonceInFlight, 'lost the race for this nonce');
       }
     }
     await this.write(claimed);
-    return { ok: true, record: claimed };
+    return ok({ record: claimed });
   }
 
   /**
@@ -225,16 +226,16 @@ export class PaymentSteps {
       const seat = await this.batcher.seat(batch, record.id);
       if (seat.kind === 'refused') {
         this.#o.metrics.verification(false, seat.reason);
-        return { ok: false, reason: seat.reason, message: seat.message };
+        return err(seat.reason, seat.message);
       }
       if (seat.kind === 'batched') {
         this.#o.metrics.verification(true, 'none');
-        return { ok: true, record: seat.record, batch };
+        return ok({ record: seat.record, batch });
       }
     }
     const simulated = this.counted(await simulatePayment(this.#o, record.request, verdict));
-    if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
-    return { ok: true, record: { ...record, ...(simulated.gas !== undefined ? { gas: simulated.gas.toString() } : {}) }, verdict: simulated };
+    if (!simulated.ok) return err(simulated.reason, simulated.message);
+    return ok({ record: { ...record, ...(simulated.gas !== undefined ? { gas: simulated.gas.toString() } : {}) }, verdict: simulated });
   }
 
   /**
@@ -243,11 +244,11 @@ export class PaymentSteps {
    */
   async #broadcastStep(record: PaymentRecord, verdict: Verdict | undefined, batch: BatchActor | undefined): Promise<StepResult> {
     if (batch) return this.batcher.sent(batch, record);
-    if (!verdict?.ok) return { ok: false, reason: Eip3009Reason.simulationFailed, message: 'no verified settlement call' };
+    if (!verdict?.ok) return err(schemeOfPayload(record.request.paymentPayload.payload).reasons.simulationFailed, 'no verified settlement call');
     const gas = (BigInt(record.gas ?? '200000') * 13n) / 10n + 10_000n;
     const sent = await sendDurably(this.#courier(record), { to: verdict.call.to, data: verdict.call.data, gas }, record.txs, (txs) => this.#d.trail(record.id, txs));
-    if (!sent.ok) return { ok: false, reason: 'broadcast_rejected', message: sent.message };
-    return { ok: true, record: { ...record, state: 'broadcasting', txs: sent.txs } };
+    if (!sent.ok) return err(SettleFailureReason.broadcastRejected, sent.error.message);
+    return ok({ record: { ...record, state: 'broadcasting', txs: sent.value } });
   }
 
   /** Waits for a receipt of any signed version of the transaction (see `awaitMined`); stops only when the engine stops. */
@@ -269,18 +270,18 @@ export class PaymentSteps {
     const scheme = schemeOfPayload(record.request.paymentPayload.payload);
     if (receipt.status !== 'success') {
       await this.#reverted(record, receipt.gasUsed, receipt.transactionHash);
-      return { ok: false, reason: scheme.reasons.transactionFailed, message: `settlement ${tx.hash} reverted` };
+      return err(scheme.reasons.transactionFailed, `settlement ${tx.hash} reverted`);
     }
     const expect = expectedTransfer(record);
     if (!ChainInspector.transferMatches(receipt, expect)) {
-      return { ok: false, reason: Eip3009Reason.transferEventMismatch, message: `settlement ${receipt.transactionHash} did not log the expected Transfer` };
+      return err(scheme.reasons.transferEventMismatch, `settlement ${receipt.transactionHash} did not log the expected Transfer`);
     }
     const result: SettleResponse = { success: true, transaction: receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };
     if (record.contract)
       await this.#budget
         .settled(record.contract.codeHash, receipt.transactionHash)
         .catch((error: unknown) => this.#o.log.warn("could not record a contract code's first settlement", { payment: record.id, error }));
-    return { ok: true, record: { ...record, result } };
+    return ok({ record: { ...record, result } });
   }
 
   /**
@@ -303,24 +304,24 @@ export class PaymentSteps {
     const share = mined.receipt.gasUsed / BigInt(Math.max(1, mined.calls.length));
     if (mined.receipt.status !== 'success') {
       await this.#reverted(record, share, mined.receipt.transactionHash);
-      return { ok: false, reason: failed, message: `batch ${mined.tx.hash} reverted` };
+      return err(failed, `batch ${mined.tx.hash} reverted`);
     }
     const own = settlementCallOf(this.#o, record.request);
     const call = mined.calls[index];
     if (!own || !call || call.to.toLowerCase() !== own.to.toLowerCase() || call.data.toLowerCase() !== own.data.toLowerCase()) {
       this.#o.log.error("a batch member's record names a call of the batch that is not its own", { payment: record.id, tx: mined.tx.hash, index });
-      return { ok: false, reason: Eip3009Reason.transferEventMismatch, message: `call ${index} of ${mined.tx.hash} is not this payment's` };
+      return err(scheme.reasons.transferEventMismatch, `call ${index} of ${mined.tx.hash} is not this payment's`);
     }
     if (!mined.settled[index]) {
       await this.#reverted(record, share, mined.receipt.transactionHash);
-      return { ok: false, reason: await this.#revertReason(record, own, failed), message: `call ${index} of batch ${mined.receipt.transactionHash} did not settle` };
+      return err(await this.#revertReason(record, own, failed), `call ${index} of batch ${mined.receipt.transactionHash} did not settle`);
     }
     const result: SettleResponse = { success: true, transaction: mined.receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };
-    return { ok: true, record: { ...record, result } };
+    return ok({ record: { ...record, result } });
   }
 
   /** Why a payment's call reverts, read from the chain; `fallback` when nothing there explains it. */
-  async #revertReason(record: PaymentRecord, call: SettlementCall, fallback: string): Promise<string> {
+  async #revertReason(record: PaymentRecord, call: SettlementCall, fallback: SettleReason): Promise<SettleReason> {
     const reason = await revertReason(this.#o, record.request, call).catch(() => fallback);
     return reason === schemeOfPayload(record.request.paymentPayload.payload).reasons.simulationFailed ? fallback : reason;
   }
@@ -331,7 +332,7 @@ export class PaymentSteps {
    * Consumed without such a transfer stays a failure, with the reason; not consumed, the failure stands as it was.
    */
   async #reconcileStep(record: PaymentRecord): Promise<StepResult> {
-    const failed: StepResult = { ok: false, reason: record.failure?.reason ?? 'unexpected_settle_error', message: record.failure?.message ?? '' };
+    const failed = err<SettleReason>(record.failure?.reason ?? GatewayReason.unexpectedSettle, record.failure?.message ?? '');
     const call = settlementCallOf(this.#o, record.request);
     if (!call) return failed;
     const network = this.#o.networks.find(record.network);
@@ -346,23 +347,23 @@ export class PaymentSteps {
         if (attempt < CONSUMPTION_READ_ATTEMPTS) await sleep(this.#o.pollMs, this.#signal);
       }
     }
-    if (!found) return { ...failed, message: `${failed.message} (whether the authorization was consumed anyway could not be read: ask again)` };
+    if (!found) return err(failed.error.code, `${failed.error.message} (whether the authorization was consumed anyway could not be read: ask again)`);
     if (!found.consumed) return failed;
     if (found.transaction === undefined) {
       log.warn('the authorization is consumed, without a transfer to the payee', { why: found.why, failure: record.failure });
-      return { ok: false, reason: nonceUsedReason(record.request), message: found.why };
+      return err(nonceUsedReason(record.request), found.why);
     }
     log.warn('the settlement failed, but the authorization was consumed by a transaction that paid the payee: settled by it', { tx: found.transaction, failure: record.failure });
     const payer = record.payer || auth.from;
     const result: SettleResponse = { success: true, transaction: found.transaction, network: record.network as `eip155:${string}`, payer };
     const { failure: _, ...rest } = record;
-    return { ok: true, record: { ...rest, payer, result } };
+    return ok({ record: { ...rest, payer, result } });
   }
 
   async #releaseStep(record: PaymentRecord): Promise<StepResult> {
     await this.#o.store.nonces.release(record.id, record.attempt);
-    const reason = record.failure?.reason ?? 'unknown';
-    return { ok: false, reason, message: record.failure?.message ?? '' };
+    const reason = record.failure?.reason ?? GatewayReason.unexpectedSettle;
+    return err(reason, record.failure?.message ?? '');
   }
 }
 
@@ -371,6 +372,6 @@ function expectedTransfer(record: PaymentRecord): { token: Address; from: Addres
 }
 
 /** The code a payment's scheme gives an authorization used (by anyone). */
-export function nonceUsedReason(request: VerifyRequest): string {
+export function nonceUsedReason(request: VerifyRequest): InvalidReason {
   return schemeOfPayload(request.paymentPayload.payload).reasons.nonceUsed;
 }

@@ -310,9 +310,9 @@ export class StockDesk {
     }
     const current = order;
     const sent = await sendDurably(this.#courier, { ...call, gas: (gas * 13n) / 10n }, order.swapTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'swapTxs', txs }));
-    if (sent.ok) return { ok: true, order: { ...current, swapTxs: sent.txs } };
+    if (sent.ok) return { ok: true, order: { ...current, swapTxs: sent.value } };
     // Refused by the node: unless it is there after all (a timed-out send that arrived), nothing will mine.
-    const last = sent.txs.at(-1);
+    const last = sent.error.txs.at(-1);
     if (
       last &&
       (await this.market.client.getTransaction({ hash: last.hash }).then(
@@ -320,8 +320,8 @@ export class StockDesk {
         () => false,
       ))
     )
-      return { ok: true, order: { ...current, swapTxs: sent.txs } };
-    return { ok: false, reason: 'swap_not_sent', message: sent.message, order: { ...current, swapTxs: [] } };
+      return { ok: true, order: { ...current, swapTxs: sent.error.txs } };
+    return { ok: false, reason: 'swap_not_sent', message: sent.error.message, order: { ...current, swapTxs: [] } };
   }
 
   async #confirmSwapStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
@@ -341,9 +341,9 @@ export class StockDesk {
     const current = base;
     try {
       const sent = await sendDurably(this.#courier, { ...call, gas: 120_000n }, [], (txs) => this.#host.record(order.id, { type: 'trail', of: 'refundTxs', txs }));
-      if (sent.ok) return { ok: true, order: { ...current, refundTxs: sent.txs } };
-      this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, why: sent.message });
-      return { ok: false, reason: order.failure?.reason ?? 'refund_not_sent', message: sent.message, order: { ...current, refundTxs: [] } };
+      if (sent.ok) return { ok: true, order: { ...current, refundTxs: sent.value } };
+      this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, why: sent.error.message });
+      return { ok: false, reason: order.failure?.reason ?? 'refund_not_sent', message: sent.error.message, order: { ...current, refundTxs: [] } };
     } catch (err) {
       this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, error: err });
       return { ok: false, reason: order.failure?.reason ?? 'refund_not_sent', message: String(err), order: { ...current, refundTxs: [] } };
@@ -372,8 +372,8 @@ export class StockDesk {
     if ((await this.market.allowance(this.market.stable, this.address, router)) >= maxUint256 / 2n) return;
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [router, maxUint256] });
     const sent = await sendDurably(this.#courier, { to: this.market.stable, data, gas: 100_000n }, [], async () => {});
-    if (!sent.ok) throw new Error(`the stock desk could not approve the router: ${sent.message}`);
-    const mined = await awaitMined(this.#courier, sent.txs, async () => {}, this.#abort.signal);
+    if (!sent.ok) throw new Error(`the stock desk could not approve the router: ${sent.error.message}`);
+    const mined = await awaitMined(this.#courier, sent.value, async () => {}, this.#abort.signal);
     if (mined.receipt.status !== 'success') throw new Error('the stock desk router approval reverted');
     this.#o.log.info('stock desk approved the router', { desk: this.address, router, tx: mined.receipt.transactionHash });
   }
