@@ -1,6 +1,7 @@
 import { batchedBalanceOf } from '../chain/balance-batcher.ts';
 import type { BlockWatcher } from '../tx/block-watcher.ts';
 import type { Logger } from '../log/logger.ts';
+import { unchargedText } from '../protocol/result.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import { SCHEMES, schemeOfPayload } from '../schemes/registry.ts';
 import { PayerBalances, type BalanceChain } from './payer-balances.ts';
@@ -188,7 +189,7 @@ export class FairAdmission {
     return {
       success: false,
       errorReason: SETTLEMENT_SHED,
-      errorMessage: `settlement is behind right now (${shed.reason}); nothing was charged`,
+      errorMessage: unchargedText(`settlement is behind right now (${shed.reason})`),
       transaction: '',
       network: network as SettleResponse['network'],
       extra: { reason: shed.reason, retryAfterSeconds: shed.retryAfterSeconds },
@@ -202,7 +203,7 @@ export class FairAdmission {
     return {
       success: false,
       errorReason: scheme.reasons.insufficientBalance,
-      errorMessage: "the payer's balance does not cover this payment beside its payments in flight; nothing was charged",
+      errorMessage: unchargedText("the payer's balance does not cover this payment beside its payments in flight"),
       transaction: '',
       network: network as SettleResponse['network'],
       payer,

@@ -217,7 +217,7 @@ export class SettlementBatcher {
     const from = await this.#o.simulateFrom(network);
     const all = members.map((m) => m.call);
     const whole = await inspector.simulate(aggregateCall(multicall, all, false), from);
-    if (whole.ok) return { refused: [], batch: { multicall, gas: whole.gas } };
+    if (whole.ok) return { refused: [], batch: { multicall, gas: whole.value } };
     const passes = await inspector.simulateBatch(multicall, all, from);
     const ok = members.filter((_, i) => passes[i] === true);
     const refused = await Promise.all(
@@ -236,7 +236,7 @@ export class SettlementBatcher {
     );
     // The chain moved between the reads: each payment is simulated again on its own.
     if (!estimate.ok) return { refused };
-    return { refused, batch: { multicall, gas: estimate.gas } };
+    return { refused, batch: { multicall, gas: estimate.value } };
   }
 
   /** Signs the batch, has its trail recorded by the machine (the host writes it with every member's record), and only then sends it. */

@@ -21,7 +21,6 @@ const notProvided = (step: string) =>
     throw new Error(`order step '${step}' has no implementation`);
   });
 
-type Ok = Extract<OrderStep, { ok: true }>;
 const outputOf = (event: unknown) => (event as DoneActorEvent<OrderStep>).output;
 
 /**
@@ -63,7 +62,7 @@ export const orderMachine = setup({
     take: assign({
       order: ({ context, event }) => {
         const out = outputOf(event);
-        return out.ok ? (out as Ok).order : withFailure(out.order ?? context.order, out.reason, out.message);
+        return out.ok ? out.value : withFailure(out.error.order ?? context.order, out.error.code, out.error.message);
       },
     }),
     /** A step threw: the order fails for `reason`. */
