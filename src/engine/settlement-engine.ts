@@ -17,6 +17,7 @@ import { checkPayment, precheckPayment, simulatePayment, type Precheck, type Ver
 
 export { DEFAULT_ADMISSION, DEFAULT_CONSUMED_LOOKBACK_BLOCKS, type EngineMetrics, type EngineOptions } from './engine-options.ts';
 export type { AdmitHook } from './payment-intake.ts';
+export type { Precheck } from './verify-payment.ts';
 
 /** States after the claim: the record exists and each of them is written as it is entered. */
 const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'reconciling', 'releasing', 'settled', 'failed', 'stalled']);
