@@ -1,7 +1,7 @@
 import t from 'tap';
 import { parseEther, type Hex } from 'viem';
 import { startAnvil } from '../src/devnet/anvil.ts';
-import { BlockWatcher } from '../src/chain/block-watcher.ts';
+import { BlockWatcher } from '../src/tx/block-watcher.ts';
 import { publicClientFor } from '../src/chain/clients.ts';
 import { DEVNET_TEST_MNEMONIC, devnetAccount } from '../src/devnet/accounts.ts';
 import { rpcCall } from '../src/chain/rpc.ts';

@@ -118,20 +118,15 @@ t.test('README is an entry', async (t) => {
   );
 });
 
-/** Paths README's drawing names ahead of the code: the transaction machinery leaves the engine for src/tx/. */
-const PLANNED = ['src/tx'];
-
 t.test("the paid path's drawing names paths that exist", async (t) => {
   const drawing = /```mermaid\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
   const paths = [...new Set([...drawing.matchAll(/\bsrc\/[a-z0-9/._-]*[a-z0-9]/g)].map((m) => m[0]))];
   t.ok(paths.length >= 6, `the drawing names ${paths.join(', ')}`);
-  const missing = paths.filter((p) => !existsSync(join(root, p)));
   t.same(
-    missing.filter((p) => !PLANNED.includes(p)),
+    paths.filter((p) => !existsSync(join(root, p))),
     [],
-    'named in the drawing, absent and not planned',
+    'named in the drawing, absent',
   );
-  t.same(missing, [], { todo: PLANNED.some((p) => !existsSync(join(root, p))) ? `${PLANNED.join(', ')} not there yet` : false });
 });
 
 t.test('every link of README and docs/ lands', async (t) => {

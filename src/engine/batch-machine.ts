@@ -1,9 +1,11 @@
 import { assign, fromPromise, setup, type ActorRefFrom, type DoneActorEvent } from 'xstate';
 import type { Address } from 'viem';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
-import type { SignedTx } from './relayer-pool.ts';
+import { extendsTrail, type SignedTx } from '../tx/trail.ts';
+import type { Err, Failure, Ok } from '../protocol/result.ts';
+import { SettleFailureReason, type SettleReason } from '../verify/reasons.ts';
 import type { SettlementCall } from '../schemes/scheme.ts';
-import type { Mined } from './tx-courier.ts';
+import type { Mined } from '../tx/courier.ts';
 
 /** One payment in a batch: its record (nonce claimed) and its settlement call. */
 export interface BatchMember {
@@ -19,12 +21,13 @@ export interface MinedBatch extends Mined {
 
 /** What the simulation decided: members refused (their calls revert), and whether the rest ride in one transaction. */
 export interface Simulated {
-  refused: Array<{ id: string; reason: string; message: string }>;
+  refused: Array<{ id: string; reason: SettleReason; message: string }>;
   /** Absent: the rest settle alone (fewer than two left, no aggregate3 contract, or the chain moved). */
   batch?: { multicall: Address; gas: bigint };
 }
 
-export type SendResult = { ok: true } | { ok: false; reason: string; message: string };
+/** Whether the batch transaction went out: the node took it, or refused it (why). */
+export type SendResult = Ok<undefined> | Err<Failure<SettleReason>>;
 
 export interface BatchInput {
   /** A new batch (no transaction yet) or one read back from the store. */
@@ -42,7 +45,7 @@ export interface BatchContext extends BatchInput {
   multicall?: Address;
   gas?: bigint;
   mined?: MinedBatch;
-  failure?: { reason: string; message: string };
+  failure?: { reason: SettleReason; message: string };
 }
 
 export type BatchEvent =
@@ -57,11 +60,6 @@ const notProvided = <O, I>(step: string) =>
   fromPromise<O, I>(async () => {
     throw new Error(`batch step '${step}' has no implementation`);
   });
-
-/** A trail only grows: the new one is the old one and more. */
-export function extendsTrail(old: readonly SignedTx[], next: readonly SignedTx[]): boolean {
-  return next.length > old.length && old.every((tx, i) => next[i]?.hash === tx.hash);
-}
 
 /**
  * The lifecycle of one settlement batch: verified payments of one chain and kind that are ready within the window
@@ -150,7 +148,7 @@ export const batchMachine = setup({
         // Only reached before anything was signed: nothing is in flight, every member is refused.
         onError: {
           target: 'dissolved',
-          actions: assign({ refused: ({ context, event }) => context.members.map((m) => ({ id: m.record.id, reason: 'simulation_error', message: String(event.error) })) }),
+          actions: assign({ refused: ({ context, event }) => context.members.map((m) => ({ id: m.record.id, reason: SettleFailureReason.simulationError, message: String(event.error) })) }),
         },
       },
     },
@@ -161,10 +159,10 @@ export const batchMachine = setup({
         input: ({ context }) => ({ batch: context.batch, calls: context.members.map((m) => m.call), multicall: context.multicall as Address, gas: context.gas as bigint }),
         onDone: [
           { guard: 'sentOk', target: 'sent' },
-          { target: 'failed', actions: assign({ failure: ({ event }) => ({ reason: 'broadcast_rejected', message: (event.output as Extract<SendResult, { ok: false }>).message }) }) },
+          { target: 'failed', actions: assign({ failure: ({ event }) => ({ reason: SettleFailureReason.broadcastRejected, message: (event.output as Err<Failure<SettleReason>>).error.message }) }) },
         ],
         // Signing or the first durable write failed: nothing was sent.
-        onError: { target: 'failed', actions: assign({ failure: ({ event }) => ({ reason: 'broadcast_error', message: String(event.error) }) }) },
+        onError: { target: 'failed', actions: assign({ failure: ({ event }) => ({ reason: SettleFailureReason.broadcastError, message: String(event.error) }) }) },
       },
       initial: 'signing',
       states: {

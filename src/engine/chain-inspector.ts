@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { keccak256, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
+import { err, ok, type Err, type Failure, type Ok } from '../protocol/result.ts';
 import { movedExactly } from '../schemes/erc20-transfers.ts';
 import type { ChainReads, SettlementCall } from '../schemes/scheme.ts';
 import { aggregateCall, aggregateResults } from './settlement-batch.ts';
@@ -18,7 +19,8 @@ const erc1271Abi = [
   },
 ] as const;
 
-export type Simulation = { ok: true; gas: bigint } | { ok: false; error: string };
+/** A simulation's gas estimate, or the revert (its text as the message). */
+export type Simulation = Ok<bigint> | Err<Failure<'reverted'>>;
 
 /**
  * Who a simulation runs as, and the fees it carries: those of the transaction that will be sent (its relayer, its
@@ -108,9 +110,9 @@ export class ChainInspector implements ChainReads {
   async simulate(call: Pick<SettlementCall, 'to' | 'data'>, sender: SimulationSender): Promise<Simulation> {
     try {
       const gas = await this.#client.estimateGas({ account: sender.from, to: call.to, data: call.data, ...feesOf(sender) });
-      return { ok: true, gas };
-    } catch (err) {
-      return { ok: false, error: String((err as { shortMessage?: string }).shortMessage ?? (err as Error).message) };
+      return ok(gas);
+    } catch (error) {
+      return err('reverted', String((error as { shortMessage?: string }).shortMessage ?? (error as Error).message));
     }
   }
 

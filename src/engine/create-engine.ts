@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
-import { BlockWatcher } from '../chain/block-watcher.ts';
+import { BlockWatcher } from '../tx/block-watcher.ts';
 import { publicClientFor } from '../chain/clients.ts';
 import { knownContracts } from '../chain/known-addresses.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
@@ -16,7 +16,7 @@ import { type ClusterNode, type ClusterNodeConfig, joinCluster } from '../cluste
 import { BOOT } from '../cluster/boot.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine } from './payment-machine.ts';
-import { RelayerPool } from './relayer-pool.ts';
+import { RelayerPool } from '../tx/relayer-pool.ts';
 import type { AdmissionLimits } from './settlement-admission.ts';
 import { DEFAULT_ADMISSION, SettlementEngine } from './settlement-engine.ts';
 import { DEFAULT_REVERT_BUDGET, type RevertBudgetLimits } from './revert-budget.ts';

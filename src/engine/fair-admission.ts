@@ -1,14 +1,14 @@
 import { batchedBalanceOf } from '../chain/balance-batcher.ts';
-import type { BlockWatcher } from '../chain/block-watcher.ts';
+import type { BlockWatcher } from '../tx/block-watcher.ts';
 import type { Logger } from '../log/logger.ts';
+import { unchargedText } from '../protocol/result.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
-import { schemeOfPayload } from '../schemes/registry.ts';
-import { Eip3009Reason, Permit2Reason } from '../verify/reasons.ts';
+import { SCHEMES, schemeOfPayload } from '../schemes/registry.ts';
 import { PayerBalances, type BalanceChain } from './payer-balances.ts';
 import { PayerReservations, type PayerRef, type Reservation } from './payer-reservations.ts';
 import { SETTLEMENT_SHED, type Shed } from '../ports/settlement.ts';
 import { checkPayment, type Verdict, type VerifyDeps } from './verify-payment.ts';
-import type { EngineMetrics } from './settlement-engine.ts';
+import type { EngineMetrics } from './engine-options.ts';
 
 export interface FairAdmissionDeps extends VerifyDeps {
   watcher(caip2: string): BlockWatcher;
@@ -24,7 +24,7 @@ export interface FairAdmissionDeps extends VerifyDeps {
 const RECENT_HEAD_MS = 50;
 
 /** Refusals of a payment whose signature checked but whose payer cannot pay it. */
-const INSUFFICIENT_BALANCE = new Set<string>([Eip3009Reason.insufficientBalance, Permit2Reason.insufficientBalance]);
+const INSUFFICIENT_BALANCE = new Set<string>(SCHEMES.map((scheme) => scheme.reasons.insufficientBalance));
 
 /** Final payment states in which its transfer did not happen (its reservation goes back at once). */
 const NOTHING_MOVED = new Set(['failed', 'rejected', 'duplicate']);
@@ -189,7 +189,7 @@ export class FairAdmission {
     return {
       success: false,
       errorReason: SETTLEMENT_SHED,
-      errorMessage: `settlement is behind right now (${shed.reason}); nothing was charged`,
+      errorMessage: unchargedText(`settlement is behind right now (${shed.reason})`),
       transaction: '',
       network: network as SettleResponse['network'],
       extra: { reason: shed.reason, retryAfterSeconds: shed.retryAfterSeconds },
@@ -202,8 +202,8 @@ export class FairAdmission {
     const scheme = schemeOfPayload(request.paymentPayload.payload);
     return {
       success: false,
-      errorReason: scheme.name === 'permit2' ? Permit2Reason.insufficientBalance : Eip3009Reason.insufficientBalance,
-      errorMessage: "the payer's balance does not cover this payment beside its payments in flight; nothing was charged",
+      errorReason: scheme.reasons.insufficientBalance,
+      errorMessage: unchargedText("the payer's balance does not cover this payment beside its payments in flight"),
       transaction: '',
       network: network as SettleResponse['network'],
       payer,

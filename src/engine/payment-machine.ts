@@ -1,15 +1,20 @@
 import { assign, fromPromise, setup, type DoneActorEvent } from 'xstate';
 import type { SettleResponse } from '../protocol/x402/types.ts';
 import type { PaymentRecord } from './payment-record.ts';
-import type { SignedTx } from './relayer-pool.ts';
-import { extendsTrail, type BatchActor } from './batch-machine.ts';
+import { extendsTrail, type SignedTx } from '../tx/trail.ts';
+import type { BatchActor } from './batch-machine.ts';
 import type { Verdict } from './verify-payment.ts';
+import { err, type Err, type Failure, type Ok } from '../protocol/result.ts';
+import { GatewayReason, SettleFailureReason, type SettleReason } from '../verify/reasons.ts';
 
-/**
- * What a step returns: the record as the step left it (and, from the simulation, the batch the payment is seated
- * in), or why the payment failed.
- */
-export type StepResult = { ok: true; record: PaymentRecord; batch?: BatchActor; verdict?: Verdict } | { ok: false; reason: string; message: string };
+/** What a step made of the payment: the record as it left it (and, from the simulation, the batch it is seated in). */
+export interface Stepped {
+  record: PaymentRecord;
+  batch?: BatchActor;
+  verdict?: Verdict;
+}
+/** What a step returns: how it left the payment, or why the payment failed (a code of the settlement vocabulary). */
+export type StepResult = Ok<Stepped> | Err<Failure<SettleReason>>;
 /** What a step is given: the record, the checked payment (its settlement call), and the batch it rides in, if any. */
 export interface StepInput {
   record: PaymentRecord;
@@ -19,7 +24,7 @@ export interface StepInput {
 /** A step signed a version of the settlement transaction: the machine takes the grown trail before it is sent. */
 export type PaymentEvent = { type: 'trail'; txs: SignedTx[] };
 /** The claim step may find the payment already settled: the recorded answer is the answer. */
-export type ClaimResult = StepResult | { ok: 'settled-before'; result: SettleResponse };
+export type ClaimResult = StepResult | Ok<{ recorded: SettleResponse }>;
 
 export interface PaymentInput {
   record: PaymentRecord;
@@ -38,7 +43,7 @@ export interface PaymentContext {
   batch?: BatchActor;
 }
 
-type Ok = Extract<StepResult, { ok: true }>;
+type Done = Ok<Stepped>;
 
 /**
  * The record a step left, taken into the context: its transaction trail only grows (a step that read an older
@@ -83,9 +88,12 @@ export const paymentMachine = setup({
   },
   guards: {
     /** The step's output says it succeeded (`ok: true`). */
-    stepOk: ({ event }) => (event as unknown as DoneActorEvent<StepResult | ClaimResult>).output.ok === true,
+    stepOk: ({ event }) => (event as unknown as DoneActorEvent<StepResult | ClaimResult>).output.ok,
     /** The claim found this payment settled already. */
-    settledBefore: ({ event }) => (event as unknown as DoneActorEvent<ClaimResult>).output.ok === 'settled-before',
+    settledBefore: ({ event }) => {
+      const output = (event as unknown as DoneActorEvent<ClaimResult>).output;
+      return output.ok && 'recorded' in output.value;
+    },
     /** A trail handed in extends the recorded one. */
     grows: ({ context, event }) => event.type === 'trail' && extendsTrail(context.record.txs, event.txs),
     resumesInFlight: ({ context }) => (context.record.txs.length > 0 || context.record.batch !== undefined) && context.record.state !== 'settled' && context.record.state !== 'failed',
@@ -114,13 +122,13 @@ export const paymentMachine = setup({
           {
             guard: 'stepOk',
             target: 'claiming',
-            actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record), verdict: ({ event }) => (event.output as Ok).verdict }),
+            actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Done).value.record), verdict: ({ event }) => (event.output as Done).value.verdict }),
           },
           { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: {
           target: 'rejected',
-          actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'unexpected_verify_error', message: String(event.error) }) }),
+          actions: assign({ record: ({ context, event }) => withFailure(context.record, err(GatewayReason.unexpected, String(event.error))) }),
         },
       },
     },
@@ -129,11 +137,11 @@ export const paymentMachine = setup({
         src: 'claim',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: 'settledBefore', target: 'duplicate', actions: assign({ recorded: ({ event }) => (event.output as { result: SettleResponse }).result }) },
-          { guard: 'stepOk', target: 'simulating', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Extract<ClaimResult, { ok: true }>).record) }) },
+          { guard: 'settledBefore', target: 'duplicate', actions: assign({ recorded: ({ event }) => (event.output as Ok<{ recorded: SettleResponse }>).value.recorded }) },
+          { guard: 'stepOk', target: 'simulating', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Done).value.record) }) },
           { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output as StepResult) }) },
         ],
-        onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'payment_in_progress', message: String(event.error) }) }) },
+        onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, err(GatewayReason.nonceInFlight, String(event.error))) }) },
       },
     },
     simulating: {
@@ -145,14 +153,14 @@ export const paymentMachine = setup({
             guard: 'stepOk',
             target: 'broadcasting',
             actions: assign({
-              record: ({ context, event }) => taken(context.record, (event.output as Ok).record),
-              batch: ({ event }) => (event.output as Ok).batch,
-              verdict: ({ context, event }) => (event.output as Ok).verdict ?? context.verdict,
+              record: ({ context, event }) => taken(context.record, (event.output as Done).value.record),
+              batch: ({ event }) => (event.output as Done).value.batch,
+              verdict: ({ context, event }) => (event.output as Done).value.verdict ?? context.verdict,
             }),
           },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
-        onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'simulation_error', message: String(event.error) }) }) },
+        onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, err(SettleFailureReason.simulationError, String(event.error))) }) },
       },
     },
     broadcasting: {
@@ -160,10 +168,10 @@ export const paymentMachine = setup({
         src: 'broadcast',
         input: ({ context }) => ({ record: context.record, ...(context.verdict ? { verdict: context.verdict } : {}), ...(context.batch ? { batch: context.batch } : {}) }),
         onDone: [
-          { guard: 'stepOk', target: 'inFlight', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record) }) },
+          { guard: 'stepOk', target: 'inFlight', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Done).value.record) }) },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
-        onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, { ok: false, reason: 'broadcast_error', message: String(event.error) }) }) },
+        onError: { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, err(SettleFailureReason.broadcastError, String(event.error))) }) },
       },
       on: { trail: { guard: 'grows', actions: 'growTrail' } },
     },
@@ -172,7 +180,7 @@ export const paymentMachine = setup({
         src: 'confirm',
         input: ({ context }) => ({ record: context.record, ...(context.batch ? { batch: context.batch } : {}) }),
         onDone: [
-          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record) }) },
+          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Done).value.record) }) },
           { target: 'reconciling', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         // The confirm step retries its own RPC failures; reaching here means it gave up, and the transaction may
@@ -197,7 +205,7 @@ export const paymentMachine = setup({
         src: 'reconcile',
         input: ({ context }) => ({ record: context.record }),
         onDone: [
-          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Ok).record) }) },
+          { guard: 'stepOk', target: 'settled', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Done).value.record) }) },
           { target: 'releasing', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output) }) },
         ],
         onError: { target: 'releasing' },
@@ -222,8 +230,8 @@ export const paymentMachine = setup({
 });
 
 function withFailure(record: PaymentRecord, output: StepResult | ClaimResult): PaymentRecord {
-  if (output.ok !== false) return record;
-  return { ...record, failure: { reason: output.reason, message: output.message } };
+  if (output.ok) return record;
+  return { ...record, failure: { reason: output.error.code, message: output.error.message } };
 }
 
 export type { SignedTx };

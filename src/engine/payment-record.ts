@@ -1,6 +1,7 @@
 import type { Hex } from 'viem';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
-import type { SignedTx } from './relayer-pool.ts';
+import type { SignedTx } from '../tx/trail.ts';
+import type { SettleReason } from '../verify/reasons.ts';
 
 /** The durable record of one settlement, written at each step of its actor and before anything is broadcast. */
 export interface PaymentRecord {
@@ -35,7 +36,7 @@ export interface PaymentRecord {
    */
   contract?: { codeHash: Hex; turn?: string };
   result?: SettleResponse;
-  failure?: { reason: string; message: string };
+  failure?: { reason: SettleReason; message: string };
   createdAt: number;
   updatedAt: number;
 }

@@ -2,6 +2,7 @@ import type { Hex } from 'viem';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
 import type { Store } from '../store/store.ts';
+import { unchargedText } from '../protocol/result.ts';
 import { GatewayReason, type InvalidReason } from '../verify/reasons.ts';
 
 /**
@@ -90,12 +91,11 @@ const seconds = (ms: number): number => Math.max(1, Math.ceil(ms / 1000));
 /** Whether a contract payer may settle now, from what is known of reverted settlements. Pure. */
 export function judgeContractPayer(input: JudgeInput): Judgement {
   const { now, limits } = input;
-  const nothing = 'nothing was charged';
   if (input.payerBan && input.payerBan.until > now) {
     return refuse(
       'payer_banned',
       GatewayReason.payerReverted,
-      `a settlement from this payer reverted on chain after it passed simulation (${input.payerBan.tx}): refused until ${iso(input.payerBan.until)}; ${nothing}`,
+      unchargedText(`a settlement from this payer reverted on chain after it passed simulation (${input.payerBan.tx}): refused until ${iso(input.payerBan.until)}`),
       input.payerBan.until - now,
     );
   }
@@ -103,7 +103,7 @@ export function judgeContractPayer(input: JudgeInput): Judgement {
     return refuse(
       'code_banned',
       GatewayReason.payerReverted,
-      `a settlement from a contract with this payer's code reverted on chain after it passed simulation (${input.codeBan.tx}): refused until ${iso(input.codeBan.until)}; ${nothing}`,
+      unchargedText(`a settlement from a contract with this payer's code reverted on chain after it passed simulation (${input.codeBan.tx}): refused until ${iso(input.codeBan.until)}`),
       input.codeBan.until - now,
     );
   }
@@ -124,11 +124,11 @@ export function judgeContractPayer(input: JudgeInput): Judgement {
   // Past a bound, the refusal lasts until the oldest revert counted leaves the hour (an upper bound of the wait).
   const wait = oldest + HOUR_MS - now;
   if (total >= limits.gasTotalHour)
-    return refuse('total_gas', GatewayReason.revertBudgetSpent, `reverted settlements burnt ${total} gas in the last hour, the most allowed: contract payers are refused for now; ${nothing}`, wait);
+    return refuse('total_gas', GatewayReason.revertBudgetSpent, unchargedText(`reverted settlements burnt ${total} gas in the last hour, the most allowed: contract payers are refused for now`), wait);
   if (byPayer >= limits.gasPerPayerHour)
-    return refuse('payer_gas', GatewayReason.revertBudgetSpent, `this payer's reverted settlements burnt ${byPayer} gas in the last hour, the most allowed; ${nothing}`, wait);
+    return refuse('payer_gas', GatewayReason.revertBudgetSpent, unchargedText(`this payer's reverted settlements burnt ${byPayer} gas in the last hour, the most allowed`), wait);
   if (byCode >= limits.gasPerCodeHour)
-    return refuse('code_gas', GatewayReason.revertBudgetSpent, `reverted settlements of contracts with this payer's code burnt ${byCode} gas in the last hour, the most allowed; ${nothing}`, wait);
+    return refuse('code_gas', GatewayReason.revertBudgetSpent, unchargedText(`reverted settlements of contracts with this payer's code burnt ${byCode} gas in the last hour, the most allowed`), wait);
   return { ok: true, trial: !input.codeProven };
 }
 
@@ -209,7 +209,7 @@ export class RevertBudget {
       ok: false,
       kind: 'code_busy',
       reason: GatewayReason.contractPayerWaits,
-      message: 'a contract with this code has never settled here, and another payment of such a contract is being settled: one at a time until one settles; nothing was charged, send it again later',
+      message: `${unchargedText('a contract with this code has never settled here, and another payment of such a contract is being settled: one at a time until one settles')}, send it again later`,
       retryAfterSeconds: 5,
     };
   }

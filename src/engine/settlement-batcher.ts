@@ -2,18 +2,21 @@ import { randomUUID } from 'node:crypto';
 import { fromPromise, waitFor } from 'xstate';
 import type { Address } from 'viem';
 import { DurableHost, topState } from '../actors/durable-host.ts';
-import type { BlockWatcher } from '../chain/block-watcher.ts';
+import type { BlockWatcher } from '../tx/block-watcher.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { Logger } from '../log/logger.ts';
 import { batchMachine, seatedRecord, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from './batch-machine.ts';
 import type { ChainInspector, SimulationSender } from './chain-inspector.ts';
 import type { StepResult } from './payment-machine.ts';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
-import type { RelayerPool, SignedTx } from './relayer-pool.ts';
+import type { RelayerPool } from '../tx/relayer-pool.ts';
+import type { SignedTx } from '../tx/trail.ts';
 import { aggregateCall, callsOfBatch, indistinguishable, settledCalls } from './settlement-batch.ts';
 import type { SchemeName, SettlementCall } from '../schemes/scheme.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
-import { awaitMined, sendDurably, type Courier } from './tx-courier.ts';
+import { awaitMined, sendDurably, type Courier } from '../tx/courier.ts';
+import { err, ok } from '../protocol/result.ts';
+import { SettleFailureReason, type SettleReason } from '../verify/reasons.ts';
 
 export type { MinedBatch } from './batch-machine.ts';
 
@@ -35,7 +38,7 @@ export interface BatcherOptions {
   /** Writes a batch's record and its members' records in one durable transaction: after a crash, all of them or none. */
   persist(batch: BatchRecord, members: PaymentRecord[]): Promise<void>;
   /** Why a member's call reverts (or reverted), in the reference's terms. */
-  revertReason(record: PaymentRecord, call: SettlementCall): Promise<string>;
+  revertReason(record: PaymentRecord, call: SettlementCall): Promise<SettleReason>;
   /** Aborts every batch transaction awaited (the engine stops). */
   signal: AbortSignal;
   clockMs?: () => number;
@@ -48,7 +51,7 @@ export type Seat =
   /** No batch to ride in (it came alone, or the batch fell apart): it settles on its own. */
   | { kind: 'alone' }
   /** Its call reverts. */
-  | { kind: 'refused'; reason: string; message: string };
+  | { kind: 'refused'; reason: SettleReason; message: string };
 
 export type { BatchActor };
 
@@ -151,7 +154,7 @@ export class SettlementBatcher {
     if (s.context.alone.includes(id)) return { kind: 'alone' };
     const seated = seatedRecord(s.context, id, 'broadcasting');
     if (!seated || s.matches('failed')) {
-      const failure = s.context.failure ?? { reason: 'broadcast_error', message: 'the batch ended before it was signed' };
+      const failure = s.context.failure ?? { reason: SettleFailureReason.broadcastError, message: 'the batch ended before it was signed' };
       return { kind: 'refused', ...failure };
     }
     await this.#host.written(s.context.batch.id);
@@ -161,9 +164,12 @@ export class SettlementBatcher {
   /** Once seated: the batch transaction sent (the record with its trail), or why it was not. */
   async sent(batch: BatchActor, record: PaymentRecord): Promise<StepResult> {
     const s = await waitFor(batch, (s) => s.status === 'done' || s.matches('sent'), { timeout: Infinity });
-    if (s.matches('failed')) return { ok: false, ...(s.context.failure ?? { reason: 'broadcast_error', message: 'the batch was not sent' }) };
+    if (s.matches('failed')) {
+      const failure = s.context.failure;
+      return failure ? err(failure.reason, failure.message) : err(SettleFailureReason.broadcastError, 'the batch was not sent');
+    }
     const seated = seatedRecord(s.context, record.id, 'broadcasting');
-    return seated ? { ok: true, record: seated } : { ok: false, reason: 'broadcast_error', message: 'not a member of the batch sent' };
+    return seated ? ok({ record: seated }) : err(SettleFailureReason.broadcastError, 'not a member of the batch sent');
   }
 
   /** The receipt of a batch transaction, for one of its members. */
@@ -211,7 +217,7 @@ export class SettlementBatcher {
     const from = await this.#o.simulateFrom(network);
     const all = members.map((m) => m.call);
     const whole = await inspector.simulate(aggregateCall(multicall, all, false), from);
-    if (whole.ok) return { refused: [], batch: { multicall, gas: whole.gas } };
+    if (whole.ok) return { refused: [], batch: { multicall, gas: whole.value } };
     const passes = await inspector.simulateBatch(multicall, all, from);
     const ok = members.filter((_, i) => passes[i] === true);
     const refused = await Promise.all(
@@ -230,16 +236,16 @@ export class SettlementBatcher {
     );
     // The chain moved between the reads: each payment is simulated again on its own.
     if (!estimate.ok) return { refused };
-    return { refused, batch: { multicall, gas: estimate.gas } };
+    return { refused, batch: { multicall, gas: estimate.value } };
   }
 
   /** Signs the batch, has its trail recorded by the machine (the host writes it with every member's record), and only then sends it. */
   async #send(batch: BatchRecord, calls: SettlementCall[], multicall: Address, gasEstimate: bigint): Promise<SendResult> {
     const call = { ...aggregateCall(multicall, calls, true), gas: (gasEstimate * 13n) / 10n + 10_000n };
     const sent = await sendDurably(this.#courier(batch.network, batch.id), call, batch.txs, (txs) => this.#host.record(batch.id, { type: 'trail', txs }));
-    if (!sent.ok) return { ok: false, reason: 'broadcast_rejected', message: sent.message };
-    this.#o.log.debug('batch sent', { network: batch.network, batch: batch.id, tx: sent.txs.at(-1)?.hash, payments: calls.length });
-    return { ok: true };
+    if (!sent.ok) return err(SettleFailureReason.broadcastRejected, sent.error.message);
+    this.#o.log.debug('batch sent', { network: batch.network, batch: batch.id, tx: sent.value.at(-1)?.hash, payments: calls.length });
+    return ok(undefined);
   }
 
   /** One courier per batch transaction; a replacement is recorded by the machine before it is sent. */

@@ -104,8 +104,8 @@ export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Pr
 export async function simulatePayment(deps: VerifyDeps, request: VerifyRequest, verdict: Verdict): Promise<Verdict> {
   if (!verdict.ok) return verdict;
   const sim = await deps.inspector(verdict.network).simulate(verdict.call, await deps.simulateFrom(verdict.network));
-  if (sim.ok) return { ...verdict, gas: sim.gas };
-  return invalid(await revertReason(deps, request, verdict.call), `simulation reverted: ${sim.error}`, verdict.payer);
+  if (sim.ok) return { ...verdict, gas: sim.value };
+  return invalid(await revertReason(deps, request, verdict.call), `simulation reverted: ${sim.error.message}`, verdict.payer);
 }
 
 /** Why the settlement call of `request` reverts (or reverted), in the reference's terms, read from the chain. */

@@ -16,7 +16,7 @@
  */
 import type { Address } from 'viem';
 import { ConfigError, envInt, envPositiveNumber, envString } from '../config/env.ts';
-import type { Precheck } from '../engine/verify-payment.ts';
+import type { Precheck } from '../engine/settlement-engine.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { ok, type Err, type Ok } from '../protocol/result.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';

@@ -7,6 +7,7 @@
  * its ETag and compression, and kept among the last {@link DISCOVERY_PAGES_KEPT}: a request for it costs a lookup.
  */
 import { LRUCache } from 'lru-cache';
+import { err, type Result } from '../protocol/result.ts';
 import { buildDocument, type BuiltDocument } from '../gateway/discovery/built-document.ts';
 import { JSON_CONTENT_TYPE, json, type HttpHandler } from '../http/server.ts';
 
@@ -35,37 +36,37 @@ const TEXT = /^[\x21-\x7e]{1,128}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 
 /** The query of a listing request, or what is wrong with it. Pure. */
-export function parseDiscoveryQuery(raw: string): { ok: true; value: DiscoveryQuery } | { ok: false; error: string } {
-  if (raw.length > 2048) return { ok: false, error: 'query string over 2048 characters' };
+export function parseDiscoveryQuery(raw: string): Result<DiscoveryQuery, 'invalid_query'> {
+  if (raw.length > 2048) return err('invalid_query', 'query string over 2048 characters');
   let params: URLSearchParams;
   try {
     params = new URLSearchParams(raw);
   } catch {
-    return { ok: false, error: 'the query string does not parse' };
+    return err('invalid_query', 'the query string does not parse');
   }
   const q: DiscoveryQuery = { limit: DISCOVERY_DEFAULT_LIMIT, offset: 0 };
   for (const key of new Set(params.keys())) {
     const all = params.getAll(key);
-    if (all.length > 1) return { ok: false, error: `${key} is given ${all.length} times` };
+    if (all.length > 1) return err('invalid_query', `${key} is given ${all.length} times`);
     const value = all[0] as string;
     switch (key) {
       case 'limit':
       case 'offset': {
         const max = key === 'limit' ? DISCOVERY_MAX_LIMIT : MAX_OFFSET;
         const min = key === 'limit' ? 1 : 0;
-        if (!/^[0-9]{1,10}$/.test(value) || Number(value) < min || Number(value) > max) return { ok: false, error: `${key} must be a whole number from ${min} to ${max}` };
+        if (!/^[0-9]{1,10}$/.test(value) || Number(value) < min || Number(value) > max) return err('invalid_query', `${key} must be a whole number from ${min} to ${max}`);
         q[key] = Number(value);
         break;
       }
       case 'payTo':
-        if (!ADDRESS.test(value)) return { ok: false, error: 'payTo must be a 0x-prefixed 20-byte address' };
+        if (!ADDRESS.test(value)) return err('invalid_query', 'payTo must be a 0x-prefixed 20-byte address');
         q.payTo = value.toLowerCase();
         break;
       case 'type':
       case 'scheme':
       case 'network':
       case 'extensions':
-        if (!TEXT.test(value)) return { ok: false, error: `${key} must be 1 to 128 printable characters` };
+        if (!TEXT.test(value)) return err('invalid_query', `${key} must be 1 to 128 printable characters`);
         q[key] = value;
         break;
       default:
@@ -109,7 +110,7 @@ export function discoveryResourcesHandler(source: () => readonly ListedResource[
   const pages = new WeakMap<readonly ListedResource[], LRUCache<string, BuiltDocument>>();
   return async (req) => {
     const q = parseDiscoveryQuery(req.query);
-    if (!q.ok) return json(400, { error: q.error }, { 'cache-control': 'no-store' });
+    if (!q.ok) return json(400, { error: q.error.message }, { 'cache-control': 'no-store' });
     const all = await source();
     let kept = pages.get(all);
     if (kept === undefined) {

@@ -84,7 +84,7 @@ export function settlementService(
         return behind(shed.reason, shed.retryAfterSeconds);
       }
       try {
-        const settled = await engine.settle(d.value, admit, client);
+        const settled = await (admit ? engine.settleAdmitting(d.value, admit, client) : engine.settle(d.value, client));
         // Turned away at the queue's door (this client's share; counted by the engine): a 503 as above.
         if (!settled.success && settled.errorReason === SETTLEMENT_SHED) {
           return behind(String(settled.extra?.reason ?? 'queue_full'), Number(settled.extra?.retryAfterSeconds ?? 1));

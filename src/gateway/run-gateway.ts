@@ -170,7 +170,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   sweeping.unref();
   const paid = paidRouteHandler({
     networks: parts.networks,
-    settle: parts.settlement?.settle ?? ((request, client) => parts.engine.settle(request, undefined, client)),
+    settle: parts.settlement?.settle ?? ((request, client) => parts.engine.settle(request, client)),
     shedding: (request, client) => parts.engine.shedding(request, client),
     verify: parts.settlement?.verify ?? ((request) => parts.engine.verify(request)),
     merchant: (slug) => parts.merchants.get(slug),

@@ -5,29 +5,11 @@
  * the `status` to send. The module has no imports, so code which runs in browsers (the web front end's canonical
  * JSON, for instance) can use it.
  *
- * A refusal that is itself a protocol answer (the facilitator's 400 bodies) travels as `Err<ThatAnswer>`.
+ * A refusal that is itself a protocol answer (the facilitator's 400 bodies) travels as `Err<ThatAnswer>`; one with
+ * more to say than a code and a message extends `Failure` (a refused payment's payer, a send's trail so far).
  *
- * Migration of the older shapes:
- *
- * | older shape | where | now |
- * |---|---|---|
- * | `{ ok: false, error: CodecError }` | protocol codecs | unchanged: it already is `Err<Failure<CodecErrorCode>>` |
- * | `{ ok: false, error: string }` (`Checked<T>`) | gateway/merchants/validate.ts | `Err<HttpFailure<'invalid_registration' \| 'invalid_address'>>`, status 400 |
- * | `{ ok: false, status, error }` | merchants/registry.ts (`RegistryResult`) | `Err<HttpFailure>`, the code follows the status; success is `Ok<{ action, merchant }>` |
- * | `{ ok: false, status, error }` (`Checked<T>`) | stock/terms.ts, stock/stock-data.ts | `Err<HttpFailure<TermsRefusalCode>>` (`bad()`) |
- * | `{ ok: false, status, error }` (`PreparedCall`) | ports/upstream.ts, paywall, stock-data, the composition root | `Err<HttpFailure<UpstreamRefusalCode>>`; success is `Ok<UpstreamCall>` |
- * | `{ ok: false, error: string }` (`PathRefusal`) | gateway/paywall/upstream-path.ts | `Err<HttpFailure<'invalid_path'>>` |
- * | `{ ok: false, code, message }` (`ChallengeVerdict`) | protocol/mpp/challenge.ts | `Err<Failure<'invalid-challenge' \| 'payment-expired'>>` |
- * | `{ ok: false, status, condition, error }` (`SponsorOutcome`) | stock/gas-sponsor.ts | `Err<HttpFailure<SponsorRefusalCode>>`: the condition is the code |
- * | `{ ok: false, answer }` | facilitator/settlement-service.ts | `Err<ServiceAnswer>` |
- * | `{ ok: false, why }` (`QuoteVerdict`) | stock/terms.ts | `Err<Failure<'missing' \| 'altered' \| 'expired'>>`, the message says why |
- * | `{ ok: false, reason, message }` (`CheckResult`) | verify/checks.ts, the scheme checks (schemes/eip3009/checks.ts, schemes/permit2/checks.ts), verify/payment-policy.ts | `Err<Failure<InvalidReason>>`: the code is the protocol's reason code (`pass`/`fail()`) |
- * | `{ ok: false, reason, message, payer? }` (`Checked`, `Admission`) | schemes/scheme.ts `check`, facilitator/admission.ts | `Err<PaymentRefusal>` (verify/checks.ts): a `Failure<InvalidReason>` with the payer once known (`refusedPayer()`); admitted is `Ok<{ payer }>` |
- * | `{ ok: false, code, error, detail }` (`UpstreamCheck`) | gateway/upstream-guard/guard.ts | `Err<UpstreamRefusal>`: `error` is the message (shown to the merchant); `detail` (the resolved address) stays a field the registry only logs |
- * | `{ ok: false, error, since }` (`StoreHealth`) | store/store.ts | `Err<StoreFailure>`: code `store_unwritable`, the failed write's error as the message, `since` beside it |
- * | not yet | engine/* (`Precheck`, `StepResult`, `SendResult`, the batcher's outcomes), stock/order-desk.ts and order-machine.ts (`OrderStep`) | `{ ok: false, reason, message }`: the lifecycles are being reworked; these become `Err<Failure<InvalidReason>>` with them (the engine reads the converted checks above as `error.code`/`error.message`) |
- * | not yet | stock/market.ts (`PoolCheck`, `{ ok: false, reason }`) | its one reader is stock/order-desk.ts, being reworked with the lifecycles; becomes `Err<Failure<'pool_mismatch'>>`, the reason as the message |
- * | not yet | web/client | browser code with its own shapes |
+ * The browser client (src/web/client) keeps its own small shapes (`format.ts`'s `parseAmount`): it is bundled for
+ * the browser apart from the server's modules.
  */
 
 /** A success carrying its value. */

@@ -66,6 +66,10 @@ export interface SchemeReasons {
   transactionFailed: InvalidReason;
   /** The call reverts and nothing the chain shows explains why. */
   simulationFailed: InvalidReason;
+  /** The settlement mined without exactly the Transfer it must log (or a batch names a call that is not the payment's). */
+  transferEventMismatch: InvalidReason;
+  /** The payer's balance does not cover the amount. */
+  insufficientBalance: InvalidReason;
 }
 
 /** Exactly the ERC-20 Transfer a successful settlement logs. */

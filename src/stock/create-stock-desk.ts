@@ -4,7 +4,7 @@ import { CAIP2, PERMIT2_ADDRESS } from '../chain/canonical.ts';
 import { publicClientFor } from '../chain/clients.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
-import { RelayerPool } from '../engine/relayer-pool.ts';
+import { RelayerPool } from '../tx/relayer-pool.ts';
 import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';

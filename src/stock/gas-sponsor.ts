@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { ConfigError, envString } from '../config/env.ts';
 import { formatDecimalAmount, parseDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
 import { encodeFunctionData, erc20Abi, maxUint256, type Address, type Hex } from 'viem';
-import { awaitMined, sendDurably, type Courier } from '../engine/tx-courier.ts';
-import type { SignedTx } from '../engine/relayer-pool.ts';
+import { awaitMined, sendDurably, type Courier, type SendOutcome } from '../tx/courier.ts';
+import type { SignedTx } from '../tx/trail.ts';
 import type { Logger } from '../log/logger.ts';
 import { ok, refusal, type Err, type HttpFailure, type Ok } from '../protocol/result.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -184,22 +184,24 @@ export class GasSponsor {
       record = next;
       await this.#o.records.put(key, next);
     };
-    let sent: Awaited<ReturnType<typeof sendDurably>>;
+    let sent: SendOutcome | undefined;
+    let why = '';
     try {
       sent = await sendDurably(this.#o.courier, { to: address, data: '0x', gas: 21_000n, value: amountWei }, [], (txs) => save({ ...record, txs }));
+      if (!sent.ok) why = sent.error.message;
     } catch (err) {
-      sent = { ok: false as const, txs: record.txs, message: String(err) };
+      why = String(err);
     }
-    if (!sent.ok) {
+    if (!sent?.ok) {
       // Nothing reached the chain: the address may ask again.
       await save({ ...record, state: 'failed' });
       this.#unreserve(id);
       await this.#o.claims.release(key, id);
-      this.#o.log.warn('gas sponsorship not sent', { address, why: sent.message });
+      this.#o.log.warn('gas sponsorship not sent', { address, why });
       return refusal('sponsor_unavailable', 'the sponsorship could not be sent right now; nothing was sent, try again later', 503);
     }
-    await save({ ...record, txs: sent.txs, state: 'sent' });
-    const mined = await awaitMined(this.#o.courier, sent.txs, async (txs) => save({ ...record, txs }), this.#o.signal);
+    await save({ ...record, txs: sent.value, state: 'sent' });
+    const mined = await awaitMined(this.#o.courier, sent.value, async (txs) => save({ ...record, txs }), this.#o.signal);
     await save({ ...record, txs: mined.txs, transaction: mined.receipt.transactionHash, state: mined.receipt.status === 'success' ? 'confirmed' : 'failed' });
     this.#o.log.info('gas sponsored', { address, amountWei: record.amountWei, tx: record.transaction });
     return ok(record);

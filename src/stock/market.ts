@@ -1,12 +1,14 @@
 import { encodeFunctionData, erc20Abi, getAddress, parseEventLogs, type Address, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import { PERMIT2_ADDRESS } from '../chain/canonical.ts';
+import { err, ok, type Err, type Failure, type Ok } from '../protocol/result.ts';
 import { nonceBitmapAbi } from '../schemes/permit2/abi.ts';
 import type { StockInfo, UniswapInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
 import { sortTokens, stockPriceFromSqrtPriceX96, uniswapPoolAddress } from '../chain/uniswap-math.ts';
 import { quoterV2Abi, swapRouterAbi, uniswapV3FactoryAbi, uniswapV3PoolAbi } from './contract-abis.ts';
 
-export type PoolCheck = { ok: true } | { ok: false; reason: string };
+/** The pinned pool is the pair's, or why not (the message). */
+export type PoolCheck = Ok<undefined> | Err<Failure<'pool_mismatch'>>;
 
 /** A Permit2 witness payment of stablecoin B, as signed: who pays whom how much, under which nonce. */
 export interface Permit2Payment {
@@ -80,19 +82,19 @@ export class StockMarket {
    */
   async verifyPool(stock: StockInfo): Promise<PoolCheck> {
     const derived = uniswapPoolAddress(this.uniswap.factory, this.stable, stock.address, stock.fee, this.uniswap.poolInitCodeHash);
-    if (derived.toLowerCase() !== stock.pool.toLowerCase()) return { ok: false, reason: `the pinned ${stock.symbol} pool ${stock.pool} is not the factory-derived ${derived}` };
+    if (derived.toLowerCase() !== stock.pool.toLowerCase()) return err('pool_mismatch', `the pinned ${stock.symbol} pool ${stock.pool} is not the factory-derived ${derived}`);
     const [registered, token0, token1, fee] = await Promise.all([
       this.#client.readContract({ address: this.uniswap.factory, abi: uniswapV3FactoryAbi, functionName: 'getPool', args: [this.stable, stock.address, stock.fee] }),
       this.#client.readContract({ address: stock.pool, abi: uniswapV3PoolAbi, functionName: 'token0' }),
       this.#client.readContract({ address: stock.pool, abi: uniswapV3PoolAbi, functionName: 'token1' }),
       this.#client.readContract({ address: stock.pool, abi: uniswapV3PoolAbi, functionName: 'fee' }),
     ]);
-    if (getAddress(registered) !== getAddress(stock.pool)) return { ok: false, reason: `the factory names ${registered} as the ${stock.symbol} pool, not ${stock.pool}` };
+    if (getAddress(registered) !== getAddress(stock.pool)) return err('pool_mismatch', `the factory names ${registered} as the ${stock.symbol} pool, not ${stock.pool}`);
     const [want0, want1] = sortTokens(this.stable, stock.address);
     if (getAddress(token0) !== getAddress(want0) || getAddress(token1) !== getAddress(want1) || Number(fee) !== stock.fee) {
-      return { ok: false, reason: `the ${stock.symbol} pool reports ${token0}/${token1} at fee ${fee}, not the pinned pair` };
+      return err('pool_mismatch', `the ${stock.symbol} pool reports ${token0}/${token1} at fee ${fee}, not the pinned pair`);
     }
-    return { ok: true };
+    return ok(undefined);
   }
 
   /** The router call that swaps exactly `amountIn` for at least `minOut` shares, delivered to `recipient`. */

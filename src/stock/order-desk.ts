@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { encodeFunctionData, erc20Abi, maxUint256, type Address } from 'viem';
 import { fromPromise, type SnapshotFrom } from 'xstate';
 import { DurableHost, topState } from '../actors/durable-host.ts';
-import type { RelayerPool } from '../engine/relayer-pool.ts';
-import { awaitMined, resend, sendDurably, sleep, type Courier } from '../engine/tx-courier.ts';
+import type { RelayerPool } from '../tx/relayer-pool.ts';
+import { awaitMined, resend, sendDurably, sleep, type Courier } from '../tx/courier.ts';
 import { nonceKeyOf } from '../schemes/payment-identity.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
 import type { Logger } from '../log/logger.ts';
@@ -14,7 +14,8 @@ import type { NonceClaims } from '../store/nonce-claims.ts';
 import type { Store } from '../store/open-store.ts';
 import { StockMarket, type PaymentEvidence } from './market.ts';
 import { orderMachine } from './order-machine.ts';
-import { FINAL_ORDER_STATES, type OrderState, type OrderStep, type StockOrder } from './order-record.ts';
+import { FINAL_ORDER_STATES, orderFailed, type OrderState, type OrderStep, type StockOrder } from './order-record.ts';
+import { ok } from '../protocol/result.ts';
 import type { BuyInput } from './terms.ts';
 
 export interface StockDeskOptions {
@@ -238,7 +239,7 @@ export class StockDesk {
       } catch (err) {
         this.#o.log.warn('settlement threw; the chain is asked whether the payment moved', { order: order.id, error: err });
       }
-      if (r?.success) return { ok: true, order: { ...order, payer: (r.payer as Address | undefined) ?? order.payer, settlement: r } };
+      if (r?.success) return ok({ ...order, payer: (r.payer as Address | undefined) ?? order.payer, settlement: r });
       if (r?.status === 'pending') {
         await sleep(this.#o.pollMs, signal);
         continue;
@@ -258,7 +259,7 @@ export class StockDesk {
           transaction: evidence.transaction,
         });
         const settlement: SettleResponse = { success: true, transaction: evidence.transaction, network: order.network as SettleResponse['network'], payer: order.payer };
-        return { ok: true, order: { ...order, settlement } };
+        return ok({ ...order, settlement });
       }
       // A settlement that threw is asked again a few times while the payment has not moved: it may yet settle.
       if (r === undefined && ++thrown < 5) {
@@ -267,7 +268,7 @@ export class StockDesk {
       }
       const reason = r?.errorReason ?? 'settlement_error';
       const message = `${r?.errorMessage ?? 'the settlement failed'}${evidence.nonceUsed ? ' (the permit nonce is used, but no transfer of this payment to the desk is on chain)' : ''}`;
-      return { ok: false, reason, message, order: r ? { ...order, settlement: r } : order };
+      return orderFailed(reason, message, r ? { ...order, settlement: r } : order);
     }
   }
 
@@ -285,7 +286,7 @@ export class StockDesk {
   async #checkPoolStep(order: StockOrder): Promise<OrderStep> {
     const stock = this.#stock(order);
     const check = await this.market.verifyPool(stock);
-    return check.ok ? { ok: true, order } : { ok: false, reason: 'pool_mismatch', message: check.reason };
+    return check.ok ? ok(order) : orderFailed(check.error.code, check.error.message);
   }
 
   /** Re-quotes on chain right before the swap: below the floor, the order is refunded without swapping. */
@@ -293,9 +294,9 @@ export class StockDesk {
     const shares = await this.market.quote(this.#stock(order), BigInt(order.amount));
     const next = { ...order, requotedShares: shares.toString() };
     if (shares < BigInt(order.minShares)) {
-      return { ok: false, reason: 'below_slippage_floor', message: `the pool now gives ${shares} shares, below the floor of ${order.minShares}`, order: next };
+      return orderFailed('below_slippage_floor', `the pool now gives ${shares} shares, below the floor of ${order.minShares}`, next);
     }
-    return { ok: true, order: next };
+    return ok(next);
   }
 
   /** Signs the swap (floor as amountOutMinimum, the recipient as receiver), stores it, then sends it. */
@@ -306,13 +307,13 @@ export class StockDesk {
     try {
       gas = await this.market.client.estimateGas({ account: this.address, ...call });
     } catch (err) {
-      return { ok: false, reason: 'swap_would_revert', message: `the swap would revert: ${String((err as Error).message).split('\n')[0]}` };
+      return orderFailed('swap_would_revert', `the swap would revert: ${String((err as Error).message).split('\n')[0]}`);
     }
     const current = order;
     const sent = await sendDurably(this.#courier, { ...call, gas: (gas * 13n) / 10n }, order.swapTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'swapTxs', txs }));
-    if (sent.ok) return { ok: true, order: { ...current, swapTxs: sent.txs } };
+    if (sent.ok) return ok({ ...current, swapTxs: sent.value });
     // Refused by the node: unless it is there after all (a timed-out send that arrived), nothing will mine.
-    const last = sent.txs.at(-1);
+    const last = sent.error.txs.at(-1);
     if (
       last &&
       (await this.market.client.getTransaction({ hash: last.hash }).then(
@@ -320,33 +321,32 @@ export class StockDesk {
         () => false,
       ))
     )
-      return { ok: true, order: { ...current, swapTxs: sent.txs } };
-    return { ok: false, reason: 'swap_not_sent', message: sent.message, order: { ...current, swapTxs: [] } };
+      return ok({ ...current, swapTxs: sent.error.txs });
+    return orderFailed('swap_not_sent', sent.error.message, { ...current, swapTxs: [] });
   }
 
   async #confirmSwapStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
     const mined = await awaitMined(this.#courier, order.swapTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'swapTxs', txs }), signal);
     const next = { ...order, swapTxs: mined.txs, swapTx: mined.receipt.transactionHash };
-    if (mined.receipt.status !== 'success')
-      return { ok: false, reason: 'swap_reverted', message: `swap ${mined.receipt.transactionHash} reverted (the price moved below the floor, or the deadline passed)`, order: next };
-    return { ok: true, order: { ...next, delivered: StockMarket.delivered(mined.receipt, order.stock, order.recipient).toString() } };
+    if (mined.receipt.status !== 'success') return orderFailed('swap_reverted', `swap ${mined.receipt.transactionHash} reverted (the price moved below the floor, or the deadline passed)`, next);
+    return ok({ ...next, delivered: StockMarket.delivered(mined.receipt, order.stock, order.recipient).toString() });
   }
 
   /** Stablecoin B back to the payer. */
   async #refundStep(order: StockOrder): Promise<OrderStep> {
     // Failed attempts leave no trail behind (refused or reverted); one left here was signed: confirm it, sign nothing.
-    if (order.refundTxs.length) return { ok: true, order };
+    if (order.refundTxs.length) return ok(order);
     const base = { ...order, refundAttempts: order.refundAttempts + 1 };
     const call = this.market.refundCall(order.payer, BigInt(order.amount));
     const current = base;
     try {
       const sent = await sendDurably(this.#courier, { ...call, gas: 120_000n }, [], (txs) => this.#host.record(order.id, { type: 'trail', of: 'refundTxs', txs }));
-      if (sent.ok) return { ok: true, order: { ...current, refundTxs: sent.txs } };
-      this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, why: sent.message });
-      return { ok: false, reason: order.failure?.reason ?? 'refund_not_sent', message: sent.message, order: { ...current, refundTxs: [] } };
+      if (sent.ok) return ok({ ...current, refundTxs: sent.value });
+      this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, why: sent.error.message });
+      return orderFailed(order.failure?.reason ?? 'refund_not_sent', sent.error.message, { ...current, refundTxs: [] });
     } catch (err) {
       this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, error: err });
-      return { ok: false, reason: order.failure?.reason ?? 'refund_not_sent', message: String(err), order: { ...current, refundTxs: [] } };
+      return orderFailed(order.failure?.reason ?? 'refund_not_sent', String(err), { ...current, refundTxs: [] });
     }
   }
 
@@ -355,9 +355,9 @@ export class StockDesk {
     const mined = await awaitMined(this.#courier, order.refundTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'refundTxs', txs }), signal);
     if (mined.receipt.status !== 'success') {
       this.#o.log.error('a refund reverted; it is tried again', { order: order.id, tx: mined.receipt.transactionHash });
-      return { ok: false, reason: 'refund_reverted', message: `refund ${mined.receipt.transactionHash} reverted`, order: { ...current, refundTxs: [] } };
+      return orderFailed('refund_reverted', `refund ${mined.receipt.transactionHash} reverted`, { ...current, refundTxs: [] });
     }
-    return { ok: true, order: { ...current, refundTxs: mined.txs, refundTx: mined.receipt.transactionHash } };
+    return ok({ ...current, refundTxs: mined.txs, refundTx: mined.receipt.transactionHash });
   }
 
   #stock(order: StockOrder) {
@@ -372,8 +372,8 @@ export class StockDesk {
     if ((await this.market.allowance(this.market.stable, this.address, router)) >= maxUint256 / 2n) return;
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [router, maxUint256] });
     const sent = await sendDurably(this.#courier, { to: this.market.stable, data, gas: 100_000n }, [], async () => {});
-    if (!sent.ok) throw new Error(`the stock desk could not approve the router: ${sent.message}`);
-    const mined = await awaitMined(this.#courier, sent.txs, async () => {}, this.#abort.signal);
+    if (!sent.ok) throw new Error(`the stock desk could not approve the router: ${sent.error.message}`);
+    const mined = await awaitMined(this.#courier, sent.value, async () => {}, this.#abort.signal);
     if (mined.receipt.status !== 'success') throw new Error('the stock desk router approval reverted');
     this.#o.log.info('stock desk approved the router', { desk: this.address, router, tx: mined.receipt.transactionHash });
   }

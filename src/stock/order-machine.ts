@@ -1,6 +1,5 @@
 import { assign, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
-import type { SignedTx } from '../engine/relayer-pool.ts';
-import { extendsTrail } from '../engine/batch-machine.ts';
+import { extendsTrail, type SignedTx } from '../tx/trail.ts';
 import type { OrderStep, StockOrder } from './order-record.ts';
 
 export interface OrderInput {
@@ -22,7 +21,6 @@ const notProvided = (step: string) =>
     throw new Error(`order step '${step}' has no implementation`);
   });
 
-type Ok = Extract<OrderStep, { ok: true }>;
 const outputOf = (event: unknown) => (event as DoneActorEvent<OrderStep>).output;
 
 /**
@@ -64,7 +62,7 @@ export const orderMachine = setup({
     take: assign({
       order: ({ context, event }) => {
         const out = outputOf(event);
-        return out.ok ? (out as Ok).order : withFailure(out.order ?? context.order, out.reason, out.message);
+        return out.ok ? out.value : withFailure(out.error.order ?? context.order, out.error.code, out.error.message);
       },
     }),
     /** A step threw: the order fails for `reason`. */

@@ -1,7 +1,8 @@
 import type { Address, Hex } from 'viem';
-import type { SignedTx } from '../engine/relayer-pool.ts';
+import type { SignedTx } from '../tx/trail.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { OrderState } from './order-states.ts';
+import type { Err, Failure, Ok } from '../protocol/result.ts';
 
 export { FINAL_ORDER_STATES, type OrderState } from './order-states.ts';
 
@@ -44,5 +45,15 @@ export interface StockOrder {
   updatedAt: number;
 }
 
+/** Why an order step failed: its reason code and message, and the order as the step left it (absent: as it came in). */
+export interface OrderFailure extends Failure {
+  order?: StockOrder;
+}
+
 /** What a step returns: the order as it left it, or why it failed. */
-export type OrderStep = { ok: true; order: StockOrder } | { ok: false; reason: string; message: string; order?: StockOrder };
+export type OrderStep = Ok<StockOrder> | Err<OrderFailure>;
+
+/** A step's failure for `code`, with the order as the step left it. */
+export function orderFailed(code: string, message: string, order?: StockOrder): Err<OrderFailure> {
+  return { ok: false, error: { code, message, ...(order ? { order } : {}) } };
+}

@@ -2,6 +2,7 @@ import { schemeNamed } from '../schemes/registry.ts';
 import type { SchemeName } from '../schemes/scheme.ts';
 import { fail, pass, type CheckResult } from './checks.ts';
 import { describeFloor, type Floor, type PriceFloorSource } from './price-floor.ts';
+import { unchargedText } from '../protocol/result.ts';
 import { GatewayReason } from './reasons.ts';
 
 /**
@@ -47,7 +48,7 @@ export function checkPaymentPolicy(policy: PaymentPolicy, terms: PaymentTerms): 
 /** An amount below the network's live price floor is refused: its settlement's gas would cost us more than it moves. */
 export function checkPriceFloor(terms: Pick<PaymentTerms, 'amount'>, floor: Floor | undefined): CheckResult {
   if (floor === undefined || terms.amount >= floor.atoms) return pass;
-  return fail(GatewayReason.belowPriceFloor, `amount ${terms.amount} is below ${describeFloor(floor)}; nothing was charged`);
+  return fail(GatewayReason.belowPriceFloor, unchargedText(`amount ${terms.amount} is below ${describeFloor(floor)}`));
 }
 
 /**

@@ -39,6 +39,11 @@ export const Permit2Reason = {
   nonceUsed: 'permit2_invalid_nonce',
   simulationFailed: 'permit2_simulation_failed',
   transactionFailed: 'invalid_exact_evm_transaction_failed',
+  /**
+   * gate402's: the settlement mined without the Transfer it must log (the reference's Permit2 settle reads no log, and
+   * its EIP-3009 code names the other scheme).
+   */
+  transferEventMismatch: 'permit2_transfer_event_mismatch',
 } as const;
 
 /**
@@ -80,5 +85,29 @@ export const GatewayReason = {
   contractPayerWaits: 'contract_payer_one_at_a_time',
 } as const;
 
+/**
+ * gate402's codes for a payment that checked out and then failed on the settling side: its simulation or its
+ * transaction could not be made (an RPC error, a node that refused the signed transaction).
+ */
+export const SettleFailureReason = {
+  /** The simulation (alone, or of the batch the payment waited for) threw rather than answered. */
+  simulationError: 'simulation_error',
+  /** The node refused the signed transaction. */
+  broadcastRejected: 'broadcast_rejected',
+  /** Signing, the durable write before the send, or the send itself failed; or a batch ended before it was sent. */
+  broadcastError: 'broadcast_error',
+} as const;
+
 type Values<T> = T[keyof T];
 export type InvalidReason = Values<typeof Eip3009Reason> | Values<typeof Permit2Reason> | Values<typeof RequestReason> | Values<typeof GatewayReason>;
+
+/** Every reason a settlement step can fail with: a verification's, or the settling side's own. */
+export type SettleReason = InvalidReason | Values<typeof SettleFailureReason>;
+
+/**
+ * Every reason the engine can answer a verification or a settlement with (`invalidReason`, `errorReason` of a failed
+ * settlement, the `reason` label of its verification metric): what metrics pre-declare. Each once.
+ */
+export const SETTLEMENT_REASONS: readonly SettleReason[] = [
+  ...new Set<SettleReason>([...Object.values(Eip3009Reason), ...Object.values(Permit2Reason), ...Object.values(RequestReason), ...Object.values(GatewayReason), ...Object.values(SettleFailureReason)]),
+];

@@ -3,9 +3,10 @@ import t from 'tap';
 import { fromPromise, toPromise } from 'xstate';
 import type { Address, Hex, TransactionReceipt } from 'viem';
 import { DurableHost } from '../../src/actors/durable-host.ts';
+import { err, ok } from '../../src/protocol/result.ts';
 import { batchMachine, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from '../../src/engine/batch-machine.ts';
 import type { BatchRecord, PaymentRecord } from '../../src/engine/payment-record.ts';
-import type { SignedTx } from '../../src/engine/relayer-pool.ts';
+import type { SignedTx } from '../../src/tx/trail.ts';
 import type { SettlementCall } from '../../src/schemes/scheme.ts';
 import type { VerifyRequest } from '../../src/protocol/x402/types.ts';
 import { createLogger } from '../../src/log/logger.ts';
@@ -43,7 +44,7 @@ function hosted(fakes: Fakes = {}, opts: { failWrites?: boolean } = {}) {
         log.push('sign');
         await host.record(input.batch.id, { type: 'trail', txs: [tx(1)] }); // throws when the write fails: nothing is sent
         log.push('broadcast');
-        return fakes.node === 'refused' ? { ok: false, reason: 'broadcast_rejected', message: 'underpriced' } : { ok: true };
+        return fakes.node === 'refused' ? err('broadcast_rejected', 'underpriced') : ok(undefined);
       }),
       confirm: fromPromise<MinedBatch, { batch: BatchRecord }>(async ({ input }) => {
         log.push('confirm');
@@ -176,8 +177,8 @@ t.test('too few left after the simulation: dissolved, the rest settle alone', as
   const h = hosted({
     simulate: () => ({
       refused: [
-        { id: 'p1', reason: 'r', message: 'm' },
-        { id: 'p3', reason: 'r', message: 'm' },
+        { id: 'p1', reason: 'invalid_exact_evm_insufficient_balance', message: 'm' },
+        { id: 'p3', reason: 'invalid_exact_evm_insufficient_balance', message: 'm' },
       ],
     }),
   });

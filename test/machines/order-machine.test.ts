@@ -5,8 +5,9 @@ import { DurableHost } from '../../src/actors/durable-host.ts';
 import { createLogger } from '../../src/log/logger.ts';
 import type { Address, Hex } from 'viem';
 import { orderMachine } from '../../src/stock/order-machine.ts';
-import type { OrderStep, StockOrder } from '../../src/stock/order-record.ts';
-import type { SignedTx } from '../../src/engine/relayer-pool.ts';
+import { orderFailed, type OrderStep, type StockOrder } from '../../src/stock/order-record.ts';
+import { ok } from '../../src/protocol/result.ts';
+import type { SignedTx } from '../../src/tx/trail.ts';
 import type { VerifyRequest } from '../../src/protocol/x402/types.ts';
 import { trace } from '../helpers/actor-trace.ts';
 
@@ -47,13 +48,13 @@ type Steps = Record<'settle' | 'checkPool' | 'quote' | 'swap' | 'confirmSwap' | 
 /** Steps that deliver an order; each call is counted. */
 function happySteps(): Steps {
   return {
-    settle: (o) => ({ ok: true, order: { ...o, settlement: { success: true, transaction: payTx, network, payer } } }),
-    checkPool: (o) => ({ ok: true, order: o }),
-    quote: (o) => ({ ok: true, order: { ...o, requotedShares: '99' } }),
-    swap: (o) => ({ ok: true, order: { ...o, swapTxs: [...o.swapTxs, signed(swapTx)] } }),
-    confirmSwap: (o) => ({ ok: true, order: { ...o, swapTx, delivered: '99' } }),
-    refund: (o) => ({ ok: true, order: { ...o, refundAttempts: o.refundAttempts + 1, refundTxs: [signed(refundTx)] } }),
-    confirmRefund: (o) => ({ ok: true, order: { ...o, refundTx } }),
+    settle: (o) => ok({ ...o, settlement: { success: true, transaction: payTx, network, payer } }),
+    checkPool: (o) => ok(o),
+    quote: (o) => ok({ ...o, requotedShares: '99' }),
+    swap: (o) => ok({ ...o, swapTxs: [...o.swapTxs, signed(swapTx)] }),
+    confirmSwap: (o) => ok({ ...o, swapTx, delivered: '99' }),
+    refund: (o) => ok({ ...o, refundAttempts: o.refundAttempts + 1, refundTxs: [signed(refundTx)] }),
+    confirmRefund: (o) => ok({ ...o, refundTx }),
   };
 }
 
@@ -93,7 +94,7 @@ t.test('an order is paid, swapped once and delivered', async (t) => {
 });
 
 t.test('a payment that did not settle is rejected: nothing charged, nothing refunded', async (t) => {
-  const { states, calls, order } = await run({ settle: (o) => ({ ok: false, reason: 'permit2_invalid_signature', message: 'bad', order: o }) });
+  const { states, calls, order } = await run({ settle: (o) => orderFailed('permit2_invalid_signature', 'bad', o) });
   t.same(states, ['settling', 'rejected']);
   t.same(calls, ['settle']);
   t.equal(order.failure?.reason, 'permit2_invalid_signature');
@@ -107,7 +108,7 @@ t.test('a settle step that throws told nothing: it waits and settles again, neve
 });
 
 t.test('a quote below the floor refunds the payment, with its reason', async (t) => {
-  const { states, calls, order } = await run({ quote: (o) => ({ ok: false, reason: 'below_slippage_floor', message: 'the pool now gives 90 shares', order: { ...o, requotedShares: '90' } }) });
+  const { states, calls, order } = await run({ quote: (o) => orderFailed('below_slippage_floor', 'the pool now gives 90 shares', { ...o, requotedShares: '90' }) });
   t.same(states, ['settling', 'checkingPool', 'quoting', 'refunding', 'confirmingRefund', 'refunded']);
   t.equal(count(calls, 'swap'), 0, 'never swapped');
   t.equal(count(calls, 'refund'), 1, 'refunded once');
@@ -127,7 +128,7 @@ t.test('pool check and quote steps that throw refund with their own reasons', as
 });
 
 t.test('a reverted swap is refunded', async (t) => {
-  const { states, order } = await run({ confirmSwap: (o) => ({ ok: false, reason: 'swap_reverted', message: 'reverted', order: { ...o, swapTx } }) });
+  const { states, order } = await run({ confirmSwap: (o) => orderFailed('swap_reverted', 'reverted', { ...o, swapTx }) });
   t.same(states, ['settling', 'checkingPool', 'quoting', 'swapping', 'confirmingSwap', 'refunding', 'confirmingRefund', 'refunded']);
   t.equal(order.failure?.reason, 'swap_reverted');
   t.equal(order.swapTx, swapTx, 'the reverted swap stays on the record');
@@ -136,8 +137,8 @@ t.test('a reverted swap is refunded', async (t) => {
 t.test('a refund that cannot be sent waits and is tried again, never dropped; the first reason stands', async (t) => {
   let tries = 0;
   const { states, calls, order } = await run({
-    quote: (o) => ({ ok: false, reason: 'below_slippage_floor', message: 'low', order: o }),
-    refund: (o) => (++tries < 3 ? { ok: false, reason: 'refund_not_sent', message: 'no gas', order: { ...o, refundAttempts: o.refundAttempts + 1 } } : happySteps().refund(o)),
+    quote: (o) => orderFailed('below_slippage_floor', 'low', o),
+    refund: (o) => (++tries < 3 ? orderFailed('refund_not_sent', 'no gas', { ...o, refundAttempts: o.refundAttempts + 1 }) : happySteps().refund(o)),
   });
   t.same(states, ['settling', 'checkingPool', 'quoting', 'refunding', 'refundWaiting', 'refunding', 'refundWaiting', 'refunding', 'confirmingRefund', 'refunded']);
   t.equal(count(calls, 'refund'), 3);
@@ -148,8 +149,8 @@ t.test('a refund that cannot be sent waits and is tried again, never dropped; th
 t.test('a reverted refund is sent again', async (t) => {
   let tries = 0;
   const { states, calls } = await run({
-    quote: (o) => ({ ok: false, reason: 'below_slippage_floor', message: 'low', order: o }),
-    confirmRefund: (o) => (++tries < 2 ? { ok: false, reason: 'refund_reverted', message: 'reverted', order: { ...o, refundTxs: [] } } : happySteps().confirmRefund(o)),
+    quote: (o) => orderFailed('below_slippage_floor', 'low', o),
+    confirmRefund: (o) => (++tries < 2 ? orderFailed('refund_reverted', 'reverted', { ...o, refundTxs: [] }) : happySteps().confirmRefund(o)),
   });
   t.same(states, ['settling', 'checkingPool', 'quoting', 'refunding', 'confirmingRefund', 'refundWaiting', 'refunding', 'confirmingRefund', 'refunded']);
   t.equal(count(calls, 'refund'), 2);
@@ -189,7 +190,7 @@ t.test('hosted durably: a signed swap is written before it is sent, one write pe
       swap: fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => {
         await host.record(input.order.id, { type: 'trail', of: 'swapTxs', txs: [signed(swapTx)] });
         log.push('send swap');
-        return { ok: true, order: { ...input.order, swapTxs: [signed(swapTx)] } };
+        return ok({ ...input.order, swapTxs: [signed(swapTx)] });
       }),
       confirmSwap: fromPromise<OrderStep, { order: StockOrder }>(async ({ input }) => {
         const stale = await host.record(input.order.id, { type: 'trail', of: 'refundTxs', txs: [] }).then(

@@ -3,10 +3,11 @@ import t from 'tap';
 import { fromPromise, toPromise } from 'xstate';
 import type { Hex } from 'viem';
 import { DurableHost } from '../../src/actors/durable-host.ts';
+import { err, ok } from '../../src/protocol/result.ts';
 import { paymentMachine, taken, type ClaimResult, type StepInput, type StepResult } from '../../src/engine/payment-machine.ts';
 import { createLogger } from '../../src/log/logger.ts';
 import type { PaymentRecord } from '../../src/engine/payment-record.ts';
-import type { SignedTx } from '../../src/engine/relayer-pool.ts';
+import type { SignedTx } from '../../src/tx/trail.ts';
 import type { SettleResponse, VerifyRequest } from '../../src/protocol/x402/types.ts';
 import { trace } from '../helpers/actor-trace.ts';
 
@@ -27,13 +28,13 @@ type Steps = { verify: Step; claim: (record: PaymentRecord) => Promise<ClaimResu
 /** Steps that settle a payment on its own transaction; each call is counted. */
 function happySteps(): Steps {
   return {
-    verify: (r) => ({ ok: true, record: { ...r, payer } }),
-    claim: (r) => ({ ok: true, record: { ...r, state: 'claiming' } }),
-    simulate: (r) => ({ ok: true, record: { ...r, gas: '50000' } }),
-    broadcast: (r) => ({ ok: true, record: { ...r, txs: [...r.txs, signed(ourTx)] } }),
-    confirm: (r) => ({ ok: true, record: settledBy(r, ourTx) }),
-    reconcile: (r) => ({ ok: false, reason: r.failure?.reason ?? 'x', message: '' }),
-    release: (r) => ({ ok: false, reason: r.failure?.reason ?? 'x', message: '' }),
+    verify: (r) => ok({ record: { ...r, payer } }),
+    claim: (r) => ok({ record: { ...r, state: 'claiming' } }),
+    simulate: (r) => ok({ record: { ...r, gas: '50000' } }),
+    broadcast: (r) => ok({ record: { ...r, txs: [...r.txs, signed(ourTx)] } }),
+    confirm: (r) => ok({ record: settledBy(r, ourTx) }),
+    reconcile: (r) => err(r.failure?.reason ?? 'unexpected_settle_error', ''),
+    release: (r) => err(r.failure?.reason ?? 'unexpected_settle_error', ''),
   };
 }
 
@@ -71,10 +72,10 @@ t.test('a payment settles on its own transaction, sent once', async (t) => {
 });
 
 t.test('a payment refused at verification writes nothing and claims nothing', async (t) => {
-  const { states, calls, record } = await run({ verify: () => ({ ok: false, reason: 'invalid_exact_evm_payload_signature', message: 'bad signature' }) });
+  const { states, calls, record } = await run({ verify: () => err('invalid_exact_evm_signature', 'bad signature') });
   t.same(states, ['verifying', 'rejected']);
   t.same(calls, ['verify']);
-  t.same(record.failure, { reason: 'invalid_exact_evm_payload_signature', message: 'bad signature' });
+  t.same(record.failure, { reason: 'invalid_exact_evm_signature', message: 'bad signature' });
 });
 
 t.test('a verify step that throws is a rejection with its own reason', async (t) => {
@@ -86,33 +87,33 @@ t.test('a verify step that throws is a rejection with its own reason', async (t)
 
 t.test('the same payment settled before: the recorded answer, nothing sent', async (t) => {
   const recorded: SettleResponse = { success: true, transaction: theirTx, network, payer };
-  const { states, calls, snapshot } = await run({ claim: () => ({ ok: 'settled-before', result: recorded }) });
+  const { states, calls, snapshot } = await run({ claim: () => ok({ recorded }) });
   t.same(states, ['verifying', 'claiming', 'duplicate']);
   t.same(calls, ['verify', 'claim']);
   t.same(snapshot.context.recorded, recorded);
 });
 
 t.test('a claim lost to another attempt is refused before anything is simulated', async (t) => {
-  const { states, record } = await run({ claim: () => ({ ok: false, reason: 'nonce_in_flight', message: 'another payment with this nonce is being settled' }) });
+  const { states, record } = await run({ claim: () => err('payment_in_progress', 'another payment with this nonce is being settled') });
   t.same(states, ['verifying', 'claiming', 'rejected']);
-  t.equal(record.failure?.reason, 'nonce_in_flight');
+  t.equal(record.failure?.reason, 'payment_in_progress');
 });
 
 t.test('a simulation that reverts, the authorization not consumed: failed and the claim released', async (t) => {
-  const { states, calls, record } = await run({ simulate: () => ({ ok: false, reason: 'insufficient_funds', message: 'no balance' }) });
+  const { states, calls, record } = await run({ simulate: () => err('invalid_exact_evm_insufficient_balance', 'no balance') });
   t.same(states, ['verifying', 'claiming', 'simulating', 'reconciling', 'releasing', 'failed']);
   t.notOk(calls.includes('broadcast'), 'nothing sent');
   t.equal(calls.filter((c) => c === 'release').length, 1, 'released once');
-  t.equal(record.failure?.reason, 'insufficient_funds', 'the reason the buyer hears is the simulation failure');
+  t.equal(record.failure?.reason, 'invalid_exact_evm_insufficient_balance', 'the reason the buyer hears is the simulation failure');
   t.equal(record.result, undefined);
 });
 
 t.test("reverted because a front-runner's copy consumed the authorization: settled by the consuming transaction", async (t) => {
   const { states, calls, record } = await run({
-    simulate: () => ({ ok: false, reason: 'invalid_exact_evm_payload_authorization_nonce_used', message: 'used' }),
+    simulate: () => err('invalid_exact_evm_nonce_already_used', 'used'),
     reconcile: (r) => {
       const { failure: _, ...rest } = r;
-      return { ok: true, record: settledBy(rest, theirTx) };
+      return ok({ record: settledBy(rest, theirTx) });
     },
   });
   t.same(states, ['verifying', 'claiming', 'simulating', 'reconciling', 'settled']);
@@ -122,7 +123,7 @@ t.test("reverted because a front-runner's copy consumed the authorization: settl
 });
 
 t.test('a node that refuses the send: reconciled, then failed', async (t) => {
-  const { states, record } = await run({ broadcast: () => ({ ok: false, reason: 'broadcast_rejected', message: 'underpriced' }) });
+  const { states, record } = await run({ broadcast: () => err('broadcast_rejected', 'underpriced') });
   t.same(states, ['verifying', 'claiming', 'simulating', 'broadcasting', 'reconciling', 'releasing', 'failed']);
   t.equal(record.failure?.reason, 'broadcast_rejected');
 });
@@ -140,7 +141,7 @@ t.test('a step that throws after the claim is reconciled too', async (t) => {
 });
 
 t.test('a reverted settlement transaction is reconciled and fails', async (t) => {
-  const { states, calls, record } = await run({ confirm: (r) => ({ ok: false, reason: 'invalid_exact_evm_transaction_failed', message: `settlement ${r.txs.at(-1)?.hash} reverted` }) });
+  const { states, calls, record } = await run({ confirm: (r) => err('invalid_exact_evm_transaction_failed', `settlement ${r.txs.at(-1)?.hash} reverted`) });
   t.same(states, ['verifying', 'claiming', 'simulating', 'broadcasting', 'inFlight.confirming', 'reconciling', 'releasing', 'failed']);
   t.equal(calls.filter((c) => c === 'broadcast').length, 1, 'not sent again');
   t.same(
@@ -157,7 +158,7 @@ t.test('past the confirm deadline the payment is pending, then settles when the 
     {
       confirm: async (r) => {
         await mined;
-        return { ok: true, record: settledBy(r, ourTx) };
+        return ok({ record: settledBy(r, ourTx) });
       },
     },
     newRecord(),
@@ -215,11 +216,11 @@ t.test('hosted durably: the trail only grows, and a failed confirm cannot write 
         );
         t.match(stale, /did not take/, 'a stale trail is refused');
         // Then it reverts; the step read the trail when it started.
-        return { ok: false, reason: 'invalid_exact_evm_transaction_failed', message: 'reverted' };
+        return err('invalid_exact_evm_transaction_failed', 'reverted');
       }),
-      reconcile: fromPromise<StepResult, StepInput>(async ({ input }) => ({ ok: false, reason: input.record.failure?.reason ?? '', message: '' })),
+      reconcile: fromPromise<StepResult, StepInput>(async ({ input }) => err(input.record.failure?.reason ?? 'unexpected_settle_error', '')),
       // A step that hands back the record as it read it at its start (older trail) cannot shorten the trail either.
-      release: fromPromise<StepResult, StepInput>(async () => ({ ok: false, reason: 'x', message: '' })),
+      release: fromPromise<StepResult, StepInput>(async () => err('unexpected_settle_error', '')),
     },
   });
   const host = new DurableHost({

@@ -27,6 +27,8 @@ export const eip3009Scheme: PaymentScheme = {
     nonceUsed: Eip3009Reason.nonceUsed,
     transactionFailed: Eip3009Reason.transactionFailed,
     simulationFailed: Eip3009Reason.simulationFailed,
+    transferEventMismatch: Eip3009Reason.transferEventMismatch,
+    insufficientBalance: Eip3009Reason.insufficientBalance,
   },
   assetCheckedFirst: false,
 

@@ -26,6 +26,8 @@ export const permit2Scheme: PaymentScheme = {
     nonceUsed: Permit2Reason.nonceUsed,
     transactionFailed: Permit2Reason.transactionFailed,
     simulationFailed: Permit2Reason.simulationFailed,
+    transferEventMismatch: Permit2Reason.transferEventMismatch,
+    insufficientBalance: Permit2Reason.insufficientBalance,
   },
   assetCheckedFirst: true,
 

@@ -1,28 +1,5 @@
-import { keccak256, type Address, type Chain, type Hex, type LocalAccount, type PublicClient, type Transport } from 'viem';
-
-/** A settlement transaction, signed before it is sent so that its hash can be stored first. */
-export interface SignedTx {
-  hash: Hex;
-  raw: Hex;
-  chainId: number;
-  relayer: Address;
-  nonce: number;
-  to: Address;
-  data: Hex;
-  /** Native value sent with the call, in wei (absent: none). */
-  value?: string;
-  gas: string;
-  maxFeePerGas: string;
-  maxPriorityFeePerGas: string;
-}
-
-/** What a relayer is asked to send: a call, with native value only where one is meant (gas sponsorship). */
-export interface RelayerCall {
-  to: Address;
-  data: Hex;
-  gas: bigint;
-  value?: bigint;
-}
+import { keccak256, type Address, type Chain, type LocalAccount, type PublicClient, type Transport } from 'viem';
+import { callOf, type RelayerCall, type SignedTx } from './trail.ts';
 
 export type BroadcastOutcome = 'sent' | 'known' | 'nonce_too_low' | 'underpriced' | 'rejected';
 
@@ -263,9 +240,4 @@ export class RelayerPool {
     if (!r) throw new Error(`${address} is not a relayer of chain ${this.chainId}`);
     return r;
   }
-}
-
-/** The call a signed transaction makes, to sign it again (replacement or a new nonce). */
-export function callOf(tx: SignedTx): RelayerCall {
-  return { to: tx.to, data: tx.data, gas: BigInt(tx.gas), ...(tx.value ? { value: BigInt(tx.value) } : {}) };
 }

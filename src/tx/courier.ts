@@ -1,7 +1,9 @@
 import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
-import { BlockWatcher } from '../chain/block-watcher.ts';
+import { BlockWatcher } from './block-watcher.ts';
 import type { Logger } from '../log/logger.ts';
-import { callOf, type RelayerCall, type RelayerPool, type SignedTx } from './relayer-pool.ts';
+import { ok, type Err, type Failure, type Ok } from '../protocol/result.ts';
+import type { RelayerPool } from './relayer-pool.ts';
+import { callOf, type RelayerCall, type SignedTx } from './trail.ts';
 
 /**
  * Carries one logical transaction (a settlement, a swap, a refund) from signature to receipt without ever losing
@@ -20,7 +22,12 @@ export interface Courier {
 }
 
 export type Persist = (txs: SignedTx[]) => Promise<void>;
-export type SendOutcome = { ok: true; txs: SignedTx[] } | { ok: false; txs: SignedTx[]; message: string };
+/** Why a signed call was not sent: the node refused it, or no nonce of the relayer was accepted. `txs`: the trail as it stands. */
+export interface NotSent extends Failure<'node_refused' | 'nonce_not_accepted'> {
+  txs: SignedTx[];
+}
+/** The trail with the version sent last, or why nothing was sent. */
+export type SendOutcome = Ok<SignedTx[]> | Err<NotSent>;
 export interface Mined {
   receipt: TransactionReceipt;
   tx: SignedTx;
@@ -55,7 +62,7 @@ export async function sendDurably(c: Courier, call: RelayerCall, txs: SignedTx[]
     }
     trail = next;
     const outcome = await c.pool.broadcast(tx);
-    if (outcome === 'sent' || outcome === 'known') return { ok: true, txs: trail };
+    if (outcome === 'sent' || outcome === 'known') return ok(trail);
     if (outcome === 'nonce_too_low') {
       // Our own send may have taken the nonce: its answer was lost and the transport's retry met it mined. Then it
       // is the transaction to follow, and signing the call again would send it twice.
@@ -65,7 +72,7 @@ export async function sendDurably(c: Courier, call: RelayerCall, txs: SignedTx[]
           () => false,
         )
       )
-        return { ok: true, txs: trail };
+        return ok(trail);
       c.pool.done(tx);
       await c.pool.resync(tx.relayer);
       continue;
@@ -78,11 +85,11 @@ export async function sendDurably(c: Courier, call: RelayerCall, txs: SignedTx[]
         () => false,
       ))
     )
-      return { ok: true, txs: trail };
+      return ok(trail);
     c.pool.abandon(tx);
-    return { ok: false, txs: trail, message: `the node refused the transaction (${outcome})` };
+    return { ok: false, error: { code: 'node_refused', message: `the node refused the transaction (${outcome})`, txs: trail } };
   }
-  return { ok: false, txs: trail, message: 'no relayer nonce was accepted' };
+  return { ok: false, error: { code: 'nonce_not_accepted', message: 'no relayer nonce was accepted', txs: trail } };
 }
 
 /** How long a transaction may go unmined before its fee and its presence at the node are checked. */
