@@ -12,7 +12,8 @@ import { tempDir } from './helpers/temp-dir.ts';
 const db = await startPostgres();
 t.teardown(() => db.stop());
 
-const commits = async (metrics: ReturnType<typeof createMetrics>, store: string) => sampleValue(parseExposition((await metrics.scrape()).body), 'gate402_store_commit_duration_seconds_count', { store });
+const commits = async (metrics: ReturnType<typeof createMetrics>, store: string) =>
+  sampleValue(parseExposition((await metrics.scrape()).body), 'gate402_store_commit_duration_seconds_count', { store });
 
 for (const kind of ['lmdb', 'postgres'] as const) {
   t.test(`${kind}: the store's kind labels its commits`, async (t) => {
