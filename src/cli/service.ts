@@ -14,7 +14,7 @@ import { requireProductionSecrets } from '../config/production-secrets.ts';
 import { isPublicTestKey } from '../devnet/accounts.ts';
 import type { DevnetManifest } from '../devnet/manifest.ts';
 import { serviceDevnet } from '../devnet/service-devnet.ts';
-import { createEngine, engineConfigFromEnv, relayerAccountsFor } from '../engine/create-engine.ts';
+import { engineConfigFromEnv, relayerAccountsFor } from '../engine/create-engine.ts';
 import type { BazaarResource } from '../gateway/discovery/bazaar-resources.ts';
 import { createLogger } from '../log/logger.ts';
 import { metricsEndpointConfigFromEnv, metricsExposure, metricsRoute, startMetricsListener } from '../metrics/endpoint.ts';
@@ -22,12 +22,11 @@ import { createMetrics } from '../metrics/metrics.ts';
 import { remoteSettlementConfigFromEnv } from '../settlement/remote/facilitators-config.ts';
 import { stockConfigFromEnv } from '../stock/create-stock-desk.ts';
 import { priceFloorConfigFromEnv } from '../verify/price-floor.ts';
-import { composeCluster } from './compose-cluster.ts';
+import { composeEngine } from './compose-engine.ts';
 import { composeFacilitator } from './compose-facilitator.ts';
 import { composeGateway } from './compose-gateway.ts';
 import { composePriceFloors } from './compose-price-floor.ts';
 import { composeSettlement } from './compose-settlement.ts';
-import { composeStore } from './compose-store.ts';
 
 export { DEVNET_UPSTREAM_SECRET } from '../devnet/service-devnet.ts';
 
@@ -82,22 +81,17 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   try {
     // The live price floor: the engine refuses every payment below it (paid route and facilitator), the registry every route.
     const floors = composePriceFloors(networks, floorConfig, metrics, log.child({ part: 'price-floor' }));
-    const store = await composeStore(engineConfig.store, metrics);
-    closeLater(() => store.close());
-    const clusterConfig = clusterNodeConfigFromEnv(env);
-    const cluster = await composeCluster({ config: clusterConfig, relayers: relayers.map((a) => a.address), ...(opts.gateway && stockConfig.enabled && desk ? { desk } : {}), log });
-    if (cluster) closeLater(() => cluster.close());
-    const engine = await createEngine({
+    const { store, cluster, engine } = await composeEngine({
       networks,
       config: engineConfig,
-      store,
       relayers,
-      ...(cluster && clusterConfig ? { cluster: { node: clusterConfig.nodeId, membership: cluster.membership } } : {}),
-      floor: floors,
-      log: log.child({ part: 'engine' }),
+      cluster: clusterNodeConfigFromEnv(env),
+      desk: opts.gateway && stockConfig.enabled ? desk : undefined,
+      floors,
+      log,
       metrics,
+      closeLater,
     });
-    closeLater(() => engine.close());
     if (metricsConfig.listener) {
       const own = await startMetricsListener(metrics, { ...metricsConfig, listener: metricsConfig.listener }, (line) => log.error(line));
       closeLater(() => own.close());
