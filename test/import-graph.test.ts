@@ -180,3 +180,33 @@ t.test('`gate402 facilitator` and `gate402 gateway` load no devDependency before
   t.ok(via.size > 20, `the part commands' static graph is followed (${via.size} modules)`);
   t.same(offenders, []);
 });
+
+/** Every relative import (of any kind) from a file under `from` into a file under one of `into`, as `file -> target`. */
+function importsInto(from: string, into: readonly string[]): string[] {
+  const under = (path: string, dir: string) => path.startsWith(`${join(SRC, dir)}/`);
+  const found: string[] = [];
+  for (const [file, edges] of graph) {
+    if (!under(file, from)) continue;
+    for (const e of edges) {
+      if (!isRelative(e.specifier)) continue;
+      const target = resolve(dirname(file), e.specifier);
+      if (into.some((dir) => under(target, dir))) found.push(`${rel(file)} -> ${rel(target)}`);
+    }
+  }
+  return found;
+}
+
+t.test('remote settlement stands alone: it imports neither the engine nor the gateway', async (t) => {
+  t.same(importsInto('settlement', ['engine', 'gateway']), []);
+});
+
+t.test('the gateway depends on the settlement port, never on the engine', async (t) => {
+  t.same(importsInto('gateway', ['engine']), []);
+});
+
+t.test('metrics import no domain folder: their vocabularies come in through the declare calls', async (t) => {
+  // The /metrics listener is an HTTP server with its settings (http/, config/); nothing else outside metrics/.
+  const domains = readdirSync(SRC).filter((name) => statSync(join(SRC, name)).isDirectory() && !['metrics', 'http', 'config'].includes(name));
+  t.ok(domains.includes('engine') && domains.includes('verify') && domains.includes('ports'), 'the domain folders are listed');
+  t.same(importsInto('metrics', domains), []);
+});

@@ -56,7 +56,7 @@ t.test('a paid request moves the gateway counters and histograms', async (t) => 
     i < 100 &&
     (settledIn(after) < 1 ||
       count(after, 'gate402_payments_pending') > 0 ||
-      count(after, 'gate402_lmdb_commit_duration_seconds_count') - count(before, 'gate402_lmdb_commit_duration_seconds_count') < 4);
+      count(after, 'gate402_store_commit_duration_seconds_count') - count(before, 'gate402_store_commit_duration_seconds_count') < 4);
     i++
   ) {
     await new Promise((r) => setTimeout(r, 100));
@@ -84,7 +84,7 @@ t.test('a paid request moves the gateway counters and histograms', async (t) => 
   t.equal(count(after, 'gate402_payments_pending'), 0, 'nothing pending afterwards');
   t.ok(moved('gate402_rpc_request_duration_seconds_count', { chain: CAIP2.stockChain, method: 'eth_sendRawTransaction', outcome: 'ok' }) >= 1, 'the broadcast RPC call');
   t.ok(moved('gate402_rpc_request_duration_seconds_count', { chain: CAIP2.stockChain, method: 'eth_getTransactionReceipt' }) >= 1, 'receipt polls');
-  t.ok(moved('gate402_lmdb_commit_duration_seconds_count') >= 4, 'durable writes: the claim and the record at each step');
+  t.ok(moved('gate402_store_commit_duration_seconds_count') >= 4, 'durable writes: the claim and the record at each step');
   t.equal(moved('gate402_upstream_request_duration_seconds_count', { merchant: 'catjoke', outcome: '2xx' }), 1, 'one upstream call');
   t.equal(Math.round(moved('gate402_revenue_usd_total', { merchant: 'catjoke', protocol: 'x402' }) * 1e6), 10_000, 'revenue: the route price, 0.01 USD');
   t.equal(count(after, 'gate402_upstream_circuit_state', { merchant: 'catjoke' }), 0, 'its circuit is closed');

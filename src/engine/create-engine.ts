@@ -6,20 +6,21 @@ import { knownContracts } from '../chain/known-addresses.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';
+import type { Membership } from '../cluster/membership.ts';
 import { machineSeries } from '../metrics/machine-series.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import { openStore, type Store } from '../store/open-store.ts';
+import { SHED_REASONS } from '../ports/settlement.ts';
+import type { Store } from '../store/open-store.ts';
 import { storeConfigFromEnv, type StoreConfig } from '../store/store-config.ts';
 import type { PriceFloorSource } from '../verify/price-floor.ts';
+import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
 import { SignatureVerifier } from '../verify/signature/pool.ts';
-import { type ClusterNode, type ClusterNodeConfig, joinCluster } from '../cluster/join.ts';
-import { BOOT } from '../cluster/boot.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine } from './payment-machine.ts';
 import { RelayerPool } from '../tx/relayer-pool.ts';
 import type { AdmissionLimits } from './settlement-admission.ts';
 import { DEFAULT_ADMISSION, SettlementEngine } from './settlement-engine.ts';
-import { DEFAULT_REVERT_BUDGET, type RevertBudgetLimits } from './revert-budget.ts';
+import { DEFAULT_REVERT_BUDGET, REFUSAL_KINDS, type RevertBudgetLimits } from './revert-budget.ts';
 
 export interface EngineConfig {
   dataDir: string;
@@ -96,39 +97,53 @@ function clientShareFromEnv(env: NodeJS.ProcessEnv): { clientShare?: number } {
 
 export interface RunningEngine {
   engine: SettlementEngine;
-  /** This node's place in its cluster, when the store is shared. */
-  cluster?: ClusterNode;
-  store: Store;
   signatures: SignatureVerifier;
   relayers: Map<string, RelayerPool>;
+  /** Stops the engine, its chain watchers and its worker pool; the store and the cluster are the caller's to close after. */
   close(): Promise<void>;
 }
 
-export interface EngineOptions {
-  /** Used when no relayer key is configured: the command line passes the devnet's, and only on the devnet. */
-  defaultRelayers?: readonly LocalAccount[];
+/** What the engine is built from: the composition root opens the store and joins the cluster, and lends them. */
+export interface EngineParts {
+  networks: NetworkRegistry;
+  config: EngineConfig;
+  /** The records, opened by the caller (and closed by it, after the engine). */
+  store: Store;
+  /** The relayers that pay settlement gas ({@link relayerAccountsFor}). */
+  relayers: readonly LocalAccount[];
   /**
-   * A node of a cluster (the store is shared): its leases (its records, its relayer keys, the desk key's `desk`) are
-   * taken before anything is resumed, and a dead node's payments are taken over. `onLost`: a lease was lost.
+   * This node's place in its cluster (the store is shared), joined by the caller with this engine's relayer leases
+   * before the engine starts: a dead node's payments are taken over through `membership`.
    */
-  cluster?: { config: ClusterNodeConfig; desk?: string; onLost(why: string): void };
+  cluster?: { node: string; membership: Membership };
   /** The live price floor every payment this engine settles must reach (see `verify/price-floor.ts`). */
   floor?: PriceFloorSource;
+  log: Logger;
+  metrics: Metrics;
 }
 
-/** Wires an engine to its chains, its store and its worker pool, and resumes what the store left unfinished. */
-export async function createEngine(networks: NetworkRegistry, config: EngineConfig, log: Logger, metrics: Metrics, opts: EngineOptions = {}): Promise<RunningEngine> {
-  const accounts: LocalAccount[] = config.relayerKeys.length ? config.relayerKeys.map((k) => privateKeyToAccount(k)) : [...(opts.defaultRelayers ?? [])];
+/** The relayer keys of `config`, else `defaults` (the devnet's, given by the command line on the devnet only). */
+export function relayerAccountsFor(config: Pick<EngineConfig, 'relayerKeys'>, defaults: readonly LocalAccount[] = []): LocalAccount[] {
+  const accounts: LocalAccount[] = config.relayerKeys.length ? config.relayerKeys.map((k) => privateKeyToAccount(k)) : [...defaults];
   if (!accounts.length) throw new ConfigError('GATE402_RELAYER_KEYS is required off the devnet (the relayers that pay settlement gas)');
-  const storeKind = config.store.location.url ? 'postgres' : 'lmdb';
-  const store = await openStore(config.store.location, { ...config.store.postgres, onCommit: (seconds) => metrics.lmdbCommit(seconds), onError: () => metrics.storeError(storeKind) });
-  metrics.declareStore(storeKind);
+  return accounts;
+}
+
+/** Every reason a payment can be refused for: the verifications series start at zero with each. */
+const INVALID_REASONS = [...new Set([...Object.values(Eip3009Reason), ...Object.values(Permit2Reason), ...Object.values(GatewayReason)])];
+
+/** Wires an engine to its chains, the given store and its worker pool, and resumes what the store left unfinished. */
+export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
+  const { networks, config, store, log, metrics } = parts;
+  const accounts = [...parts.relayers];
+  if (!accounts.length) throw new ConfigError('the engine needs at least one relayer');
+  const caip2s = networks.all().map((n) => n.caip2);
   metrics.declareRelayerMinBalance(config.relayerMinBalanceWei);
   metrics.declareMachine('payment', paymentMachine);
-  metrics.declareSettlements(
-    networks.all().map((n) => n.caip2),
-    machineSeries(paymentMachine).finals,
-  );
+  metrics.declareSettlements(caip2s, machineSeries(paymentMachine).finals);
+  metrics.declareShedding(caip2s, SHED_REASONS);
+  metrics.declareRevertRefusals(REFUSAL_KINDS);
+  metrics.declareVerifications(INVALID_REASONS);
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();
   const relayers = new Map<string, RelayerPool>();
@@ -153,7 +168,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     watcher: (caip2) => pick(watchers, caip2),
     simulateFrom: (caip2) => pick(relayers, caip2).nextSender(),
     // Never paid: our own relayers and every contract the networks name (a payment there only burns our gas).
-    policy: { refusedPayees: new Set([...knownContracts(networks), ...accounts.map((a) => a.address.toLowerCase())]), minAmount: 1n, ...(opts.floor ? { floor: opts.floor } : {}) },
+    policy: { refusedPayees: new Set([...knownContracts(networks), ...accounts.map((a) => a.address.toLowerCase())]), minAmount: 1n, ...(parts.floor ? { floor: parts.floor } : {}) },
     now: () => BigInt(Math.floor(Date.now() / 1000)),
     confirmDeadlineMs: config.confirmDeadlineMs,
     pollMs: config.pollMs,
@@ -165,7 +180,7 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     reserveBalances: config.reserveBalances,
     log,
     metrics,
-    ...(opts.cluster ? { node: opts.cluster.config.nodeId } : {}),
+    ...(parts.cluster ? { node: parts.cluster.node } : {}),
   });
   metrics.watchPendingPayments(() => engine.inFlight);
   metrics.watchRelayers(() => [...relayers].flatMap(([network, pool]) => pool.status().map((r) => ({ network, address: r.address, balanceWei: r.balance, inFlight: r.inFlight }))));
@@ -173,25 +188,17 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
     const s = signatures.stats;
     return { queued: s.pending, busy: s.inFlight, threads: s.threads };
   });
-  let cluster: ClusterNode | undefined;
-  if (opts.cluster) {
-    try {
-      cluster = await joinCluster({
-        config: opts.cluster.config,
-        boot: BOOT,
-        relayers: accounts.map((a) => a.address),
-        ...(opts.cluster.desk ? { desk: opts.cluster.desk } : {}),
-        log: log.child({ part: 'cluster' }),
-        onLost: opts.cluster.onLost,
-      });
-    } catch (error) {
-      await signatures.close();
-      await store.close();
-      throw error;
-    }
+  const stopParts = async () => {
+    for (const w of watchers.values()) w.stop();
+    await signatures.close();
+  };
+  try {
+    await engine.start();
+  } catch (error) {
+    await stopParts();
+    throw error;
   }
-  await engine.start();
-  const membership = cluster?.membership;
+  const membership = parts.cluster?.membership;
   membership?.takeOverWith(async (node) => {
     await engine.adopt(node, () => void membership.finished(node).catch((error: unknown) => log.warn("could not give a dead node's lease back; it expires", { node, error })));
   });
@@ -210,18 +217,14 @@ export async function createEngine(networks: NetworkRegistry, config: EngineConf
   watch.unref();
   return {
     engine,
-    ...(cluster ? { cluster } : {}),
-    store,
     signatures,
     relayers,
     async close() {
       clearInterval(watch);
+      // The store stays open after: the caller closes the cluster (the node's lease expires, for another node to
+      // finish what was left in flight) and then the store.
       await engine.stop();
-      // After the engine stopped: the node's lease is expired, for another node to finish what was left in flight.
-      await cluster?.close();
-      for (const w of watchers.values()) w.stop();
-      await signatures.close();
-      await store.close();
+      await stopParts();
     },
   };
 }

@@ -3,6 +3,7 @@ import type { RunningEngine } from '../engine/create-engine.ts';
 import type { HttpHandler } from '../http/server.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import type { Store } from '../store/open-store.ts';
 import { facilitatorAdmissionConfigFromEnv, PaymentAdmission, type FacilitatorAdmissionConfig } from './admission.ts';
 import type { FacilitatorHttpConfig } from './config.ts';
 import { startFacilitatorHttp } from './http-app.ts';
@@ -14,18 +15,29 @@ export interface RunningFacilitator {
   close(): Promise<void>;
 }
 
-/** The settlement engine behind the facilitator's HTTP routes. The engine is the caller's: the gateway may share it. */
-export async function runFacilitator(
-  running: RunningEngine,
-  networks: NetworkRegistry,
-  http: FacilitatorHttpConfig,
-  log: Logger,
-  metrics: Metrics,
-  extraRoutes: Array<{ method: string; path: string; handler: HttpHandler }> = [],
-  admission: { config: FacilitatorAdmissionConfig; ownPayees?: readonly string[] } = { config: facilitatorAdmissionConfigFromEnv({}) },
-): Promise<RunningFacilitator> {
+/** What the facilitator serves from: the engine (the caller's: the gateway may share it), and the store it writes to. */
+export interface FacilitatorParts {
+  /** The engine and its relayers (their balances are on /health). */
+  running: Pick<RunningEngine, 'engine' | 'relayers'>;
+  /** The store the engine writes to: /health says whether it can. */
+  store: Pick<Store, 'probe'>;
+  networks: NetworkRegistry;
+  http: FacilitatorHttpConfig;
+  log: Logger;
+  metrics: Metrics;
+  /** Routes mounted beside the facilitator's own (/metrics, the bazaar listing). */
+  extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
+  /** The admission policy of open /settle and /verify, and payees it never pays (the stock desk). */
+  admission?: { config: FacilitatorAdmissionConfig; ownPayees?: readonly string[] };
+}
+
+/** The settlement engine behind the facilitator's HTTP routes. */
+export async function runFacilitator(parts: FacilitatorParts): Promise<RunningFacilitator> {
+  const { running, networks, http, log, metrics } = parts;
+  const admission = parts.admission ?? { config: facilitatorAdmissionConfigFromEnv({}) };
+  const extraRoutes = parts.extraRoutes ?? [];
   const health = async () => {
-    const store = await running.store.probe();
+    const store = await parts.store.probe();
     if (!store.ok) throw new Error(`the data store cannot write (since ${new Date(store.error.since).toISOString()})`);
     const chains = await Promise.all(
       networks.all().map(async (n) => {

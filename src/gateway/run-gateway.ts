@@ -3,12 +3,11 @@ import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envHost, envInt, envString } from '../config/env.ts';
-import type { SettlementEngine } from '../engine/settlement-engine.ts';
 import { createHttpServer, json, type HttpHandler, type RouteOptions } from '../http/server.ts';
 import { trustProxyFromEnv, type TrustProxy } from '../http/trust-proxy.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import type { SettlePort, VerifyPort } from '../ports/settlement.ts';
+import type { Settlement } from '../ports/settlement.ts';
 import type { Store } from '../store/open-store.ts';
 import type { Merchant } from './catalog/merchant.ts';
 import { MerchantSnapshot } from './discovery/merchant-snapshot.ts';
@@ -120,9 +119,10 @@ export interface RunningGateway {
 
 export interface GatewayParts {
   networks: NetworkRegistry;
-  engine: SettlementEngine;
-  /** What settles and verifies paid requests' payments; the engine's own unless the composition gives other ports. */
-  settlement?: { settle: SettlePort; verify: VerifyPort };
+  /** What verifies, settles and sheds paid requests' payments: the local engine or remote facilitators, the root picks. */
+  settlement: Settlement;
+  /** Payments being settled now, for /health (O(1)); none told: 0. */
+  load?: () => number;
   store: Store;
   merchants: MerchantDirectory;
   readFile(sha256: string): Promise<Uint8Array | undefined>;
@@ -170,9 +170,9 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   sweeping.unref();
   const paid = paidRouteHandler({
     networks: parts.networks,
-    settle: parts.settlement?.settle ?? ((request, client) => parts.engine.settle(request, client)),
-    shedding: (request, client) => parts.engine.shedding(request, client),
-    verify: parts.settlement?.verify ?? ((request) => parts.engine.verify(request)),
+    settle: (request, client) => parts.settlement.settle(request, client),
+    shedding: (request, client) => parts.settlement.shedding(request, client),
+    verify: (request) => parts.settlement.verify(request),
     merchant: (slug) => parts.merchants.get(slug),
     served: parts.store.claims('served'),
     paymentIds,
@@ -206,7 +206,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     .route('GET', '/health', async () => {
       const store = await parts.store.probe();
       if (!store.ok) return json(503, { ok: false, store: { ok: false, error: 'the data store cannot write', since: new Date(store.error.since).toISOString() } });
-      return json(200, { ok: true, merchants: snapshot.count, inFlight: parts.engine.inFlight }, { 'cache-control': 'no-store' });
+      return json(200, { ok: true, merchants: snapshot.count, inFlight: parts.load?.() ?? 0 }, { 'cache-control': 'no-store' });
     })
     .route('GET', '/.well-known/gate402', () =>
       json(200, {

@@ -4,7 +4,7 @@
  * final states. The metrics initialise these series at zero, so a dashboard or an alert sees them before the first
  * event.
  */
-import type { AnyStateMachine, AnyStateNode } from 'xstate';
+import type { AnyStateMachine, AnyStateNode, StateValue } from 'xstate';
 
 export interface MachineSeries {
   transitions: Array<[from: string, to: string]>;
@@ -72,4 +72,12 @@ export function machineSeries(machine: AnyStateMachine): MachineSeries {
     states: [...visited].map(name),
     finals: all.filter((n) => n.type === 'final').map(name),
   };
+}
+
+/** `inFlight.confirming` for `{inFlight: 'confirming'}`; parallel regions joined with `,`. */
+export function statePath(value: StateValue): string {
+  if (typeof value === 'string') return value;
+  return Object.entries(value)
+    .map(([k, v]) => (v === undefined || (typeof v === 'object' && Object.keys(v).length === 0) ? k : `${k}.${statePath(v)}`))
+    .join(',');
 }

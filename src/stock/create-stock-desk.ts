@@ -10,7 +10,7 @@ import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import type { SettlePort } from '../ports/settlement.ts';
+import type { Settlement } from '../ports/settlement.ts';
 import type { UpstreamPort } from '../ports/upstream.ts';
 import type { Store } from '../store/open-store.ts';
 import { GasSponsor, SPONSOR_REFUSAL_CODES, sponsorBudgetFromEnv, type Sponsorship } from './gas-sponsor.ts';
@@ -68,8 +68,8 @@ export interface RunningStockDesk {
 export interface StockParts {
   networks: NetworkRegistry;
   store: Store;
-  /** The settlement engine's `settle`, passed in by the composition root. */
-  settle: SettlePort;
+  /** What settles buyers' payments (the settlement port the composition root picks: the engine or remote facilitators). */
+  settlement: Settlement;
   /** The gateway's challenge key: the quote key is derived from it. */
   mppKey: Uint8Array;
   baseUrl: string;
@@ -107,7 +107,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     market,
     pool,
     store: parts.store,
-    settle: parts.settle,
+    settle: (request) => parts.settlement.settle(request),
     pollMs: config.pollMs,
     refundRetryMs: config.refundRetryMs,
     swapDeadlineSeconds: config.swapDeadlineSeconds,

@@ -2,7 +2,7 @@ import { openLmdbStore } from './lmdb/open-lmdb-store.ts';
 import { openPostgresStore, type PostgresStoreOptions } from './postgres/open-postgres-store.ts';
 import type { Store } from './store.ts';
 
-export type { Store, StoreFailure, StoreHealth, StoreOptions } from './store.ts';
+export type { Store, StoreFailure, StoreHealth, StoreKind, StoreOptions } from './store.ts';
 
 export interface StoreLocation {
   /** The LMDB directory, used when there is no `url`. */

@@ -6,7 +6,12 @@ import type { NonceClaims } from './nonce-claims.ts';
  * The records of a gate402 process: in an LMDB environment of its own (`lmdb/`), or in a PostgreSQL database that
  * several processes share (`postgres/`). `open-store.ts` picks one.
  */
+/** Which store holds the records: an LMDB environment of this process's own, or a shared PostgreSQL database. */
+export type StoreKind = 'lmdb' | 'postgres';
+
 export interface Store {
+  /** Which kind of store this is (metrics label their series with it). */
+  readonly kind: StoreKind;
   /** Where the records are: the LMDB directory, or the PostgreSQL URL without its password. */
   readonly path: string;
   /** Payment nonces claimed before simulation: one key per on-chain nonce, forever. */

@@ -9,6 +9,7 @@
  * A network with no entry is settled by the gateway's own engine. Every mistake stops the start with its reason.
  */
 import { ConfigError, envInt, envString } from '../../config/env.ts';
+import { DEFAULT_REMOTE_ADMISSION, type RemoteAdmissionLimits } from './remote-admission.ts';
 
 /** One remote facilitator: its base URL (no trailing slash), and the name its metrics and logs carry (host and path). */
 export interface FacilitatorEndpoint {
@@ -25,6 +26,8 @@ export interface RemoteSettlementConfig {
   connectTimeoutMs: number;
   /** Consecutive failed payments (each counted once) that open a facilitator's breaker, and for how long. */
   breaker: { threshold: number; openMs: number };
+  /** Remote settlements in flight per network and per client: a new payment past either is turned away (503). */
+  admission: RemoteAdmissionLimits;
 }
 
 const MAX_FACILITATORS_PER_NETWORK = 8;
@@ -92,5 +95,13 @@ export function remoteSettlementConfigFromEnv(env: NodeJS.ProcessEnv, networks: 
       threshold: envInt(env, 'GATE402_FACILITATORS_BREAKER_THRESHOLD', 3, { min: 1, max: 1000 }),
       openMs: envInt(env, 'GATE402_FACILITATORS_BREAKER_OPEN_MS', 30_000, { min: 100, max: 3_600_000 }),
     },
+    admission: remoteAdmissionFromEnv(env),
   };
+}
+
+/** `GATE402_SETTLE_REMOTE_MAX` and `GATE402_SETTLE_REMOTE_CLIENT_MAX`: remote settlements in flight per network, and per client. */
+export function remoteAdmissionFromEnv(env: NodeJS.ProcessEnv): RemoteAdmissionLimits {
+  const maxInFlight = envInt(env, 'GATE402_SETTLE_REMOTE_MAX', DEFAULT_REMOTE_ADMISSION.maxInFlight, { min: 1, max: 100_000 });
+  const clientMaxInFlight = envInt(env, 'GATE402_SETTLE_REMOTE_CLIENT_MAX', Math.min(maxInFlight, Math.max(2, Math.floor(maxInFlight / 8))), { min: 1, max: 100_000 });
+  return { maxInFlight, clientMaxInFlight, retryAfterSeconds: DEFAULT_REMOTE_ADMISSION.retryAfterSeconds };
 }

@@ -24,33 +24,42 @@
  *
  * Each facilitator has a circuit breaker (`CircuitBreakers`, keyed by its URL): after `threshold` failed payments it
  * is passed over for `openMs`, then one payment tries it again. Concurrent settles of one payment share one attempt.
+ *
+ * It sheds on its own counts (`remote-admission.ts`): remote settlements in flight per network and per client are
+ * bounded, and a new payment past a bound is turned away before any facilitator is called; a network without
+ * facilitators is the local port's, its shedding too. It implements the `Settlement` port, and knows neither the
+ * engine nor the gateway: the composition root gives it the local port and the chain-free checks.
  */
 import { Agent } from 'undici';
-import type { Consumption } from '../../engine/authorization-consumption.ts';
-import { fingerprintOf, nonceKeyOf } from '../../schemes/payment-identity.ts';
-import { CircuitBreakers } from '../../resilience/circuit-breaker.ts';
+import type { Address } from 'viem';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
-import type { SettlePort, VerifyPort } from '../../ports/settlement.ts';
+import { SETTLEMENT_SHED, type Settlement, type Shed } from '../../ports/settlement.ts';
+import { err, ok, type Err, type Ok } from '../../protocol/result.ts';
 import { validateSettleResponse, validateVerifyResponse } from '../../protocol/x402/schemas.ts';
 import { isPermit2Payload, type SettleResponse, type VerifyRequest, type VerifyResponse } from '../../protocol/x402/types.ts';
+import { CircuitBreakers } from '../../resilience/circuit-breaker.ts';
+import { fingerprintOf, nonceKeyOf } from '../../schemes/payment-identity.ts';
 import { schemeOfPayload } from '../../schemes/registry.ts';
-import { Eip3009Reason, GatewayReason, Permit2Reason } from '../../verify/reasons.ts';
+import type { Consumption } from '../../schemes/scheme.ts';
+import type { PaymentRefusal } from '../../verify/checks.ts';
+import { Eip3009Reason, GatewayReason, type InvalidReason, Permit2Reason } from '../../verify/reasons.ts';
 import { callFacilitator, type CallOutcome } from './facilitator-call.ts';
 import type { FacilitatorEndpoint, RemoteSettlementConfig } from './facilitators-config.ts';
+import { RemoteAdmission } from './remote-admission.ts';
 
-export type RemoteSettlementMetrics = Pick<Metrics, 'watchFacilitators' | 'facilitatorError' | 'facilitatorFailover'>;
+export type RemoteSettlementMetrics = Pick<Metrics, 'watchFacilitators' | 'facilitatorError' | 'facilitatorFailover' | 'paymentShed'>;
 
 export interface RemoteSettlementDeps {
   config: RemoteSettlementConfig;
-  /** Settles and verifies the networks without facilitators (the gateway's own engine). */
-  local: { settle: SettlePort; verify: VerifyPort };
+  /** Settles, verifies and sheds the networks without facilitators (the gateway's own engine). */
+  local: Settlement;
   /**
    * The checks that need no chain (the engine's `precheck`): a payment they refuse is refused here, and one whose
    * signature no key made is verified locally (a contract wallet's is a chain question) before any facilitator is
    * asked. A forger's payments never reach a facilitator, its rate limits, or the breakers.
    */
-  precheck(request: VerifyRequest): Promise<{ ok: true; signedByKey: boolean } | { ok: false; reason: string; message: string; payer?: string }>;
+  precheck(request: VerifyRequest): Promise<Ok<{ signedByKey: boolean }> | Err<PaymentRefusal>>;
   /** Whether a payment's authorization was consumed on chain, read now (undefined: its network is not configured). */
   consumption(request: VerifyRequest): Promise<Consumption | undefined>;
   log: Logger;
@@ -58,14 +67,17 @@ export interface RemoteSettlementDeps {
   now?: () => number;
 }
 
-export interface RemoteSettlement {
-  settle: SettlePort;
-  verify: VerifyPort;
+export interface RemoteSettlement extends Settlement {
+  /** Remote settlements in flight now (a count, read in O(1) per network). */
+  readonly inFlight: number;
   close(): Promise<void>;
 }
 
 /** What one facilitator made of a payment: its answer, proven nothing, or left it unknown. */
 type Attempt = { answer: SettleResponse } | { notSettled: string } | { unknown: string };
+
+/** Why a call brought no answer to believe. */
+type NoAnswer = Extract<CallOutcome, { kind: 'failed' }> | { failure: 'bad_answer' | 'unexpected_error'; error: string };
 
 export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
   const { config, log, metrics } = deps;
@@ -73,6 +85,7 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
   // Bounded: a few connections per facilitator, and every call carries its own deadline.
   const dispatcher = new Agent({ connections: 64, connect: { timeout: config.connectTimeoutMs }, headersTimeout: config.timeoutMs, bodyTimeout: config.timeoutMs, keepAliveTimeout: 10_000 });
   const inFlight = new Map<string, Promise<SettleResponse>>();
+  const admission = new RemoteAdmission(config.admission);
   const byName = new Map<string, FacilitatorEndpoint>();
   for (const list of config.networks.values()) for (const f of list) byName.set(f.name, f);
   metrics.watchFacilitators(
@@ -80,19 +93,24 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
     (name) => breakers.state(byName.get(name)?.url ?? name),
   );
 
-  /** The refusal of a payment the local checks refuse, or undefined when it may go to a facilitator. */
-  const refusedHere = async (request: VerifyRequest): Promise<{ reason: string; message: string; payer?: string } | undefined> => {
+  /** The refusal of a payment the local checks refuse, or ok when it may go to a facilitator. */
+  const refusedHere = async (request: VerifyRequest): Promise<Ok<undefined> | Err<PaymentRefusal>> => {
     const pre = await deps.precheck(request);
     if (!pre.ok) return pre;
-    if (pre.signedByKey) return undefined;
+    if (pre.value.signedByKey) return ok(undefined);
     const verdict = await deps.local.verify(request);
-    return verdict.isValid ? undefined : { reason: verdict.invalidReason ?? GatewayReason.unexpected, message: verdict.invalidMessage ?? '', ...(verdict.payer ? { payer: verdict.payer } : {}) };
+    if (verdict.isValid) return ok(undefined);
+    const refusal: PaymentRefusal = {
+      ...err((verdict.invalidReason ?? GatewayReason.unexpected) as InvalidReason, verdict.invalidMessage ?? '').error,
+      ...(verdict.payer ? { payer: verdict.payer as Address } : {}),
+    };
+    return { ok: false, error: refusal };
   };
 
   const call = (f: FacilitatorEndpoint, route: 'settle' | 'verify', request: VerifyRequest) => callFacilitator(f, route, request, dispatcher, config.timeoutMs);
 
   /** A failed call: counted, logged, and held against the facilitator's breaker (once per payment) unless it refused with a 4xx (it is up). */
-  const failed = (f: FacilitatorEndpoint, network: string, key: string, outcome: Extract<CallOutcome, { kind: 'failed' }> | { failure: 'bad_answer' | 'unexpected_error'; error: string }) => {
+  const failed = (f: FacilitatorEndpoint, network: string, key: string, outcome: NoAnswer) => {
     if (outcome.failure === 'http_4xx') breakers.release(f.url);
     else breakers.failure(f.url, key);
     metrics.facilitatorError(f.name, network, outcome.failure);
@@ -121,16 +139,16 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
     const network = request.paymentRequirements.network;
     const first = await call(f, 'settle', request);
     const judged = settleAnswerOf(first, network);
-    if ('answer' in judged) {
+    if (judged.ok) {
       breakers.success(f.url);
-      return judged;
+      return { answer: judged.value };
     }
-    failed(f, network, key, judged.failure);
-    if (!judged.sent) return { notSettled: judged.failure.error };
+    failed(f, network, key, judged.error.failure);
+    if (!judged.error.sent) return { notSettled: judged.error.failure.error };
     const again = settleAnswerOf(await call(f, 'settle', request), network);
-    if ('answer' in again) {
-      log.info('a facilitator asked again answered a payment of unknown outcome', { facilitator: f.name, payment: key, success: again.answer.success });
-      return again;
+    if (again.ok) {
+      log.info('a facilitator asked again answered a payment of unknown outcome', { facilitator: f.name, payment: key, success: again.value.success });
+      return { answer: again.value };
     }
     return fromChain(request, key);
   };
@@ -166,34 +184,62 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
     };
   };
 
-  return {
-    async settle(request) {
-      const list = config.networks.get(request.paymentRequirements.network);
-      if (!list) return deps.local.settle(request);
-      const refused = await refusedHere(request);
-      if (refused) {
-        // A payment that may have settled already (its window has passed since, or its nonce is used) is the chain's to
-        // answer: a buyer asking again for a paid, pending or unserved request is served, not refused.
-        if (mayHaveSettled(request, refused.reason)) {
-          const chain = await fromChain(request, nonceKeyOf(request));
-          if ('answer' in chain) return chain.answer;
-          if ('unknown' in chain) return unknownOutcome(request.paymentRequirements.network, chain.unknown);
-        }
-        const { reason, message, payer } = refused;
-        return { success: false, errorReason: reason, errorMessage: message, transaction: '', network: request.paymentRequirements.network, ...(payer ? { payer } : {}) };
+  /** A payment on a network with facilitators: refused here, or settled by one of them (`list`). */
+  const settleHere = async (request: VerifyRequest, list: FacilitatorEndpoint[]): Promise<SettleResponse> => {
+    const refused = await refusedHere(request);
+    if (!refused.ok) {
+      // A payment that may have settled already (its window has passed since, or its nonce is used) is the chain's to
+      // answer: a buyer asking again for a paid, pending or unserved request is served, not refused.
+      if (mayHaveSettled(request, refused.error.code)) {
+        const chain = await fromChain(request, nonceKeyOf(request));
+        if ('answer' in chain) return chain.answer;
+        if ('unknown' in chain) return unknownOutcome(request.paymentRequirements.network, chain.unknown);
       }
-      const id = `${nonceKeyOf(request)}|${fingerprintOf(request)}`;
+      const { code, message, payer } = refused.error;
+      return { success: false, errorReason: code, errorMessage: message, transaction: '', network: request.paymentRequirements.network, ...(payer ? { payer } : {}) };
+    }
+    return settleRemotely(request, list);
+  };
+
+  /** The one running settlement of this very payment (same nonce, same terms), if any. */
+  const idOf = (request: VerifyRequest) => `${nonceKeyOf(request)}|${fingerprintOf(request)}`;
+
+  return {
+    async settle(request, client) {
+      const network = request.paymentRequirements.network;
+      const list = config.networks.get(network);
+      if (!list) return deps.local.settle(request, client);
+      const id = idOf(request);
+      // A payment already being settled is answered by its settlement, never turned away for the place it holds.
       const running = inFlight.get(id);
       if (running) return running;
-      const settled = settleRemotely(request, list).finally(() => inFlight.delete(id));
+      const place = admission.enter(network, client);
+      if ('shed' in place) {
+        metrics.paymentShed(network, place.shed.reason);
+        return shedAnswer(network, place.shed);
+      }
+      const settled = settleHere(request, list).finally(() => {
+        inFlight.delete(id);
+        place.ticket.release();
+      });
       inFlight.set(id, settled);
       return settled;
+    },
+    async shedding(request, client) {
+      const network = request.paymentRequirements.network;
+      if (!config.networks.has(network)) return deps.local.shedding(request, client);
+      if (inFlight.has(idOf(request))) return undefined;
+      return admission.shedding(network, client);
+    },
+    supported: () => deps.local.supported(),
+    get inFlight() {
+      return admission.inFlight;
     },
     async verify(request) {
       const list = config.networks.get(request.paymentRequirements.network);
       if (!list) return deps.local.verify(request);
       const refused = await refusedHere(request);
-      if (refused) return { isValid: false, invalidReason: refused.reason, invalidMessage: refused.message, ...(refused.payer ? { payer: refused.payer } : {}) };
+      if (!refused.ok) return { isValid: false, invalidReason: refused.error.code, invalidMessage: refused.error.message, ...(refused.error.payer ? { payer: refused.error.payer } : {}) };
       const network = request.paymentRequirements.network;
       const key = nonceKeyOf(request);
       for (const f of list) {
@@ -218,19 +264,29 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
  * `unexpected_settle_error` ("ask again with the same payment") is no answer; `settlement_pending` with its
  * transaction is, and is marked pending.
  */
-function settleAnswerOf(
-  outcome: CallOutcome,
-  network: string,
-): { answer: SettleResponse } | { sent: boolean; failure: Extract<CallOutcome, { kind: 'failed' }> | { failure: 'bad_answer' | 'unexpected_error'; error: string } } {
-  if (outcome.kind === 'failed') return { sent: outcome.sent, failure: outcome };
+function settleAnswerOf(outcome: CallOutcome, network: string): Ok<SettleResponse> | Err<{ sent: boolean; failure: NoAnswer }> {
+  const none = (sent: boolean, failure: NoAnswer): Err<{ sent: boolean; failure: NoAnswer }> => ({ ok: false, error: { sent, failure } });
+  if (outcome.kind === 'failed') return none(outcome.sent, outcome);
   const decoded = validateSettleResponse(outcome.body);
-  if (!decoded.ok) return { sent: true, failure: { failure: 'bad_answer', error: `not a settle answer: ${decoded.error.message}` } };
+  if (!decoded.ok) return none(true, { failure: 'bad_answer', error: `not a settle answer: ${decoded.error.message}` });
   const answer = decoded.value;
-  if (answer.network !== network) return { sent: true, failure: { failure: 'bad_answer', error: `an answer for ${answer.network}` } };
-  if (answer.success && !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)) return { sent: true, failure: { failure: 'bad_answer', error: 'a settlement without its transaction' } };
-  if (!answer.success && answer.errorReason === GatewayReason.unexpectedSettle) return { sent: true, failure: { failure: 'unexpected_error', error: answer.errorMessage ?? '' } };
-  if (!answer.success && answer.errorReason === 'settlement_pending' && answer.transaction !== '') return { answer: { ...answer, status: 'pending' } };
-  return { answer };
+  if (answer.network !== network) return none(true, { failure: 'bad_answer', error: `an answer for ${answer.network}` });
+  if (answer.success && !/^0x[0-9a-fA-F]{64}$/.test(answer.transaction)) return none(true, { failure: 'bad_answer', error: 'a settlement without its transaction' });
+  if (!answer.success && answer.errorReason === GatewayReason.unexpectedSettle) return none(true, { failure: 'unexpected_error', error: answer.errorMessage ?? '' });
+  if (!answer.success && answer.errorReason === 'settlement_pending' && answer.transaction !== '') return ok({ ...answer, status: 'pending' });
+  return ok(answer);
+}
+
+/** The settle answer of a payment turned away for backpressure (503 with Retry-After, nothing charged). */
+function shedAnswer(network: string, shed: Shed): SettleResponse {
+  return {
+    success: false,
+    errorReason: SETTLEMENT_SHED,
+    errorMessage: `remote settlement is behind right now (${shed.reason}); nothing was charged`,
+    transaction: '',
+    network: network as SettleResponse['network'],
+    extra: { reason: shed.reason, retryAfterSeconds: shed.retryAfterSeconds },
+  };
 }
 
 /** The answer for a payment whose settlement could not be learned: 503, and the buyer asks again with it. */

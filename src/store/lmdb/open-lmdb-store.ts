@@ -55,6 +55,7 @@ export function openLmdbStore(path: string, opts: LmdbStoreOptions = {}): Store 
   };
   const within = new WriteSet<Database>();
   return {
+    kind: 'lmdb',
     path,
     nonces: new LmdbClaims(db('nonces'), durable, within),
     claims: (name: string) => new LmdbClaims(db(`claims:${name}`), durable, within),

@@ -89,6 +89,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   const within = new WriteSet<string>();
   return {
     pool,
+    kind: 'postgres',
     path: redacted(url),
     nonces: new PostgresClaims('nonces', sql, within),
     claims: (name) => new PostgresClaims(`claims:${name}`, sql, within),
