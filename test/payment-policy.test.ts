@@ -1,7 +1,7 @@
 import t from 'tap';
 import { ConfigError } from '../src/config/env.ts';
 import { facilitatorAdmissionConfigFromEnv } from '../src/facilitator/admission.ts';
-import { checkPaymentPolicy, stricterPolicy, type PaymentPolicy } from '../src/verify/payment-policy.ts';
+import { checkPaymentPolicy, stricterPolicy, type PaymentPolicy } from '../src/policy/payment-policy.ts';
 
 const payer = '0x1111111111111111111111111111111111111111';
 const payee = '0x2222222222222222222222222222222222222222';

@@ -7,8 +7,8 @@ import t from 'tap';
 import { GasPriceCache } from '../src/chain/gas-price.ts';
 import { ConfigError } from '../src/config/env.ts';
 import { checkRoutesAboveFloors } from '../src/gateway/merchants/validate.ts';
-import { checkPaymentTerms, stricterPolicy, withoutFloor, type PaymentPolicy } from '../src/verify/payment-policy.ts';
-import { describeFloor, floorAtoms, PriceFloors, priceFloorConfigFromEnv, type Floor, type PriceFloorSource } from '../src/verify/price-floor.ts';
+import { checkPaymentTerms, stricterPolicy, withoutFloor, type PaymentPolicy } from '../src/policy/payment-policy.ts';
+import { describeFloor, floorAtoms, PriceFloors, priceFloorConfigFromEnv, type Floor, type PriceFloorSource } from '../src/policy/price-floor.ts';
 
 const GWEI = 10n ** 9n;
 const USD = 1_000_000n;

@@ -11,7 +11,7 @@ import { createEngine, type EngineConfig, type RunningEngine } from '../engine/c
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
-import type { PriceFloors } from '../verify/price-floor.ts';
+import type { PriceFloors } from '../policy/price-floor.ts';
 import { composeCluster } from './compose-cluster.ts';
 import { composeStore } from './compose-store.ts';
 

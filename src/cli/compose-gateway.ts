@@ -22,7 +22,7 @@ import type { Settlement } from '../ports/settlement.ts';
 import { refusal } from '../protocol/result.ts';
 import { createStockDesk, type RunningStockDesk, type StockConfig } from '../stock/create-stock-desk.ts';
 import type { Store } from '../store/open-store.ts';
-import type { PriceFloors } from '../verify/price-floor.ts';
+import type { PriceFloors } from '../policy/price-floor.ts';
 import { webConfigFromEnv } from '../web/config.ts';
 import { webRoutes } from '../web/routes.ts';
 import { composeMerchants } from './compose-merchants.ts';

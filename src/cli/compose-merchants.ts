@@ -8,7 +8,7 @@ import type { MerchantConfig } from '../gateway/merchants/config.ts';
 import { MerchantRegistry } from '../gateway/merchants/registry.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Store } from '../store/open-store.ts';
-import type { PriceFloors } from '../verify/price-floor.ts';
+import type { PriceFloors } from '../policy/price-floor.ts';
 
 /** The channel merchant changes are told on, named by slug. */
 const MERCHANT_CHANNEL = 'gate402_merchants';

@@ -3,7 +3,7 @@ import { GasPriceCache, gasPriceReader } from '../chain/gas-price.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import { PriceFloors, type PriceFloorConfig } from '../verify/price-floor.ts';
+import { PriceFloors, type PriceFloorConfig } from '../policy/price-floor.ts';
 
 /** The price floors of `networks`: gas prices read live (cached, bounded), floors and refusals counted in metrics. */
 export function composePriceFloors(networks: NetworkRegistry, config: PriceFloorConfig, metrics: Metrics, log: Logger): PriceFloors {

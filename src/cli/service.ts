@@ -21,7 +21,7 @@ import { metricsEndpointConfigFromEnv, metricsExposure, metricsRoute, startMetri
 import { createMetrics } from '../metrics/metrics.ts';
 import { remoteSettlementConfigFromEnv } from '../settlement/remote/facilitators-config.ts';
 import { stockConfigFromEnv } from '../stock/create-stock-desk.ts';
-import { priceFloorConfigFromEnv } from '../verify/price-floor.ts';
+import { priceFloorConfigFromEnv } from '../policy/price-floor.ts';
 import { composeEngine } from './compose-engine.ts';
 import { composeFacilitator } from './compose-facilitator.ts';
 import { composeGateway } from './compose-gateway.ts';

@@ -12,8 +12,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import { SHED_REASONS } from '../ports/settlement.ts';
 import type { Store } from '../store/open-store.ts';
 import { storeConfigFromEnv, type StoreConfig } from '../store/store-config.ts';
-import type { PriceFloorSource } from '../verify/price-floor.ts';
-import { Eip3009Reason, GatewayReason, Permit2Reason } from '../verify/reasons.ts';
+import type { PriceFloorSource } from '../policy/price-floor.ts';
+import { SETTLEMENT_REASONS } from '../verify/reasons.ts';
 import { SignatureVerifier } from '../verify/signature/pool.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine } from './payment-machine.ts';
@@ -116,7 +116,7 @@ export interface EngineParts {
    * before the engine starts: a dead node's payments are taken over through `membership`.
    */
   cluster?: { node: string; membership: Membership };
-  /** The live price floor every payment this engine settles must reach (see `verify/price-floor.ts`). */
+  /** The live price floor every payment this engine settles must reach (see `policy/price-floor.ts`). */
   floor?: PriceFloorSource;
   log: Logger;
   metrics: Metrics;
@@ -129,9 +129,6 @@ export function relayerAccountsFor(config: Pick<EngineConfig, 'relayerKeys'>, de
   return accounts;
 }
 
-/** Every reason a payment can be refused for: the verifications series start at zero with each. */
-const INVALID_REASONS = [...new Set([...Object.values(Eip3009Reason), ...Object.values(Permit2Reason), ...Object.values(GatewayReason)])];
-
 /** Wires an engine to its chains, the given store and its worker pool, and resumes what the store left unfinished. */
 export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
   const { networks, config, store, log, metrics } = parts;
@@ -143,7 +140,8 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
   metrics.declareSettlements(caip2s, machineSeries(paymentMachine).finals);
   metrics.declareShedding(caip2s, SHED_REASONS);
   metrics.declareRevertRefusals(REFUSAL_KINDS);
-  metrics.declareVerifications(INVALID_REASONS);
+  // Every reason the engine can answer with: the verifications series start at zero with each.
+  metrics.declareVerifications(SETTLEMENT_REASONS);
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();
   const relayers = new Map<string, RelayerPool>();

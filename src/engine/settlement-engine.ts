@@ -3,7 +3,7 @@ import type { Settlement, Shed } from '../ports/settlement.ts';
 import { supportedExtensionKeys } from '../protocol/x402/extensions/index.ts';
 import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from '../protocol/x402/types.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
-import type { PaymentPolicy } from '../verify/payment-policy.ts';
+import type { PaymentPolicy } from '../policy/payment-policy.ts';
 import type { Consumption } from './authorization-consumption.ts';
 import { DEFAULT_ADMISSION, type EngineOptions } from './engine-options.ts';
 import { FairAdmission } from './fair-admission.ts';

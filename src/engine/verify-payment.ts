@@ -4,7 +4,7 @@ import type { Network, NetworkRegistry } from '../chain/networks.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { schemeForRequirements, schemeOfPayload } from '../schemes/registry.ts';
 import type { PaymentScheme, SchemeName, SettlementCall } from '../schemes/scheme.ts';
-import { checkPaymentTerms, type PaymentPolicy } from '../verify/payment-policy.ts';
+import { checkPaymentTerms, type PaymentPolicy } from '../policy/payment-policy.ts';
 import { GatewayReason, RequestReason, type InvalidReason } from '../verify/reasons.ts';
 import { jobDigest, type VerifyJob } from '../verify/signature/jobs.ts';
 import type { ChainInspector, SimulationSender } from './chain-inspector.ts';

@@ -8,7 +8,7 @@
  * | `GATE402_FACILITATOR_PAYER_RATE_CAPACITY` | `20` | verify + settle burst per payer |
  * | `GATE402_FACILITATOR_PAYER_RATE_PER_SECOND` | `2` | per-payer refill |
  * | `GATE402_FACILITATOR_PAYEE_ALLOWLIST` | (any payee) | comma-separated addresses: the only payees settled |
- * | `GATE402_FACILITATOR_MIN_AMOUNT` | `floor` | smallest amount settled: `floor`, the network's live price floor (see `verify/price-floor.ts`), or a whole number of the token's base units, which raises the minimum above the floor (it never lowers it) |
+ * | `GATE402_FACILITATOR_MIN_AMOUNT` | `floor` | smallest amount settled: `floor`, the network's live price floor (see `policy/price-floor.ts`), or a whole number of the token's base units, which raises the minimum above the floor (it never lowers it) |
  *
  * The price floor is the engine's, so it holds at the facilitator's /verify and /settle as on the gateway's paid
  * route; the door here checks it only after the payer's quota (reading the gas price may cost an RPC call, and a
@@ -21,7 +21,7 @@ import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import { ok, type Err, type Ok } from '../protocol/result.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { refusedPayer, type PaymentRefusal } from '../verify/checks.ts';
-import { stricterPolicy, withoutFloor, type PaymentPolicy } from '../verify/payment-policy.ts';
+import { stricterPolicy, withoutFloor, type PaymentPolicy } from '../policy/payment-policy.ts';
 import { GatewayReason } from '../verify/reasons.ts';
 
 export interface FacilitatorAdmissionConfig {

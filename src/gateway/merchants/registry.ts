@@ -38,7 +38,7 @@ import { refuse, type RegistryFailureStatus, type RegistryRefusalCode } from './
 import { recoverRegistrationSigner } from './signature.ts';
 import type { RegistrationAction, ValidatedUpsert } from './types.ts';
 import { DEFAULT_UPLOAD_BUDGETS, FILE_SWEEP_GRACE_MS, MerchantUploads, type FileSweepReport, type UploadBudget, type UploadBudgets } from './uploads.ts';
-import type { Floor, PriceFloorSource } from '../../verify/price-floor.ts';
+import type { Floor, PriceFloorSource } from '../../policy/price-floor.ts';
 import { resolveLimits, type RegistrationLimits } from './registration-limits.ts';
 import { checkMerchantSize, checkRoutesAboveFloors, DEFAULT_MERCHANT_SIZE_LIMITS, validateRegistrationRequest, type Checked, type MerchantSizeLimits } from './validate.ts';
 import { DEFAULT_MAX_MERCHANTS_PER_WALLET, WalletQuota } from './wallet-quota.ts';

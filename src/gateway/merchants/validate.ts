@@ -9,7 +9,7 @@
 import { parseDecimalAmount, USD_DECIMALS } from '../../protocol/amounts.ts';
 import { checkAddress } from '../../protocol/address.ts';
 import { ok, refusal, type Err, type HttpFailure, type Ok } from '../../protocol/result.ts';
-import { describeFloor, floorUsd, type Floor } from '../../verify/price-floor.ts';
+import { describeFloor, floorUsd, type Floor } from '../../policy/price-floor.ts';
 import type { MerchantRoute } from '../catalog/merchant.ts';
 import { UpstreamAllowlist, urlPort } from '../upstream-guard/guard.ts';
 import { decodeCanonicalBase64 } from './base64.ts';
@@ -278,7 +278,7 @@ export function checkMerchantSize(
 
 /**
  * Every route's price reaches the live price floor of every network the merchant accepts (`floors`, one per network
- * that has one; see `verify/price-floor.ts`): a route below it would have our relayers pay more gas to settle it than
+ * that has one; see `policy/price-floor.ts`): a route below it would have our relayers pay more gas to settle it than
  * it moves, and a merchant who pays itself from a second wallet would burn that gas for free. The refusal names the
  * floor of that network and how it was computed.
  */

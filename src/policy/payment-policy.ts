@@ -1,9 +1,9 @@
 import { schemeNamed } from '../schemes/registry.ts';
 import type { SchemeName } from '../schemes/scheme.ts';
-import { fail, pass, type CheckResult } from './checks.ts';
+import { fail, pass, type CheckResult } from '../verify/checks.ts';
 import { describeFloor, type Floor, type PriceFloorSource } from './price-floor.ts';
 import { unchargedText } from '../protocol/result.ts';
-import { GatewayReason } from './reasons.ts';
+import { GatewayReason } from '../verify/reasons.ts';
 
 /**
  * Which payments are worth our gas: pure checks on the terms a payment was signed for, run before any chain is asked
