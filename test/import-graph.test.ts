@@ -210,3 +210,38 @@ t.test('metrics import no domain folder: their vocabularies come in through the 
   t.ok(domains.includes('engine') && domains.includes('verify') && domains.includes('ports'), 'the domain folders are listed');
   t.same(importsInto('metrics', domains), []);
 });
+
+/** What the engine shows the rest of the code: its facade, its composition, and its machines (drawn by src/statecharts/). */
+const ENGINE_SURFACE = ['settlement-engine.ts', 'create-engine.ts', 'payment-machine.ts', 'batch-machine.ts'].map((f) => join(SRC, 'engine', f));
+
+t.test('nothing outside the engine imports its internals', async (t) => {
+  const folders = readdirSync(SRC).filter((name) => statSync(join(SRC, name)).isDirectory() && name !== 'engine');
+  const offenders = folders.flatMap((folder) => importsInto(folder, ['engine'])).filter((edge) => !ENGINE_SURFACE.some((f) => edge.endsWith(` -> ${rel(f)}`)));
+  t.same(offenders, [], `outside src/engine/ only ${ENGINE_SURFACE.map(rel).join(', ')} may be imported`);
+});
+
+t.test('no loop between folders', async (t) => {
+  const folders = readdirSync(SRC).filter((name) => statSync(join(SRC, name)).isDirectory());
+  // Which folders each folder's files import (its own excluded).
+  const uses = new Map(folders.map((from) => [from, new Set(folders.filter((to) => to !== from && importsInto(from, [to]).length > 0))]));
+  t.ok((uses.get('gateway')?.size ?? 0) > 0, 'the folder graph is read');
+  // A folder that reaches itself through others is in a loop; each is named by its shortest way round.
+  const loops: string[] = [];
+  for (const start of folders) {
+    const via = new Map<string, string>();
+    const queue = [start];
+    while (queue.length > 0 && !via.has(start)) {
+      const at = queue.shift() as string;
+      for (const next of uses.get(at) ?? []) {
+        if (via.has(next)) continue;
+        via.set(next, at);
+        queue.push(next);
+      }
+    }
+    if (!via.has(start)) continue;
+    const way = [start];
+    for (let f = via.get(start) as string; f !== start; f = via.get(f) as string) way.unshift(f);
+    loops.push([start, ...way].join(' -> '));
+  }
+  t.same(loops, [], 'folders depend on each other one way only');
+});
