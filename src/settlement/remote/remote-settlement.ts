@@ -28,7 +28,7 @@
 import { Agent } from 'undici';
 import type { Consumption } from '../../engine/authorization-consumption.ts';
 import { fingerprintOf, nonceKeyOf } from '../../schemes/payment-identity.ts';
-import { CircuitBreakers } from '../../resilience/circuit-breaker.ts';
+import { CircuitBreakers, type BreakerTicket } from '../../resilience/circuit-breaker.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
 import type { SettlePort, VerifyPort } from '../../ports/settlement.ts';
@@ -92,9 +92,15 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
   const call = (f: FacilitatorEndpoint, route: 'settle' | 'verify', request: VerifyRequest) => callFacilitator(f, route, request, dispatcher, config.timeoutMs);
 
   /** A failed call: counted, logged, and held against the facilitator's breaker (once per payment) unless it refused with a 4xx (it is up). */
-  const failed = (f: FacilitatorEndpoint, network: string, key: string, outcome: Extract<CallOutcome, { kind: 'failed' }> | { failure: 'bad_answer' | 'unexpected_error'; error: string }) => {
-    if (outcome.failure === 'http_4xx') breakers.release(f.url);
-    else breakers.failure(f.url, key);
+  const failed = (
+    f: FacilitatorEndpoint,
+    ticket: BreakerTicket,
+    network: string,
+    key: string,
+    outcome: Extract<CallOutcome, { kind: 'failed' }> | { failure: 'bad_answer' | 'unexpected_error'; error: string },
+  ) => {
+    if (outcome.failure === 'http_4xx') ticket.release();
+    else ticket.failure(key);
     metrics.facilitatorError(f.name, network, outcome.failure);
     log.warn('a facilitator gave no usable answer', { facilitator: f.name, network, payment: key, kind: outcome.failure, error: outcome.error });
   };
@@ -117,15 +123,15 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
   };
 
   /** One facilitator's attempt at `request`, its unknown outcome resolved as the module comment says. */
-  const attempt = async (f: FacilitatorEndpoint, request: VerifyRequest, key: string): Promise<Attempt> => {
+  const attempt = async (f: FacilitatorEndpoint, ticket: BreakerTicket, request: VerifyRequest, key: string): Promise<Attempt> => {
     const network = request.paymentRequirements.network;
     const first = await call(f, 'settle', request);
     const judged = settleAnswerOf(first, network);
     if ('answer' in judged) {
-      breakers.success(f.url);
+      ticket.success();
       return judged;
     }
-    failed(f, network, key, judged.failure);
+    failed(f, ticket, network, key, judged.failure);
     if (!judged.sent) return { notSettled: judged.failure.error };
     const again = settleAnswerOf(await call(f, 'settle', request), network);
     if ('answer' in again) {
@@ -140,11 +146,17 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
     const key = nonceKeyOf(request);
     for (const [i, f] of list.entries()) {
       const isLast = i === list.length - 1;
-      if (!breakers.admit(f.url)) {
+      const ticket = breakers.admit(f.url);
+      if (!ticket) {
         if (!isLast) metrics.facilitatorFailover(f.name, network);
         continue;
       }
-      const result = await attempt(f, request, key);
+      let result: Attempt;
+      try {
+        result = await attempt(f, ticket, request, key);
+      } finally {
+        ticket.release();
+      }
       if ('answer' in result) return result.answer;
       if ('unknown' in result) {
         log.warn('a payment of unknown outcome is not passed to another facilitator', { facilitator: f.name, payment: key, why: result.unknown });
@@ -197,14 +209,19 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
       const network = request.paymentRequirements.network;
       const key = nonceKeyOf(request);
       for (const f of list) {
-        if (!breakers.admit(f.url)) continue;
-        const outcome = await call(f, 'verify', request);
-        const answer = outcome.kind === 'answered' ? validateVerifyResponse(outcome.body) : undefined;
-        if (answer?.ok) {
-          breakers.success(f.url);
-          return answer.value;
+        const ticket = breakers.admit(f.url);
+        if (!ticket) continue;
+        try {
+          const outcome = await call(f, 'verify', request);
+          const answer = outcome.kind === 'answered' ? validateVerifyResponse(outcome.body) : undefined;
+          if (answer?.ok) {
+            ticket.success();
+            return answer.value;
+          }
+          failed(f, ticket, network, key, outcome.kind === 'failed' ? outcome : { failure: 'bad_answer', error: 'not a verify answer' });
+        } finally {
+          ticket.release();
         }
-        failed(f, network, key, outcome.kind === 'failed' ? outcome : { failure: 'bad_answer', error: 'not a verify answer' });
       }
       const unavailable: VerifyResponse = { isValid: false, invalidReason: GatewayReason.settlementUnavailable, invalidMessage: 'no facilitator could check the payment' };
       return unavailable;
