@@ -36,7 +36,7 @@ export interface Refused {
 export interface Asked {
   method: 'GET' | 'POST';
   path: string;
-  digest?: string;
+  digest: string | undefined;
 }
 
 /** One path's unpaid 402 within one `expires` second. */

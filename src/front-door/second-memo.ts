@@ -17,7 +17,8 @@ export class SecondMemo<V> {
       this.#second = second;
       this.#kept.clear();
     }
-    if (this.#kept.has(key)) return this.#kept.get(key) as V;
+    const hit = this.#kept.get(key);
+    if (hit !== undefined || this.#kept.has(key)) return hit as V;
     const made = make();
     if (this.#kept.size >= this.#max) this.#kept.clear();
     this.#kept.set(key, made);

@@ -78,29 +78,23 @@ export class CircuitBreakers {
     return Math.max(1, Math.ceil((this.#openMs - (this.#now() - s.openedAt)) / 1000));
   }
 
-  #ticket(key: string, token: object | undefined): BreakerTicket {
-    let ended = false;
-    /** Ends the ticket once; gives back the trial only if this ticket holds it. False when it had ended already. */
-    const end = (): boolean => {
-      if (ended) return false;
-      ended = true;
-      const s = this.#state.get(key);
-      if (token !== undefined && s?.trial === token) s.trial = undefined;
-      return true;
-    };
-    return {
-      trial: token !== undefined,
-      success: () => {
-        if (end()) this.#state.delete(key);
-      },
-      failure: (credential) => {
-        if (end()) this.#failed(key, credential);
-      },
-      release: () => {
-        end();
-      },
-    };
+  /** Whether `admit` would admit a request now (an unpaid request asks this and takes no admission). */
+  admits(key: string): boolean {
+    const state = this.state(key);
+    return state === 'closed' || (state === 'half-open' && this.#state.get(key)?.trial === undefined);
   }
+
+  #ticket(key: string, token: object | undefined): BreakerTicket {
+    return new Ticket(key, token, this.#ended);
+  }
+
+  /** A ticket ends: it gives back the trial only if it holds it, then reports its outcome, if any. */
+  readonly #ended: TicketEnd = (key, token, outcome) => {
+    const s = this.#state.get(key);
+    if (token !== undefined && s?.trial === token) s.trial = undefined;
+    if (outcome === 'success') this.#state.delete(key);
+    else if (outcome !== undefined) this.#failed(key, outcome.failed);
+  };
 
   #failed(key: string, credential: string): void {
     let s = this.#state.get(key);
@@ -113,5 +107,42 @@ export class CircuitBreakers {
     if (s.failed.size > REMEMBERED_FAILURES) s.failed.delete(s.failed.values().next().value as string);
     s.failures += 1;
     if (s.failures >= this.#threshold || s.openedAt !== undefined) s.openedAt = this.#now();
+  }
+}
+
+/** How a ticket ended: with a success, a failure paid by a credential, or no outcome (released). */
+type Outcome = 'success' | { failed: string } | undefined;
+type TicketEnd = (key: string, token: object | undefined, outcome: Outcome) => void;
+
+class Ticket implements BreakerTicket {
+  readonly trial: boolean;
+  readonly #key: string;
+  readonly #token: object | undefined;
+  readonly #end: TicketEnd;
+  #ended = false;
+
+  constructor(key: string, token: object | undefined, end: TicketEnd) {
+    this.trial = token !== undefined;
+    this.#key = key;
+    this.#token = token;
+    this.#end = end;
+  }
+
+  success(): void {
+    this.#close('success');
+  }
+
+  failure(credential: string): void {
+    this.#close({ failed: credential });
+  }
+
+  release(): void {
+    this.#close(undefined);
+  }
+
+  #close(outcome: Outcome): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#end(this.#key, this.#token, outcome);
   }
 }

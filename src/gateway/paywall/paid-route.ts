@@ -51,13 +51,13 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
         if (reading.kind !== 'none') break;
       }
     }
-    // An upstream known to be failing is refused before anyone pays for it.
-    const ticket = deps.breakers.admit(slug);
-    if (!ticket) {
+    // An upstream known to be failing is refused before anyone pays for it; a paid request holds an admission.
+    const ticket = reading.kind === 'credential' ? deps.breakers.admit(slug) : undefined;
+    if (ticket === undefined && (reading.kind === 'credential' || !deps.breakers.admits(slug))) {
       const closed = uncharged('merchant_unavailable', `merchant '${slug}' is unavailable right now`, 503).error;
       return unchargedAnswer(closed, {}, { 'retry-after': String(deps.breakers.retryAfterSeconds(slug)) });
     }
-    if (reading.kind === 'credential' && door) {
+    if (ticket !== undefined && reading.kind === 'credential' && door) {
       const p: Purchase = {
         deps,
         required,
@@ -74,14 +74,15 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
       };
       return holding(ticket, () => (p.door.identifiesPayments ? paidWithId(p) : paid(p)));
     }
-    // Unpaid or refused: the admission is given back at once. A POST's challenge is bound to its body, read first.
-    ticket.release();
+    // Unpaid or refused: a 402, for which a POST's challenge is bound to its body, read first.
     const method = req.method === 'POST' ? 'POST' : 'GET';
-    const answer = (digest: string | undefined) =>
-      reading.kind === 'refused'
-        ? required.refused(t, { method, path: req.path, ...(digest !== undefined && { digest }) }, reading.refusal)
-        : required.unpaid(t, { method, path: req.path, ...(digest !== undefined && { digest }) });
-    return sendsBody(req) ? postedDigest(req).then(answer) : answer(undefined);
+    if (reading.kind === 'refused') {
+      const refusal = reading.refusal;
+      if (sendsBody(req)) return postedDigest(req).then((digest) => required.refused(t, { method, path: req.path, digest }, refusal));
+      return required.refused(t, { method, path: req.path, digest: undefined }, refusal);
+    }
+    if (sendsBody(req)) return postedDigest(req).then((digest) => required.unpaid(t, { method, path: req.path, digest }));
+    return required.unpaid(t, { method, path: req.path, digest: undefined });
   };
   return (req) => {
     const slug = req.params.slug ?? '';
