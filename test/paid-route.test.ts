@@ -171,6 +171,7 @@ t.test('the upstream fails after settlement: 502 with the transaction; the crede
   const transaction = settledAnswer({ paymentPayload: payment, paymentRequirements: offerOf(await h.handle(request('GET'))), x402Version: 2 }).transaction;
   t.match(JSON.parse(bodyOf(failed)), { error: 'the merchant upstream failed after your payment settled', transaction });
   fail = false;
+  h.clock.ms += 1; // the records are ordered by time
   const redeemed = await h.handle(request('GET', x402Headers(payment)));
   t.equal(redeemed.status, 200, 'the same credential, again: served');
   t.equal(bodyOf(redeemed), 'late joke');

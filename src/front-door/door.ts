@@ -10,7 +10,7 @@ import type { FilledHeader } from '../http/server.ts';
 import type { ChargeRequest, ProblemCode } from '../protocol/mpp/types.ts';
 import type { PaymentRequirements, SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 
-/** What a route asks to be paid, as every door reads it. The same `key`, the same terms but `nowMs`. */
+/** What a route asks to be paid, as every door reads it: the same `key`, the same terms (the clock is each door's own). */
 export interface RouteTerms {
   /** Names the terms (merchant, its version, route): what a door may memoize its challenges under. */
   key: string;
@@ -29,7 +29,6 @@ export interface RouteTerms {
   priceUsd: string;
   /** The x402 extensions a 402 of each method declares. */
   extensions: Readonly<Partial<Record<'GET' | 'POST', Record<string, unknown>>>>;
-  nowMs: number;
 }
 
 /** A credential a door recognised: the x402 payment it pays with, whatever its protocol, and what else it keeps. */

@@ -29,6 +29,7 @@ export interface MppDoorOptions {
   realm: string;
   /** Signs the `Payment-Receipt`. */
   receiptKey: Hex;
+  /** The clock challenges are checked by and receipts dated with. */
   now(): number;
 }
 
@@ -68,7 +69,7 @@ export function mppDoor(opts: MppDoorOptions): Door<MppCredential> {
     read(request, terms) {
       const auth = request.headers.authorization;
       if (auth === undefined || !/^payment\s/i.test(auth)) return { kind: 'none' };
-      return readMpp(opts.key, auth, terms, request.method);
+      return readMpp(opts.key, auth, terms, request.method, opts.now());
     },
     challenge(terms, ctx) {
       const mpp = terms.mpp;
@@ -103,7 +104,7 @@ export function mppDoor(opts: MppDoorOptions): Door<MppCredential> {
  * `method` is the request's HTTP method: a challenge is bound to it. The body is not read here: a credential's
  * `digest` is checked against it later (`unbound`), still before settlement.
  */
-function readMpp(key: Uint8Array, header: string, terms: RouteTerms, method: string): Reading<MppCredential> {
+function readMpp(key: Uint8Array, header: string, terms: RouteTerms, method: string, nowMs: number): Reading<MppCredential> {
   const refused = (r: Omit<DoorRefusal, 'protocol'>): Reading<MppCredential> => ({ kind: 'refused', refusal: { protocol: 'mpp', ...r } });
   const parsed = parseAuthorizationPayment(header);
   if (!parsed.ok) {
@@ -117,7 +118,7 @@ function readMpp(key: Uint8Array, header: string, terms: RouteTerms, method: str
   if (challenge.method !== 'evm' || challenge.intent !== 'charge') {
     return refused({ status: 400, problem: 'method-unsupported', detail: `method ${challenge.method}/${challenge.intent} is not served`, challengeId });
   }
-  const verdict = verifyChallenge(key, challenge, terms.nowMs);
+  const verdict = verifyChallenge(key, challenge, nowMs);
   if (!verdict.ok) return refused({ status: 402, problem: verdict.error.code, detail: verdict.error.message, challengeId });
   if (!terms.mpp) return refused({ status: 402, problem: 'invalid-challenge', detail: 'this route takes no MPP payment', challengeId });
   const echoed = decodeRequest(challenge.request);

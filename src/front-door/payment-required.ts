@@ -18,6 +18,8 @@ export interface PaymentRequiredOptions {
   doors: readonly Door[];
   /** How long a challenge made now stays good. */
   challengeTtlMs: number;
+  /** The clock challenges expire by. */
+  now(): number;
   /** Counts a door's challenge in a 402. */
   counted(protocol: string): void;
 }
@@ -54,6 +56,7 @@ function either(words: readonly string[]): string {
 export class PaymentRequired {
   readonly #doors: readonly Door[];
   readonly #ttlMs: number;
+  readonly #now: () => number;
   readonly #counted: (protocol: string) => void;
   readonly #unpaid = new SecondMemo<Unpaid>();
   readonly #invitation: string;
@@ -61,13 +64,14 @@ export class PaymentRequired {
   constructor(opts: PaymentRequiredOptions) {
     this.#doors = opts.doors;
     this.#ttlMs = opts.challengeTtlMs;
+    this.#now = opts.now;
     this.#counted = opts.counted;
     this.#invitation = either(opts.doors.map((d) => d.invitation));
   }
 
   /** The 402 for a request without a payment: this second's kept 402 for its path, plus fresh challenges. */
   unpaid(terms: RouteTerms, asked: Asked): HttpResponse {
-    const second = this.#expiresSecond(terms.nowMs);
+    const second = this.#expiresSecond();
     const kept = this.#unpaid.get(second, `${terms.key}|${asked.method}|${asked.path}`, () => this.#keep(terms, asked, second));
     for (const p of kept.protocols) this.#counted(p);
     if (kept.issuers === undefined) return kept.response;
@@ -83,7 +87,7 @@ export class PaymentRequired {
 
   /** The 402 (or 400) refusing a credential, with fresh challenges to pay again. */
   refused(terms: RouteTerms, asked: Asked, why: Refused): HttpResponse {
-    const ctx: ChallengeContext = { method: asked.method, path: asked.path, expiresSecond: this.#expiresSecond(terms.nowMs), error: why.detail };
+    const ctx: ChallengeContext = { method: asked.method, path: asked.path, expiresSecond: this.#expiresSecond(), error: why.detail };
     const headers: Record<string, string> = { 'content-type': PROBLEM_CONTENT_TYPE, 'cache-control': 'no-store' };
     let challengeId: string | undefined;
     for (const door of this.#doors) {
@@ -103,9 +107,9 @@ export class PaymentRequired {
     return { status, headers, body: JSON.stringify(problemJson(code, why.detail, challengeId)) };
   }
 
-  /** `expires` of a challenge made at `nowMs`, in whole seconds. */
-  #expiresSecond(nowMs: number): number {
-    return Math.floor((nowMs + this.#ttlMs) / 1000);
+  /** `expires` of a challenge made now, in whole seconds. */
+  #expiresSecond(): number {
+    return Math.floor((this.#now() + this.#ttlMs) / 1000);
   }
 
   #keep(terms: RouteTerms, asked: Asked, second: number): Unpaid {

@@ -26,8 +26,8 @@ export type { PaidRequestRecord, PaywallDeps } from './deps.ts';
 const NONE: Reading = { kind: 'none' };
 
 export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
-  const terms = new RouteTermsMemo(deps.networks, deps.now);
-  const required = new PaymentRequired({ doors: deps.doors, challengeTtlMs: deps.challengeTtlMs, counted: (protocol) => deps.metrics.challengeIssued(protocol) });
+  const terms = new RouteTermsMemo(deps.networks);
+  const required = new PaymentRequired({ doors: deps.doors, challengeTtlMs: deps.challengeTtlMs, now: deps.now, counted: (protocol) => deps.metrics.challengeIssued(protocol) });
   // Not `async`: the unpaid 402 is answered synchronously, before the server's route callback returns.
   const handle = (req: HttpRequest, slug: string, merchant: Merchant | undefined): Promise<HttpResponse> | HttpResponse => {
     if (!merchant) return json(404, { error: `no merchant '${slug}'` });

@@ -95,8 +95,7 @@ export async function postedDigest(req: HttpRequest): Promise<string | undefined
 /** The 402 refusing the purchase's credential (verification failed), with fresh challenges to pay again. */
 export function refused(p: Purchase, detail: string, settlement?: SettleResponse): HttpResponse {
   const asked = { method: p.req.method === 'POST' ? ('POST' as const) : ('GET' as const), path: p.req.path, digest: p.digest };
-  // Its fresh challenges expire counted from now, not from when the request came.
-  return p.required.refused({ ...p.terms, nowMs: p.deps.now() }, asked, { problem: 'verification-failed', detail, ...(settlement && { settlement }) });
+  return p.required.refused(p.terms, asked, { problem: 'verification-failed', detail, ...(settlement && { settlement }) });
 }
 
 /** Served claim: a payment buys one upstream call; one served (or being served) buys nothing more. */

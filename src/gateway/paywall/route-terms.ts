@@ -15,27 +15,25 @@ const MAX_KEPT = 4096;
 
 export class RouteTermsMemo {
   readonly #networks: NetworkRegistry;
-  readonly #now: () => number;
-  readonly #kept = new Map<string, { terms: Omit<RouteTerms, 'nowMs'>; at: number }>();
+  readonly #kept = new Map<string, { terms: RouteTerms; at: number }>();
 
-  constructor(networks: NetworkRegistry, now: () => number) {
+  constructor(networks: NetworkRegistry) {
     this.#networks = networks;
-    this.#now = now;
   }
 
-  /** The route's terms, as of now. */
+  /** The route's terms, made once per merchant version (frozen: every request of the version shares them). */
   of(merchant: Merchant, route: MerchantRoute): RouteTerms {
     const key = `${merchant.slug}|${route.route}`;
     const hit = this.#kept.get(key);
-    if (hit && hit.at === merchant.updatedAt) return { ...hit.terms, nowMs: this.#now() };
-    const terms = routeTerms(this.#networks, merchant, route);
+    if (hit && hit.at === merchant.updatedAt) return hit.terms;
+    const terms = Object.freeze(routeTerms(this.#networks, merchant, route));
     if (this.#kept.size >= MAX_KEPT) this.#kept.clear();
     this.#kept.set(key, { terms, at: merchant.updatedAt });
-    return { ...terms, nowMs: this.#now() };
+    return terms;
   }
 }
 
-function routeTerms(networks: NetworkRegistry, merchant: Merchant, route: MerchantRoute): Omit<RouteTerms, 'nowMs'> {
+function routeTerms(networks: NetworkRegistry, merchant: Merchant, route: MerchantRoute): RouteTerms {
   const n = mppNetworkFor(merchant, networks);
   const mpp = n ? { network: n, request: mppRequestFor(merchant, route, n) } : undefined;
   const routeTags = Object.fromEntries(route.methods.map((m) => [m, routeTag(merchant.slug, route.route, m)]));
