@@ -13,6 +13,8 @@ import type { Merchant } from './catalog/merchant.ts';
 import { MerchantSnapshot } from './discovery/merchant-snapshot.ts';
 import { discoveryRoutes } from './discovery/routes.ts';
 import { CircuitBreakers } from '../resilience/circuit-breaker.ts';
+import { mppDoor } from '../front-door/mpp.ts';
+import { x402Door } from '../front-door/x402.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
 import { PaymentIds, type PaymentIdRecord } from './paywall/payment-ids.ts';
@@ -169,25 +171,24 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   }, 60_000);
   sweeping.unref();
   const paid = paidRouteHandler({
-    networks: parts.networks,
-    settle: (request, client) => parts.settlement.settle(request, client),
-    shedding: (request, client) => parts.settlement.shedding(request, client),
-    verify: (request) => parts.settlement.verify(request),
+    settlement: parts.settlement,
+    doors: [x402Door({ baseUrl: config.baseUrl }), mppDoor({ key: config.mppKey, realm: config.realm, receiptKey: config.receiptKey, now: Date.now })],
     merchant: (slug) => parts.merchants.get(slug),
-    served: parts.store.claims('served'),
-    paymentIds,
-    ...(parts.live ? { live: parts.live } : {}),
-    records: parts.store.collection<PaidRequestRecord>('paid-requests'),
-    dispatcher,
+    networks: parts.networks,
+    stores: {
+      served: parts.store.claims('served'),
+      paymentIds,
+      records: parts.store.collection<PaidRequestRecord>('paid-requests'),
+      ...(parts.live ? { live: parts.live } : {}),
+    },
+    upstream: {
+      dispatcher,
+      readFile: parts.readFile,
+      internal: parts.internalUpstream,
+      timeoutMs: config.upstreamTimeoutMs,
+      maxBytes: config.upstreamMaxBytes,
+    },
     breakers,
-    readFile: parts.readFile,
-    internalUpstream: parts.internalUpstream,
-    mppKey: config.mppKey,
-    realm: config.realm,
-    receiptKey: config.receiptKey,
-    baseUrl: config.baseUrl,
-    upstreamTimeoutMs: config.upstreamTimeoutMs,
-    upstreamMaxBytes: config.upstreamMaxBytes,
     challengeTtlMs: config.challengeTtlMs,
     log: parts.log.child({ part: 'paywall' }),
     metrics: parts.metrics,

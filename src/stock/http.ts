@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import { acceptedRequest, decodeX402Credential, x402CredentialHeader } from '../front-door/credential.ts';
+import { acceptedRequest, decodeX402Credential, x402CredentialHeader } from '../front-door/x402.ts';
 import { paymentRequired, paymentRequiredHeader, paymentResponseHeader } from '../front-door/x402-answer.ts';
 import { isJsonContentType } from '../http/content-type.ts';
 import { json, type HttpHandler, type HttpResponse } from '../http/server.ts';

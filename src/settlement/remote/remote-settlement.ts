@@ -38,7 +38,7 @@ import { SETTLEMENT_SHED, type Settlement, type Shed } from '../../ports/settlem
 import { err, ok, type Err, type Ok } from '../../protocol/result.ts';
 import { validateSettleResponse, validateVerifyResponse } from '../../protocol/x402/schemas.ts';
 import { isPermit2Payload, type SettleResponse, type VerifyRequest, type VerifyResponse } from '../../protocol/x402/types.ts';
-import { CircuitBreakers } from '../../resilience/circuit-breaker.ts';
+import { CircuitBreakers, type BreakerTicket } from '../../resilience/circuit-breaker.ts';
 import { fingerprintOf, nonceKeyOf } from '../../schemes/payment-identity.ts';
 import { schemeOfPayload } from '../../schemes/registry.ts';
 import type { Consumption } from '../../schemes/scheme.ts';
@@ -110,9 +110,9 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
   const call = (f: FacilitatorEndpoint, route: 'settle' | 'verify', request: VerifyRequest) => callFacilitator(f, route, request, dispatcher, config.timeoutMs);
 
   /** A failed call: counted, logged, and held against the facilitator's breaker (once per payment) unless it refused with a 4xx (it is up). */
-  const failed = (f: FacilitatorEndpoint, network: string, key: string, outcome: NoAnswer) => {
-    if (outcome.failure === 'http_4xx') breakers.release(f.url);
-    else breakers.failure(f.url, key);
+  const failed = (f: FacilitatorEndpoint, ticket: BreakerTicket, network: string, key: string, outcome: NoAnswer) => {
+    if (outcome.failure === 'http_4xx') ticket.release();
+    else ticket.failure(key);
     metrics.facilitatorError(f.name, network, outcome.failure);
     log.warn('a facilitator gave no usable answer', { facilitator: f.name, network, payment: key, kind: outcome.failure, error: outcome.error });
   };
@@ -135,15 +135,15 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
   };
 
   /** One facilitator's attempt at `request`, its unknown outcome resolved as the module comment says. */
-  const attempt = async (f: FacilitatorEndpoint, request: VerifyRequest, key: string): Promise<Attempt> => {
+  const attempt = async (f: FacilitatorEndpoint, ticket: BreakerTicket, request: VerifyRequest, key: string): Promise<Attempt> => {
     const network = request.paymentRequirements.network;
     const first = await call(f, 'settle', request);
     const judged = settleAnswerOf(first, network);
     if (judged.ok) {
-      breakers.success(f.url);
+      ticket.success();
       return { answer: judged.value };
     }
-    failed(f, network, key, judged.error.failure);
+    failed(f, ticket, network, key, judged.error.failure);
     if (!judged.error.sent) return { notSettled: judged.error.failure.error };
     const again = settleAnswerOf(await call(f, 'settle', request), network);
     if (again.ok) {
@@ -158,11 +158,17 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
     const key = nonceKeyOf(request);
     for (const [i, f] of list.entries()) {
       const isLast = i === list.length - 1;
-      if (!breakers.admit(f.url)) {
+      const ticket = breakers.admit(f.url);
+      if (!ticket) {
         if (!isLast) metrics.facilitatorFailover(f.name, network);
         continue;
       }
-      const result = await attempt(f, request, key);
+      let result: Attempt;
+      try {
+        result = await attempt(f, ticket, request, key);
+      } finally {
+        ticket.release();
+      }
       if ('answer' in result) return result.answer;
       if ('unknown' in result) {
         log.warn('a payment of unknown outcome is not passed to another facilitator', { facilitator: f.name, payment: key, why: result.unknown });
@@ -243,14 +249,19 @@ export function remoteSettlement(deps: RemoteSettlementDeps): RemoteSettlement {
       const network = request.paymentRequirements.network;
       const key = nonceKeyOf(request);
       for (const f of list) {
-        if (!breakers.admit(f.url)) continue;
-        const outcome = await call(f, 'verify', request);
-        const answer = outcome.kind === 'answered' ? validateVerifyResponse(outcome.body) : undefined;
-        if (answer?.ok) {
-          breakers.success(f.url);
-          return answer.value;
+        const ticket = breakers.admit(f.url);
+        if (!ticket) continue;
+        try {
+          const outcome = await call(f, 'verify', request);
+          const answer = outcome.kind === 'answered' ? validateVerifyResponse(outcome.body) : undefined;
+          if (answer?.ok) {
+            ticket.success();
+            return answer.value;
+          }
+          failed(f, ticket, network, key, outcome.kind === 'failed' ? outcome : { failure: 'bad_answer', error: 'not a verify answer' });
+        } finally {
+          ticket.release();
         }
-        failed(f, network, key, outcome.kind === 'failed' ? outcome : { failure: 'bad_answer', error: 'not a verify answer' });
       }
       const unavailable: VerifyResponse = { isValid: false, invalidReason: GatewayReason.settlementUnavailable, invalidMessage: 'no facilitator could check the payment' };
       return unavailable;
