@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import { CircuitBreakers } from '../src/resilience/circuit-breaker.ts';
+import { ok } from '../src/protocol/result.ts';
 import type { SettleResponse } from '../src/protocol/x402/types.ts';
 import { nonceKeyOf } from '../src/schemes/payment-identity.ts';
 import { gate, harness, request, settledAnswer, x402Headers, x402Payment } from './support/paid-route-harness.ts';
@@ -41,9 +42,9 @@ t.test('two concurrent requests on a half-open merchant: exactly one trial reach
   h.settlement.answer = (req) => settles.get(nonceKeyOf(req)) ?? settledAnswer(req);
   const trialUpstream = gate();
   h.upstream.answer = async (req) => {
-    if (req.headers['x-upstream'] === 'fail') return { ok: true, status: 500, headers: {}, body: new Uint8Array(0), latencyMs: 1 };
+    if (req.headers['x-upstream'] === 'fail') return ok({ status: 500, headers: {}, body: new Uint8Array(0), latencyMs: 1 });
     if (req.headers['x-upstream'] === 'hang') await trialUpstream.promise;
-    return { ok: true, status: 200, headers: {}, body: Buffer.from('ok'), latencyMs: 1 };
+    return ok({ status: 200, headers: {}, body: Buffer.from('ok'), latencyMs: 1 });
   };
 
   // A: admitted while the breaker is closed, then slow to settle.

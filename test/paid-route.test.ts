@@ -8,6 +8,8 @@ import { Mppx, evm } from 'mppx/client';
 import t from 'tap';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { parseWwwAuthenticate } from '../src/protocol/mpp/www-authenticate.ts';
+import { upstreamFailed } from '../src/ports/upstream.ts';
+import { ok } from '../src/protocol/result.ts';
 import { verifyReceipt } from '../src/protocol/mpp/receipt.ts';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '../src/protocol/x402/headers.ts';
 import { bodyOf, gate, harness, headersOf, offerOf, RECEIPT_KEY, request, settledAnswer, x402Headers, x402Payment } from './support/paid-route-harness.ts';
@@ -107,7 +109,7 @@ t.test('shed: 503 with Retry-After, settle never called', async (t) => {
 
 t.test('breaker open: 503 before anything is paid; half-open: one trial, whose success closes it', async (t) => {
   const h = harness(t, { breaker: { threshold: 1, openMs: 10_000 } });
-  h.upstream.answer = async () => ({ ok: true, status: 500, headers: {}, body: new Uint8Array(0), latencyMs: 1 });
+  h.upstream.answer = async () => ok({ status: 500, headers: {}, body: new Uint8Array(0), latencyMs: 1 });
   t.equal((await h.handle(request('GET', x402Headers(await x402Payment(h))))).status, 502, 'a failing upstream: 502');
   t.equal(h.breakers.state('shop'), 'open');
   const settles = h.settlement.settleCalls;
@@ -125,7 +127,7 @@ t.test('breaker open: 503 before anything is paid; half-open: one trial, whose s
   const upstream = gate();
   h.upstream.answer = async () => {
     await upstream.promise;
-    return { ok: true, status: 200, headers: {}, body: Buffer.from('ok'), latencyMs: 1 };
+    return ok({ status: 200, headers: {}, body: Buffer.from('ok'), latencyMs: 1 });
   };
   const trial = h.handle(request('GET', x402Headers(await x402Payment(h))));
   while (h.upstream.inFlight === 0) await new Promise((r) => setImmediate(r));
@@ -164,7 +166,7 @@ t.test('payment identifier: a repeat gets the same answer, replayed, settled onc
 t.test('the upstream fails after settlement: 502 with the transaction; the credential is redeemed later, charged once', async (t) => {
   const h = harness(t);
   let fail = true;
-  h.upstream.answer = async () => (fail ? { ok: false, error: 'connection reset', latencyMs: 1 } : { ok: true, status: 200, headers: {}, body: Buffer.from('late joke'), latencyMs: 1 });
+  h.upstream.answer = async () => (fail ? upstreamFailed('connection reset', 1) : ok({ status: 200, headers: {}, body: Buffer.from('late joke'), latencyMs: 1 }));
   const payment = await x402Payment(h);
   const failed = await h.handle(request('GET', x402Headers(payment)));
   t.equal(failed.status, 502);

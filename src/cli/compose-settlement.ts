@@ -9,7 +9,6 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { Settlement } from '../ports/settlement.ts';
 import type { RemoteSettlementConfig } from '../settlement/remote/facilitators-config.ts';
 import { remoteSettlement } from '../settlement/remote/remote-settlement.ts';
-import { enginePrecheck } from './engine-precheck.ts';
 
 export interface ComposedSettlement {
   settlement: Settlement;
@@ -26,7 +25,7 @@ export function composeSettlement(parts: { engine: RunningEngine; remote: Remote
   const remote = remoteSettlement({
     config: parts.remote,
     local,
-    precheck: enginePrecheck(engine),
+    precheck: (request) => engine.precheck(request),
     consumption: (request) => engine.consumption(request),
     log: parts.log.child({ part: 'remote-settlement' }),
     metrics: parts.metrics,

@@ -30,7 +30,7 @@ export async function startServiceOrExit(opts: ServiceOptions): Promise<RunningS
   }
 }
 
-/** On a devnet, the data directory holds the records of its chains only: new chains, new records (README, "Restarts"). */
+/** On a devnet, the data directory holds the records of its chains only: new chains, new records (docs/devnet.md, "Restarts start fresh"). */
 async function startRecordsWithChains(manifest: DevnetManifest): Promise<void> {
   const { dataDir, store } = engineConfigFromEnv();
   const verdict = await bindRecordsToChains(dataDir, manifest);

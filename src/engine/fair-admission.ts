@@ -149,10 +149,10 @@ export class FairAdmission {
     if (!verdict.ok) {
       // Refused for its balance, its signature checked first: the payer is vouched for, so its balance is read now and
       // its next payments meet `early` (a wallet with nothing then costs one balance read per block, no signature check).
-      if (INSUFFICIENT_BALANCE.has(verdict.reason)) await this.#readVouched(t.ref);
+      if (INSUFFICIENT_BALANCE.has(verdict.error.code)) await this.#readVouched(t.ref);
       return { verdict };
     }
-    const ref: PayerRef = { ...t.ref, payer: verdict.payer };
+    const ref: PayerRef = { ...t.ref, payer: verdict.value.payer };
     let reservation: Reservation | undefined;
     try {
       const head = await this.#balances.head(ref.network);
@@ -166,7 +166,7 @@ export class FairAdmission {
       this.#deps.log.warn("could not read a payer's balance; admitted without a reservation", { network: ref.network, payer: ref.payer, error: err });
       return { verdict };
     }
-    if (reservation === undefined) return { refused: this.#overBalance(request, verdict.payer), verdict };
+    if (reservation === undefined) return { refused: this.#overBalance(request, verdict.value.payer), verdict };
     return { verdict, reservation };
   }
 

@@ -8,6 +8,7 @@ import type { DurableCollection } from '../store/durable-collection.ts';
 import { awaitMined, sendDurably, sleep, type Courier } from '../tx/courier.ts';
 import type { SignedTx } from '../tx/trail.ts';
 import { err, ok } from '../protocol/result.ts';
+import { refusedPayer } from '../verify/checks.ts';
 import { GatewayReason, SettleFailureReason, type InvalidReason, type SettleReason } from '../verify/reasons.ts';
 import { authorizationOf, consumptionOf, type Consumption } from './authorization-consumption.ts';
 import { ChainInspector } from './chain-inspector.ts';
@@ -114,14 +115,14 @@ export class PaymentSteps {
    * banned, or while the gas of reverted settlements is spent. An EOA's verdict passes untouched, at no cost.
    */
   async judged(verdict: Verdict): Promise<Verdict> {
-    if (!verdict.ok || verdict.signer !== 'contract' || !verdict.codeHash) return verdict;
-    const judged = await this.#budget.judge(verdict.payer, verdict.codeHash);
-    return judged.ok ? verdict : { ok: false, reason: judged.reason, message: judged.message, payer: verdict.payer };
+    if (!verdict.ok || verdict.value.signer !== 'contract' || !verdict.value.codeHash) return verdict;
+    const judged = await this.#budget.judge(verdict.value.payer, verdict.value.codeHash);
+    return judged.ok ? verdict : refusedPayer({ code: judged.reason, message: judged.message }, verdict.value.payer);
   }
 
   /** A verdict, counted in the metrics as it passes. */
   counted<V extends Verdict>(verdict: V): V {
-    this.#o.metrics.verification(verdict.ok, verdict.ok ? 'none' : verdict.reason);
+    this.#o.metrics.verification(verdict.ok, verdict.ok ? 'none' : verdict.error.code);
     return verdict;
   }
 
@@ -147,13 +148,14 @@ export class PaymentSteps {
     return this.#leavesUnless(
       record,
       this.#verdictOf(record).then(async (verdict): Promise<StepResult> => {
-        if (!verdict.ok) return err(this.counted(verdict).reason, verdict.message);
-        if (verdict.signer !== 'contract' || !verdict.codeHash) return ok({ record: { ...record, payer: verdict.payer }, verdict });
+        if (!verdict.ok) return err(this.counted(verdict).error.code, verdict.error.message);
+        const { payer, signer, codeHash } = verdict.value;
+        if (signer !== 'contract' || !codeHash) return ok({ record: { ...record, payer }, verdict });
         // A contract payer: refused while banned or over budget, and one at a time while its code never settled.
-        const admitted = await this.#budget.admit(verdict.payer, verdict.codeHash, record);
-        if (!admitted.ok) return err(this.counted({ ok: false, reason: admitted.reason, message: admitted.message }).reason, admitted.message);
-        const contract = { codeHash: verdict.codeHash, ...(admitted.turn ? { turn: admitted.turn } : {}) };
-        return ok({ record: { ...record, payer: verdict.payer, contract }, verdict });
+        const admitted = await this.#budget.admit(payer, codeHash, record);
+        if (!admitted.ok) return err(this.counted(refusedPayer({ code: admitted.reason, message: admitted.message }, undefined)).error.code, admitted.message);
+        const contract = { codeHash, ...(admitted.turn ? { turn: admitted.turn } : {}) };
+        return ok({ record: { ...record, payer, contract }, verdict });
       }),
     );
   }
@@ -220,9 +222,9 @@ export class PaymentSteps {
       this.batcher.coming(record, -1);
       throw err;
     }
-    if (!verdict.ok || verdict.signer !== 'key' || !this.batcher.enabled) this.batcher.coming(record, -1);
+    if (!verdict.ok || verdict.value.signer !== 'key' || !this.batcher.enabled) this.batcher.coming(record, -1);
     else {
-      const batch = this.batcher.join(record, verdict.call);
+      const batch = this.batcher.join(record, verdict.value.call);
       const seat = await this.batcher.seat(batch, record.id);
       if (seat.kind === 'refused') {
         this.#o.metrics.verification(false, seat.reason);
@@ -234,8 +236,9 @@ export class PaymentSteps {
       }
     }
     const simulated = this.counted(await simulatePayment(this.#o, record.request, verdict));
-    if (!simulated.ok) return err(simulated.reason, simulated.message);
-    return ok({ record: { ...record, ...(simulated.gas !== undefined ? { gas: simulated.gas.toString() } : {}) }, verdict: simulated });
+    if (!simulated.ok) return err(simulated.error.code, simulated.error.message);
+    const gas = simulated.value.gas;
+    return ok({ record: { ...record, ...(gas !== undefined ? { gas: gas.toString() } : {}) }, verdict: simulated });
   }
 
   /**
@@ -246,7 +249,7 @@ export class PaymentSteps {
     if (batch) return this.batcher.sent(batch, record);
     if (!verdict?.ok) return err(schemeOfPayload(record.request.paymentPayload.payload).reasons.simulationFailed, 'no verified settlement call');
     const gas = (BigInt(record.gas ?? '200000') * 13n) / 10n + 10_000n;
-    const sent = await sendDurably(this.#courier(record), { to: verdict.call.to, data: verdict.call.data, gas }, record.txs, (txs) => this.#d.trail(record.id, txs));
+    const sent = await sendDurably(this.#courier(record), { to: verdict.value.call.to, data: verdict.value.call.data, gas }, record.txs, (txs) => this.#d.trail(record.id, txs));
     if (!sent.ok) return err(SettleFailureReason.broadcastRejected, sent.error.message);
     return ok({ record: { ...record, state: 'broadcasting', txs: sent.value } });
   }

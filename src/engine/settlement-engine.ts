@@ -108,8 +108,8 @@ export class SettlementEngine implements Settlement {
     const steps = this.#steps;
     const checked = await steps.judged(await checkPayment(this.#o, request));
     const verdict = steps.counted(this.#o.simulateOnVerify ? await simulatePayment(this.#o, request, checked) : checked);
-    if (verdict.ok) return { isValid: true, payer: verdict.payer };
-    return { isValid: false, invalidReason: verdict.reason, invalidMessage: verdict.message, ...(verdict.payer ? { payer: verdict.payer } : {}) };
+    if (verdict.ok) return { isValid: true, payer: verdict.value.payer };
+    return { isValid: false, invalidReason: verdict.error.code, invalidMessage: verdict.error.message, ...(verdict.error.payer ? { payer: verdict.error.payer } : {}) };
   };
 
   /**

@@ -5,6 +5,8 @@ import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { schemeForRequirements, schemeOfPayload } from '../schemes/registry.ts';
 import type { PaymentScheme, SchemeName, SettlementCall } from '../schemes/scheme.ts';
 import { checkPaymentTerms, type PaymentPolicy } from '../policy/payment-policy.ts';
+import { ok, type Err, type Ok } from '../protocol/result.ts';
+import { refusedPayer, type PaymentRefusal } from '../verify/checks.ts';
 import { GatewayReason, RequestReason, type InvalidReason } from '../verify/reasons.ts';
 import { jobDigest, type VerifyJob } from '../verify/signature/jobs.ts';
 import type { ChainInspector, SimulationSender } from './chain-inspector.ts';
@@ -26,15 +28,25 @@ export interface VerifyDeps {
   policy: PaymentPolicy;
 }
 
-export type Verdict =
-  /**
-   * `signer`: the payer's own key signed, or (ERC-1271) a payer contract vouched for the signature, in which case
-   * `codeHash` is the keccak of the payer's runtime code.
-   */
-  | { ok: true; payer: Address; network: string; kind: SchemeName; call: SettlementCall; signer: Signer; codeHash?: Hex; gas?: bigint }
-  | { ok: false; reason: InvalidReason; message: string; payer?: Address };
+/**
+ * A payment verification passed: who pays, on which network, with which call. `signer`: the payer's own key signed,
+ * or (ERC-1271) a payer contract vouched for the signature, in which case `codeHash` is the keccak of the payer's
+ * runtime code. `gas`: what simulation measured, once it ran.
+ */
+export interface Verified {
+  payer: Address;
+  network: string;
+  kind: SchemeName;
+  call: SettlementCall;
+  signer: Signer;
+  codeHash?: Hex;
+  gas?: bigint;
+}
 
-const invalid = (reason: InvalidReason, message: string, payer?: Address): Verdict => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
+export type Verdict = Ok<Verified> | Err<PaymentRefusal>;
+
+/** A payment refused with `reason`, naming its payer once known. */
+const refused = (reason: InvalidReason, message: string, payer?: Address): Err<PaymentRefusal> => refusedPayer({ code: reason, message }, payer);
 
 type Signer = 'key' | 'contract';
 
@@ -42,11 +54,17 @@ type Signer = 'key' | 'contract';
  * What the checks that need no chain found: the payer, the settlement call, and whether the payer's own key signed
  * (recovered locally; when it did not, only the chain can tell whether a payer contract vouches for the signature).
  */
-export type Precheck =
-  | { ok: true; payer: Address; network: Network; scheme: PaymentScheme; token: StablecoinInfo; call: SettlementCall; job: VerifyJob; signedByKey: boolean }
-  | { ok: false; reason: InvalidReason; message: string; payer?: Address };
+export interface Prechecked {
+  payer: Address;
+  network: Network;
+  scheme: PaymentScheme;
+  token: StablecoinInfo;
+  call: SettlementCall;
+  job: VerifyJob;
+  signedByKey: boolean;
+}
 
-const refused = (reason: InvalidReason, message: string, payer?: Address): Precheck => ({ ok: false, reason, message, ...(payer ? { payer } : {}) });
+export type Precheck = Ok<Prechecked> | Err<PaymentRefusal>;
 
 /**
  * Every check of a payment that needs no chain, the payment policy included: unconfigured networks and assets,
@@ -63,18 +81,18 @@ export async function precheckPayment(deps: Pick<VerifyDeps, 'networks' | 'signa
   if (!token) return refused(GatewayReason.unsupportedAsset, `asset ${req.asset} is not a configured stablecoin on ${req.network}`);
   const scheme = schemeForRequirements(req);
   const checked = scheme.check({ requirements: req, accepted, payload: request.paymentPayload.payload, network, token, now: deps.now() });
-  if (!checked.ok) return refused(checked.error.code, checked.error.message, checked.error.payer);
+  if (!checked.ok) return checked;
   const { payer, job, call } = checked;
   const policed = await checkPaymentTerms(policy, { kind: scheme.name, payer, payee: checked.payee, amount: checked.amount, network: network.caip2 });
   if (!policed.ok) return refused(policed.error.code, policed.error.message, payer);
   const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
-  return { ok: true, payer, network, scheme, token, call, job, signedByKey };
+  return ok({ payer, network, scheme, token, call, job, signedByKey });
 }
 
 const sameAddress = (a: string | undefined, b: string): boolean => a !== undefined && a.toLowerCase() === b.toLowerCase();
 
 /** Signature by the payer's key (already recovered), or (for a payer with code) vouched for by the payer contract under ERC-1271. */
-async function signedBy(inspector: ChainInspector, pre: Precheck & { ok: true }): Promise<Signer | undefined> {
+async function signedBy(inspector: ChainInspector, pre: Prechecked): Promise<Signer | undefined> {
   if (pre.signedByKey) return 'key';
   if (!(await inspector.hasCode(pre.payer))) return undefined;
   const digest = jobDigest(pre.job);
@@ -86,26 +104,28 @@ async function signedBy(inspector: ChainInspector, pre: Precheck & { ok: true })
  * no chain ({@link precheckPayment}), then the asset's code and a contract payer's signature.
  */
 export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Promise<Verdict> {
-  const pre = await precheckPayment(deps, request);
-  if (!pre.ok) return pre;
+  const prechecked = await precheckPayment(deps, request);
+  if (!prechecked.ok) return prechecked;
+  const pre = prechecked.value;
   const inspector = deps.inspector(pre.network.caip2);
   const { payer, token, scheme } = pre;
-  const assetMissing = () => invalid(scheme.reasons.assetNotDeployed, `no contract at ${token.address}`, payer);
+  const assetMissing = () => refused(scheme.reasons.assetNotDeployed, `no contract at ${token.address}`, payer);
   if (scheme.assetCheckedFirst && !(await inspector.hasCode(token.address))) return assetMissing();
   const signer = await signedBy(inspector, pre);
-  if (!signer) return invalid(scheme.reasons.signature, "the signature is not the payer's", payer);
+  if (!signer) return refused(scheme.reasons.signature, "the signature is not the payer's", payer);
   if (!scheme.assetCheckedFirst && !(await inspector.hasCode(token.address))) return assetMissing();
   // A contract's code hash was read with its code (cached): no RPC more.
   const codeHash = signer === 'contract' ? await inspector.codeHash(payer) : undefined;
-  return { ok: true, payer, network: pre.network.caip2, kind: scheme.name, call: pre.call, signer, ...(codeHash ? { codeHash } : {}) };
+  return ok({ payer, network: pre.network.caip2, kind: scheme.name, call: pre.call, signer, ...(codeHash ? { codeHash } : {}) });
 }
 
 /** Runs exactly the settlement call a passed verdict would send; on a revert, says why as the reference would. */
 export async function simulatePayment(deps: VerifyDeps, request: VerifyRequest, verdict: Verdict): Promise<Verdict> {
   if (!verdict.ok) return verdict;
-  const sim = await deps.inspector(verdict.network).simulate(verdict.call, await deps.simulateFrom(verdict.network));
-  if (sim.ok) return { ...verdict, gas: sim.value };
-  return invalid(await revertReason(deps, request, verdict.call), `simulation reverted: ${sim.error.message}`, verdict.payer);
+  const v = verdict.value;
+  const sim = await deps.inspector(v.network).simulate(v.call, await deps.simulateFrom(v.network));
+  if (sim.ok) return ok({ ...v, gas: sim.value });
+  return refused(await revertReason(deps, request, v.call), `simulation reverted: ${sim.error.message}`, v.payer);
 }
 
 /** Why the settlement call of `request` reverts (or reverted), in the reference's terms, read from the chain. */

@@ -85,11 +85,12 @@ export class PaymentAdmission {
   async admit(request: VerifyRequest): Promise<Admission> {
     // The floor comes after the quota: the engine checks it again before anything is sent (verify and settle).
     const pre = await this.#deps.precheck(request, withoutFloor(this.#policy));
-    if (!pre.ok) return refusedPayer({ code: pre.reason, message: pre.message }, pre.payer);
+    if (!pre.ok) return pre;
+    const { payer, signedByKey } = pre.value;
     // A signature no key made counts against a separate bucket: a forger cannot use up a real payer's quota.
-    const key = `${pre.signedByKey ? 'key' : 'unproven'}:${pre.payer.toLowerCase()}`;
+    const key = `${signedByKey ? 'key' : 'unproven'}:${payer.toLowerCase()}`;
     const taken = this.#quota.take(key);
-    if (!taken.allowed) return refusedPayer({ code: GatewayReason.payerRateLimited, message: `too many payments from ${pre.payer}; try again in ${taken.retryAfterSeconds} s` }, pre.payer);
-    return ok({ payer: pre.payer });
+    if (!taken.allowed) return refusedPayer({ code: GatewayReason.payerRateLimited, message: `too many payments from ${payer}; try again in ${taken.retryAfterSeconds} s` }, payer);
+    return ok({ payer });
   }
 }

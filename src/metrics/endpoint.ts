@@ -14,7 +14,7 @@ export interface MetricsEndpointConfig {
   listener?: { host: string; port: number };
   /**
    * Whether `/metrics` is mounted on the public listeners (the gateway's and the facilitator's): with a token; on
-   * the devnet without one (as the README's Prometheus set-up expects); never when it has a listener of its own.
+   * the devnet without one (as the Prometheus set-up in docs/operations-and-cluster.md expects); never when it has a listener of its own.
    */
   public: boolean;
 }

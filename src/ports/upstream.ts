@@ -3,7 +3,7 @@
  * and the stock desk's in-process `stock-data` all implement it, and the paywall depends only on this, so neither
  * side imports the other.
  */
-import type { Err, HttpFailure, Ok } from '../protocol/result.ts';
+import type { Err, Failure, HttpFailure, Ok } from '../protocol/result.ts';
 
 export interface UpstreamRequest {
   method: string;
@@ -15,8 +15,31 @@ export interface UpstreamRequest {
   body?: Uint8Array;
 }
 
+/** An upstream's answer, as it came, and how long it took. */
+export interface UpstreamAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Uint8Array;
+  latencyMs: number;
+}
+
+/** An upstream call that gave no answer (unreachable, timed out, too large, a file gone): why, and how long it took. */
+export interface UpstreamFailure extends Failure<'upstream_failed'> {
+  latencyMs: number;
+}
+
 /** An upstream call's outcome: its answer, or why it failed; the latency is measured either way. */
-export type UpstreamResult = { ok: true; status: number; headers: Record<string, string>; body: Uint8Array; latencyMs: number } | { ok: false; error: string; latencyMs: number };
+export type UpstreamResult = Ok<UpstreamAnswer> | Err<UpstreamFailure>;
+
+/** The upstream gave no answer. */
+export function upstreamFailed(message: string, latencyMs: number): Err<UpstreamFailure> {
+  return { ok: false, error: { code: 'upstream_failed', message, latencyMs } };
+}
+
+/** How long a call took, answered or not. */
+export function latencyOf(result: UpstreamResult): number {
+  return result.ok ? result.value.latencyMs : result.error.latencyMs;
+}
 
 /** The call itself, made once the payment settles. */
 export type UpstreamCall = () => Promise<UpstreamResult>;

@@ -8,8 +8,8 @@
  * A refusal that is itself a protocol answer (the facilitator's 400 bodies) travels as `Err<ThatAnswer>`; one with
  * more to say than a code and a message extends `Failure` (a refused payment's payer, a send's trail so far).
  *
- * The browser client (src/web/client) keeps its own small shapes (`format.ts`'s `parseAmount`): it is bundled for
- * the browser apart from the server's modules.
+ * The browser client (src/web/client) uses it too (`format.ts`'s `parseAmount`): the module is bundled for the
+ * browser with the pages.
  */
 
 /** A success carrying its value. */

@@ -4,7 +4,7 @@ import { paymentRequired, paymentRequiredHeader, paymentResponseHeader } from '.
 import { isJsonContentType } from '../http/content-type.ts';
 import { json, type HttpHandler, type HttpResponse } from '../http/server.ts';
 import { formatDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
-import type { HttpFailure } from '../protocol/result.ts';
+import { unchargedText, type HttpFailure } from '../protocol/result.ts';
 import { declaredExtensions, type PaidResourceDescription } from '../protocol/x402/extensions/index.ts';
 import type { PaymentRequirements } from '../protocol/x402/types.ts';
 import type { GasSponsor } from './gas-sponsor.ts';
@@ -175,25 +175,25 @@ export function stockHandlers(o: StockHttpOptions): StockHandlers {
       const decoded = decodeX402Credential(header);
       if (!decoded.ok) return refused(decoded.error);
       const verdict = readQuote(o.quoteKey, decoded.value.accepted?.extra?.quote, scope, nowSeconds());
-      if (!verdict.ok && verdict.error.code === 'altered') return json(400, { error: `${verdict.error.message}; nothing was charged` }, NO_STORE);
+      if (!verdict.ok && verdict.error.code === 'altered') return json(400, { error: unchargedText(verdict.error.message) }, NO_STORE);
       if (!verdict.ok) {
         // Missing or expired: fresh terms for what the query asks, when it asks for something buyable.
         const parsed = parseBuyInput(query, stocks, { recipient: true });
         if (!parsed.ok) return refused(parsed.error);
-        return challenge(req, parsed.value, `${verdict.error.message}: pay against these fresh terms; nothing was charged`);
+        return challenge(req, parsed.value, unchargedText(`${verdict.error.message}: pay against these fresh terms`));
       }
       const input = buyOfQuote(verdict.value, stocks);
-      if (!input) return json(400, { error: `the quoted stock ${JSON.stringify(verdict.value.symbol)} is no longer sold; nothing was charged` }, NO_STORE);
+      if (!input) return json(400, { error: unchargedText(`the quoted stock ${JSON.stringify(verdict.value.symbol)} is no longer sold`) }, NO_STORE);
       const disagreement = queryDisagreement(query, input);
-      if (disagreement) return json(400, { error: `the query disagrees with the signed quote: ${disagreement}; nothing was charged` }, NO_STORE);
+      if (disagreement) return json(400, { error: unchargedText(`the query disagrees with the signed quote: ${disagreement}`) }, NO_STORE);
 
       const accepted = acceptedRequest([buyOffer(network, o.desk.address, input.amount)], decoded.value);
-      if (!accepted) return challenge(req, input, 'the payment does not accept these terms (amount, asset, network, recipient or spender differ); nothing was charged');
+      if (!accepted) return challenge(req, input, unchargedText('the payment does not accept these terms (amount, asset, network, recipient or spender differ)'));
       const payload = decoded.value.payload;
       if (!('permit2Authorization' in payload)) return challenge(req, input, 'a stock buy is paid with a Permit2 witness transfer on the stock chain');
       const deadline = BigInt(payload.permit2Authorization.deadline);
       if (deadline > BigInt(nowSeconds() + MAX_DEADLINE_SECONDS + DEADLINE_SKEW_SECONDS)) {
-        return challenge(req, input, `the permit deadline must be within ${MAX_DEADLINE_SECONDS} seconds; nothing was charged`);
+        return challenge(req, input, unchargedText(`the permit deadline must be within ${MAX_DEADLINE_SECONDS} seconds`));
       }
 
       const q = verdict.value;
@@ -285,7 +285,7 @@ function orderAnswer(order: StockOrder): HttpResponse {
     case 'rejected':
       return json(
         402,
-        { error: `the payment did not settle (${order.failure?.reason ?? 'unknown'}); nothing was charged`, ...view },
+        { error: unchargedText(`the payment did not settle (${order.failure?.reason ?? 'unknown'})`), ...view },
         order.settlement ? { ...NO_STORE, ...paymentResponseHeader(order.settlement) } : NO_STORE,
       );
     default:

@@ -9,7 +9,7 @@
  */
 import type { StockInfo } from '../chain/network-types.ts';
 import { JSON_CONTENT_TYPE } from '../http/server.ts';
-import type { UpstreamPort, UpstreamRequest, UpstreamResult } from '../ports/upstream.ts';
+import { upstreamFailed, type UpstreamPort, type UpstreamRequest, type UpstreamResult } from '../ports/upstream.ts';
 import { formatDecimalAmount, USD_DECIMALS } from '../protocol/amounts.ts';
 import { ok } from '../protocol/result.ts';
 import { parseJsonBytes } from '../protocol/x402/codec.ts';
@@ -129,11 +129,11 @@ export function stockData(o: StockDataOptions): UpstreamPort {
       const block = await market.blockNumber();
       const body = { ...(await answer(block)), blockNumber: block.toString(), readAt: new Date(o.now()).toISOString() };
       const bytes = new TextEncoder().encode(JSON.stringify(body));
-      return { ok: true, status: 200, headers: { 'content-type': JSON_CONTENT_TYPE, 'cache-control': 'no-store' }, body: bytes, latencyMs: performance.now() - started };
+      return ok({ status: 200, headers: { 'content-type': JSON_CONTENT_TYPE, 'cache-control': 'no-store' }, body: bytes, latencyMs: performance.now() - started });
     } catch (err) {
       // For the gateway's logs and records only: the buyer hears that the upstream failed, and may send the same
       // credential again without paying again.
-      return { ok: false, error: `stock chain read failed: ${(err as Error).message.split('\n')[0]}`, latencyMs: performance.now() - started };
+      return upstreamFailed(`stock chain read failed: ${(err as Error).message.split('\n')[0]}`, performance.now() - started);
     }
   }
 

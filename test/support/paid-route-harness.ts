@@ -93,7 +93,7 @@ export class FakeUpstream {
   calls = 0;
   inFlight = 0;
   maxInFlight = 0;
-  answer: (request: UpstreamRequest) => Promise<UpstreamResult> = async () => ({ ok: true, status: 200, headers: { 'content-type': 'text/plain' }, body: Buffer.from('a joke'), latencyMs: 1 });
+  answer: (request: UpstreamRequest) => Promise<UpstreamResult> = async () => ok({ status: 200, headers: { 'content-type': 'text/plain' }, body: Buffer.from('a joke'), latencyMs: 1 });
   readonly internal = (_name: string, request: UpstreamRequest) =>
     ok(async () => {
       this.calls += 1;

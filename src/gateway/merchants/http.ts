@@ -21,6 +21,7 @@ import { buildDocument } from '../discovery/built-document.ts';
 import { MerchantSnapshot, type MerchantView } from '../discovery/merchant-snapshot.ts';
 import { JSON_DOCUMENT_HEADERS, serveBuilt } from '../discovery/routes.ts';
 import { json, type HttpHandler, type HttpResponse, type HttpServer } from '../../http/server.ts';
+import { err, ok, type Result } from '../../protocol/result.ts';
 import type { MerchantRegistry } from './registry.ts';
 
 export interface MerchantHttpOptions {
@@ -45,24 +46,24 @@ export interface MerchantListQuery {
 }
 
 /** `?limit&offset&owner` of `GET /api/merchants`, or what is wrong with it. Pure. */
-export function parseMerchantListQuery(raw: string): { ok: true; value: MerchantListQuery } | { ok: false; error: string } {
-  if (raw.length > 512) return { ok: false, error: 'query string over 512 characters' };
+export function parseMerchantListQuery(raw: string): Result<MerchantListQuery, 'invalid_query'> {
+  if (raw.length > 512) return err('invalid_query', 'query string over 512 characters');
   const q: MerchantListQuery = { limit: MERCHANT_LIST_DEFAULT_LIMIT, offset: 0 };
   const params = new URLSearchParams(raw);
   for (const key of new Set(params.keys())) {
     const all = params.getAll(key);
-    if (all.length > 1) return { ok: false, error: `${key} is given ${all.length} times` };
+    if (all.length > 1) return err('invalid_query', `${key} is given ${all.length} times`);
     const value = all[0] as string;
     if (key === 'limit' || key === 'offset') {
       const [min, max] = key === 'limit' ? [1, MERCHANT_LIST_MAX_LIMIT] : [0, MAX_OFFSET];
-      if (!/^[0-9]{1,10}$/.test(value) || Number(value) < min || Number(value) > max) return { ok: false, error: `${key} must be a whole number from ${min} to ${max}` };
+      if (!/^[0-9]{1,10}$/.test(value) || Number(value) < min || Number(value) > max) return err('invalid_query', `${key} must be a whole number from ${min} to ${max}`);
       q[key] = Number(value);
     } else if (key === 'owner') {
-      if (!/^0x[0-9a-fA-F]{40}$/.test(value)) return { ok: false, error: 'owner must be a 0x-prefixed 20-byte address' };
+      if (!/^0x[0-9a-fA-F]{40}$/.test(value)) return err('invalid_query', 'owner must be a 0x-prefixed 20-byte address');
       q.owner = value.toLowerCase();
     }
   }
-  return { ok: true, value: q };
+  return ok(q);
 }
 
 /** Each merchant's public JSON, made once per loaded list (pages are joined from it). */
@@ -112,7 +113,7 @@ export function merchantHandlers(options: MerchantHttpOptions): MerchantHandlers
     },
     list(req): HttpResponse | Promise<HttpResponse> {
       const q = parseMerchantListQuery(req.query);
-      if (!q.ok) return json(400, { error: q.error }, NO_STORE);
+      if (!q.ok) return json(400, { error: q.error.message }, NO_STORE);
       const key = `merchant-list:${q.value.limit}:${q.value.offset}:${q.value.owner ?? ''}`;
       return serveBuilt(snapshot, key, (view) => buildDocument(merchantListPage(view, q.value), JSON_DOCUMENT_HEADERS), true)(req);
     },

@@ -1,7 +1,8 @@
 import { Buffer } from 'node:buffer';
 import { request, type Dispatcher } from 'undici';
 import { discardBody } from '../../http/discard-body.ts';
-import type { PreparedCall, UpstreamRequest, UpstreamResult } from '../../ports/upstream.ts';
+import { upstreamFailed, type PreparedCall, type UpstreamRequest, type UpstreamResult } from '../../ports/upstream.ts';
+import { ok } from '../../protocol/result.ts';
 import type { InternalUpstreamName } from '../catalog/merchant.ts';
 
 /** Request headers a buyer may pass to the upstream; everything else (payment credentials included) stays here. */
@@ -36,7 +37,7 @@ export async function forwardToUpstream(url: string, secretHeaders: Record<strin
     if (v !== undefined) headers[name] = v;
   }
   for (const [name, value] of Object.entries(secretHeaders)) headers[name.toLowerCase()] = value;
-  const failed = (error: string): UpstreamResult => ({ ok: false, error, latencyMs: performance.now() - started });
+  const failed = (error: string): UpstreamResult => upstreamFailed(error, performance.now() - started);
   try {
     const res = await request(url, {
       method: req.method as Dispatcher.HttpMethod,
@@ -67,7 +68,7 @@ export async function forwardToUpstream(url: string, secretHeaders: Record<strin
       const v = res.headers[name];
       if (typeof v === 'string') returned[name] = v;
     }
-    return { ok: true, status: res.statusCode, headers: returned, body, latencyMs: performance.now() - started };
+    return ok({ status: res.statusCode, headers: returned, body, latencyMs: performance.now() - started });
   } catch (err) {
     // The message is for our logs and records only: it may name the upstream host, so it never reaches a buyer.
     return failed((err as Error).message);

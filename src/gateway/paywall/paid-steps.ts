@@ -9,7 +9,7 @@ import type { PaymentRequired } from '../../front-door/payment-required.ts';
 import { ipRateLimitKey } from '../../http/ip.ts';
 import type { HttpRequest, HttpResponse } from '../../http/server.ts';
 import { SETTLEMENT_SHED } from '../../ports/settlement.ts';
-import type { UpstreamCall, UpstreamResult } from '../../ports/upstream.ts';
+import { latencyOf, upstreamFailed, type UpstreamAnswer, type UpstreamCall, type UpstreamResult } from '../../ports/upstream.ts';
 import { bodyDigest } from '../../protocol/mpp/binding.ts';
 import { ok, uncharged, type Err, type Ok } from '../../protocol/result.ts';
 import type { SettleResponse } from '../../protocol/x402/types.ts';
@@ -136,8 +136,8 @@ export async function preparedUpstream(p: Purchase): Promise<Step<UpstreamCall>>
     return ok(async (): Promise<UpstreamResult> => {
       const started = performance.now();
       const body = await deps.readFile(upstream.sha256);
-      if (!body) return { ok: false, error: `file ${upstream.sha256} is missing`, latencyMs: performance.now() - started };
-      return { ok: true, status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started };
+      if (!body) return upstreamFailed(`file ${upstream.sha256} is missing`, performance.now() - started);
+      return ok({ status: 200, headers: { 'content-type': upstream.contentType }, body, latencyMs: performance.now() - started });
     });
   }
   let url: string | undefined;
@@ -189,7 +189,7 @@ export async function served(p: Purchase, s: Settled, claim: ServingClaim, call:
     const result = await call();
     const answer = calledUpstream(p, result);
     recorded(p, s, claim, result);
-    if (answer === undefined) return await failedAfterPayment(p, s, claim, !result.ok ? result.error : `status ${result.status}`);
+    if (answer === undefined) return await failedAfterPayment(p, s, claim, !result.ok ? result.error.message : `status ${result.value.status}`);
     const response: HttpResponse = { status: answer.status, headers: paidAnswerHeaders(answer.headers, s.receipt), body: answer.status === 204 ? new Uint8Array(0) : answer.body };
     await hooks.beforeServed?.(response);
     return await markedServed(p, claim, response);
@@ -199,9 +199,9 @@ export async function served(p: Purchase, s: Settled, claim: ServingClaim, call:
 }
 
 /** The upstream's answer, counted and reported to the breaker: passed on, or undefined when the call failed. */
-function calledUpstream(p: Purchase, result: UpstreamResult): Extract<UpstreamResult, { ok: true }> | undefined {
-  const answer = result.ok ? answerable(result) : undefined;
-  p.deps.metrics.upstreamCall(p.merchant.slug, result.ok ? result.status : 'error', result.latencyMs / 1000);
+function calledUpstream(p: Purchase, result: UpstreamResult): UpstreamAnswer | undefined {
+  const answer = result.ok ? answerable(result.value) : undefined;
+  p.deps.metrics.upstreamCall(p.merchant.slug, result.ok ? result.value.status : 'error', latencyOf(result) / 1000);
   const failed = answer === undefined || answer.status >= 500;
   if (failed) p.ticket.failure(p.key);
   else p.ticket.success();
@@ -219,8 +219,8 @@ function recorded(p: Purchase, s: Settled, claim: ServingClaim, result: Upstream
     amount: p.credential.request.paymentRequirements.amount,
     network: s.settlement.network,
     transaction: s.settlement.transaction,
-    upstreamStatus: result.ok ? result.status : 'failed',
-    latencyMs: Math.round(result.latencyMs),
+    upstreamStatus: result.ok ? result.value.status : 'failed',
+    latencyMs: Math.round(latencyOf(result)),
     at: deps.now(),
   };
   const key = `${String(record.at).padStart(15, '0')}-${claim.id}`;
@@ -246,7 +246,7 @@ async function failedAfterPayment(p: Purchase, s: Settled, claim: ServingClaim, 
  * An upstream answer that may be passed on: a final status other than a redirect (never followed, and its Location
  * would name the upstream) and not 304 (conditional requests are not forwarded). Anything else fails the call.
  */
-function answerable(result: Extract<UpstreamResult, { ok: true }>): Extract<UpstreamResult, { ok: true }> | undefined {
+function answerable(result: UpstreamAnswer): UpstreamAnswer | undefined {
   const s = result.status;
   if (!Number.isInteger(s) || s < 200 || s > 599 || (s >= 300 && s < 400)) return undefined;
   return result;

@@ -35,7 +35,7 @@ import type { Address } from 'viem';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
 import { SETTLEMENT_SHED, type Settlement, type Shed } from '../../ports/settlement.ts';
-import { err, ok, type Err, type Ok } from '../../protocol/result.ts';
+import { err, ok, unchargedText, type Err, type Ok } from '../../protocol/result.ts';
 import { validateSettleResponse, validateVerifyResponse } from '../../protocol/x402/schemas.ts';
 import { isPermit2Payload, type SettleResponse, type VerifyRequest, type VerifyResponse } from '../../protocol/x402/types.ts';
 import { CircuitBreakers, type BreakerTicket } from '../../resilience/circuit-breaker.ts';
@@ -293,7 +293,7 @@ function shedAnswer(network: string, shed: Shed): SettleResponse {
   return {
     success: false,
     errorReason: SETTLEMENT_SHED,
-    errorMessage: `remote settlement is behind right now (${shed.reason}); nothing was charged`,
+    errorMessage: unchargedText(`remote settlement is behind right now (${shed.reason})`),
     transaction: '',
     network: network as SettleResponse['network'],
     extra: { reason: shed.reason, retryAfterSeconds: shed.retryAfterSeconds },
