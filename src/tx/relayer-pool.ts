@@ -106,6 +106,14 @@ export class RelayerPool {
 
   /** The least busy relayer that can pay for gas; among equally busy ones, each in turn (no nonce sequence favoured). */
   #pick(): Relayer {
+    const best = this.#leastBusy();
+    if (!best) throw new Error(`every relayer on chain ${this.chainId} is below its minimum gas balance`);
+    this.#turn = (this.#relayers.indexOf(best) + 1) % this.#relayers.length;
+    return best;
+  }
+
+  /** The relayer {@link #pick} would take next, without taking its turn; undefined when none can pay for gas. */
+  #leastBusy(): Relayer | undefined {
     let best: Relayer | undefined;
     const n = this.#relayers.length;
     for (let i = 0; i < n; i++) {
@@ -113,8 +121,6 @@ export class RelayerPool {
       if (r.balance < this.#minBalance) continue;
       if (!best || r.inFlight < best.inFlight) best = r;
     }
-    if (!best) throw new Error(`every relayer on chain ${this.chainId} is below its minimum gas balance`);
-    this.#turn = (this.#relayers.indexOf(best) + 1) % n;
     return best;
   }
 
@@ -150,14 +156,7 @@ export class RelayerPool {
    */
   async nextSender(): Promise<{ from: Address; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
     const fees = await this.#currentFees();
-    let best: Relayer | undefined;
-    const n = this.#relayers.length;
-    for (let i = 0; i < n; i++) {
-      const r = this.#relayers[(this.#turn + i) % n] as Relayer;
-      if (r.balance < this.#minBalance) continue;
-      if (!best || r.inFlight < best.inFlight) best = r;
-    }
-    return { from: (best ?? (this.#relayers[0] as Relayer)).account.address, ...fees };
+    return { from: (this.#leastBusy() ?? (this.#relayers[0] as Relayer)).account.address, ...fees };
   }
 
   /** Signs a call from the least busy relayer with the next nonce. Nothing is sent. */
