@@ -10,12 +10,11 @@
  * pushed on their account in between.
  */
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import type { AnyActorRef, AnyStateMachine } from 'xstate';
 import { type ChainSeries, chainSeries, type RelayerSample, type WorkerPoolSample } from './chain-series.ts';
 import { type FacilitatorSeries, facilitatorSeries } from './facilitator-series.ts';
 import { BREAKER_VALUE, type BreakerStateName, type MetricDefinition, metricKit, remember } from './metric-kit.ts';
 import type { ResponseObserver, RpcObserver } from './observers.ts';
-import { type MachineName, type PaymentSeries, paymentSeries } from './payment-series.ts';
+import { type PaymentSeries, paymentSeries } from './payment-series.ts';
 import { SeriesHistogram, type Observe } from './series-histogram.ts';
 import { type PriceFloorSeries, priceFloorSeries, type StockSeries, stockSeries } from './stock-series.ts';
 
@@ -32,7 +31,8 @@ export type ChallengeProtocol = 'x402' | 'mpp';
 export type HttpServerName = 'gateway' | 'facilitator';
 export type StoreKind = 'lmdb' | 'postgres';
 
-export interface Metrics {
+/** Every series of the process; the payment engine's are {@link PaymentSeries}'s, documented there. */
+export interface Metrics extends PaymentSeries {
   readonly registry: Registry;
   /** Every metric defined here (the default process metrics are on the registry too, without labels listed). */
   readonly definitions: readonly MetricDefinition[];
@@ -43,18 +43,6 @@ export interface Metrics {
   httpObserver(server: HttpServerName): ResponseObserver;
   /** A 402 carried a challenge of this protocol. */
   challengeIssued(protocol: ChallengeProtocol): void;
-  /** A payment was judged: `reason` is the invalid reason code, or `none` when valid. */
-  verification(valid: boolean, reason: string): void;
-  /** Counts the actor's transitions and times each state it leaves. Call before `actor.start()`. */
-  watchActor(machine: MachineName, actor: AnyActorRef): void;
-  /** A payment actor finished in `outcome` (its final state), `seconds` after the payment was first seen. */
-  settlement(network: string, outcome: string, seconds: number): void;
-  /** A new payment turned away (503, nothing charged) because its network's settlement is behind. */
-  paymentShed(network: string, reason: string): void;
-  /** A settlement (or a batch member's call) that passed simulation reverted on chain, burning `gas` of our relayers'. */
-  revertedSettlement(network: string, gas: bigint): void;
-  /** A contract payer refused by the revert budget (`kind`: payer_banned, code_banned, payer_gas, code_gas, total_gas, code_busy). */
-  revertRefusal(kind: string): void;
   /** The observer for the RPC transport of one chain (`eip155:...`). */
   rpcObserver(chain: string): RpcObserver;
   /** One durable write of the store: from the write until it was durable (LMDB: committed and flushed; PostgreSQL: committed). */
@@ -72,16 +60,6 @@ export interface Metrics {
    * not "No data", and an alert on `rate()` or `increase()` sees the first event). Each declares what is known when
    * the part starts; the vocabularies (reasons, kinds, outcomes) come from the parts that own them.
    */
-  /** The machine's transitions and the states it rests in, as {@link watchActor} counts and times them. */
-  declareMachine(machine: MachineName, definition: AnyStateMachine): void;
-  /** Settlements on each network ending in each outcome (the payment machine's final states); the engine settles these networks. */
-  declareSettlements(networks: readonly string[], outcomes: readonly string[]): void;
-  /** Payments shed on each network, for each reason of the settlement port's shed vocabulary. */
-  declareShedding(networks: readonly string[], reasons: readonly string[]): void;
-  /** Every reason a payment can be refused for (`gate402_verifications_total{result="invalid"}`). */
-  declareVerifications(reasons: readonly string[]): void;
-  /** Every kind of revert budget refusal. */
-  declareRevertRefusals(kinds: readonly string[]): void;
   /** The store this process writes to, and the relayers' minimum gas balance (below it they take no new work). */
   declareStore(store: StoreKind): void;
   declareRelayerMinBalance(wei: bigint): void;
@@ -89,7 +67,6 @@ export interface Metrics {
   declareStock(known: { symbols: readonly string[]; outcomes: readonly string[]; refundReasons: readonly string[]; sponsorshipOutcomes: readonly string[] }): void;
 
   /** Scrape-time sources. Each may be called more than once (e.g. one per chain); all sources are read. */
-  watchPendingPayments(read: () => number): void;
   watchRelayers(read: () => Iterable<RelayerSample>): void;
   watchWorkerPool(pool: string, read: () => WorkerPoolSample): void;
   watchBreakers(read: () => Promise<Iterable<[merchant: string, state: BreakerStateName]>>): void;

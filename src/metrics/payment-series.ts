@@ -11,17 +11,29 @@ import type { MetricKit } from './metric-kit.ts';
 export type MachineName = 'payment' | 'order';
 
 export interface PaymentSeries {
+  /** A payment was judged: `reason` is the invalid reason code, or `none` when valid. */
   verification(valid: boolean, reason: string): void;
+  /** Counts the actor's transitions and times each state it leaves. Call before `actor.start()`. */
   watchActor(machine: MachineName, actor: AnyActorRef): void;
+  /** A payment actor finished in `outcome` (its final state), `seconds` after the payment was first seen. */
   settlement(network: string, outcome: string, seconds: number): void;
+  /** A new payment turned away (503, nothing charged) because its network's settlement is behind. */
   paymentShed(network: string, reason: string): void;
+  /** A settlement (or a batch member's call) that passed simulation reverted on chain, burning `gas` of our relayers'. */
   revertedSettlement(network: string, gas: bigint): void;
+  /** A contract payer refused by the revert budget (`kind`: payer_banned, code_banned, payer_gas, code_gas, total_gas, code_busy). */
   revertRefusal(kind: string): void;
+  /** The payments in flight, read at scrape time (each source given is read). */
   watchPendingPayments(read: () => number): void;
+  /** Every reason a payment can be refused for (`gate402_verifications_total{result="invalid"}`). */
   declareVerifications(reasons: readonly string[]): void;
+  /** The machine's transitions and the states it rests in, as {@link watchActor} counts and times them. */
   declareMachine(machine: MachineName, definition: AnyStateMachine): void;
+  /** Settlements on each network ending in each outcome (the payment machine's final states); the engine settles these networks. */
   declareSettlements(networks: readonly string[], outcomes: readonly string[]): void;
+  /** Payments shed on each network, for each reason of the settlement port's shed vocabulary. */
   declareShedding(networks: readonly string[], reasons: readonly string[]): void;
+  /** Every kind of revert budget refusal. */
   declareRevertRefusals(kinds: readonly string[]): void;
 }
 
