@@ -12,6 +12,15 @@ export const PERMIT2_ADDRESS: Address = '0x000000000022D473030F116dDEE9F6B43aC78
 export const EXACT_PERMIT2_PROXY_ADDRESS: Address = '0x402085c248EeA27D92E8b30b2C58ed07f9E20001';
 
 /**
+ * The x402 `batch-settlement` contracts, at the same address on every chain. The settlement contract is the EIP-712
+ * verifying contract of channel ids, vouchers, claim batches and refunds; the collectors pull channel deposits, by
+ * EIP-3009 `receiveWithAuthorization` or by a Permit2 witness transfer. Official x402 clients hard-code all three.
+ */
+export const BATCH_SETTLEMENT_ADDRESS: Address = '0x4020074e9dF2ce1deE5A9C1b5c3f541D02a10003';
+export const ERC3009_DEPOSIT_COLLECTOR_ADDRESS: Address = '0x4020806089470a89826cB9fB1f4059150b550004';
+export const PERMIT2_DEPOSIT_COLLECTOR_ADDRESS: Address = '0x4020425FAf3B746C082C2f942b4E5159887B0005';
+
+/**
  * Multicall3, at the same address on nearly every EVM chain (Base and Base Sepolia included). The settlement engine
  * batches payments through its `aggregate3`; the devnet places gate402's own compatible contract here.
  */

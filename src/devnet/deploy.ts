@@ -1,6 +1,25 @@
 import { getAddress, maxUint256, type Address, type Hex } from 'viem';
-import { CAIP2, EXACT_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS, PERMIT2_ADDRESS } from '../chain/canonical.ts';
-import { exactPermit2ProxyArtifact, multicallArtifact, permit2Artifact, poolSeederArtifact, stablecoinArtifact, stockTokenArtifact, weth9Artifact } from './contracts/artifacts/index.ts';
+import {
+  BATCH_SETTLEMENT_ADDRESS,
+  CAIP2,
+  ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+  EXACT_PERMIT2_PROXY_ADDRESS,
+  MULTICALL3_ADDRESS,
+  PERMIT2_ADDRESS,
+  PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
+} from '../chain/canonical.ts';
+import {
+  erc3009DepositCollectorArtifact,
+  exactPermit2ProxyArtifact,
+  multicallArtifact,
+  permit2Artifact,
+  permit2DepositCollectorArtifact,
+  poolSeederArtifact,
+  stablecoinArtifact,
+  stockTokenArtifact,
+  weth9Artifact,
+  x402BatchSettlementArtifact,
+} from './contracts/artifacts/index.ts';
 import { poolInitCodeHash, uniswapArtifacts } from './contracts/uniswap.ts';
 import type { DevnetManifest, ManifestAccount } from './manifest.ts';
 import type { NetworkEntry, StablecoinInfo, StockInfo } from '../chain/network-types.ts';
@@ -63,6 +82,16 @@ async function placeAtCanonical(deployer: Submitter, rpcUrl: string, artifact: {
   await rpcCall(rpcUrl, 'anvil_setCode', [canonical, code]);
 }
 
+/**
+ * The x402 `batch-settlement` contracts at their canonical addresses: the settlement contract and both deposit
+ * collectors (the Permit2 one is of use where Permit2 stands, the stock chain).
+ */
+async function placeBatchSettlement(deployer: Submitter, rpcUrl: string): Promise<void> {
+  await placeAtCanonical(deployer, rpcUrl, x402BatchSettlementArtifact, BATCH_SETTLEMENT_ADDRESS);
+  await placeAtCanonical(deployer, rpcUrl, erc3009DepositCollectorArtifact, ERC3009_DEPOSIT_COLLECTOR_ADDRESS);
+  await placeAtCanonical(deployer, rpcUrl, permit2DepositCollectorArtifact, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS);
+}
+
 async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): Promise<NetworkEntry> {
   const caip2 = CAIP2.stockChain;
   const stablecoin = await deployStablecoin(deployer, caip2);
@@ -107,6 +136,8 @@ async function deployStockChain(endpoint: ChainEndpoint, deployer: Submitter): P
     await buyer.call(stable, stablecoinArtifact.abi, 'approve', [PERMIT2_ADDRESS, maxUint256]);
   }
   await deployer.call(stable, stablecoinArtifact.abi, 'mint', [devnetAccount(DEVNET_ROLES.gaslessBuyer).address, GASLESS_BUYER_FUNDING]);
+  // Last, so the deployer's nonces (and so every address above) stay what they were before these contracts came.
+  await placeBatchSettlement(deployer, endpoint.rpcUrl);
 
   return {
     chainId: endpoint.chainId,
@@ -124,6 +155,7 @@ async function deployStablecoinChain(caip2: string, endpoint: ChainEndpoint, dep
   const stablecoin = await deployStablecoin(deployer, caip2);
   await gasUnfundedTesters(endpoint.rpcUrl);
   await placeAtCanonical(deployer, endpoint.rpcUrl, multicallArtifact, MULTICALL3_ADDRESS);
+  await placeBatchSettlement(deployer, endpoint.rpcUrl);
   return { chainId: endpoint.chainId, rpcUrl: endpoint.rpcUrl, stablecoin, multicall: MULTICALL3_ADDRESS };
 }
 

@@ -283,8 +283,9 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
     // The attacker lifts the first settlement call out of the batch in the mempool and sends it alone, tipping more.
     const { pub, wallet } = clientsFor(n, attacker);
     const batch = await pub.getTransaction({ hash: batchTx });
-    const { args } = decodeFunctionData({ abi: multicallArtifact.abi, data: batch.input });
-    const lifted = args[0][0];
+    const decoded = decodeFunctionData({ abi: multicallArtifact.abi, data: batch.input });
+    if (decoded.functionName !== 'aggregate3') throw new Error(`the batch calls ${decoded.functionName}`);
+    const lifted = decoded.args[0][0];
     if (!lifted) throw new Error('an empty batch');
     const tip = (batch.maxPriorityFeePerGas ?? 1n) * 10n + parseUnits('1', 9);
     const theirs = await wallet.sendTransaction({ to: lifted.target, data: lifted.callData, gas: 300_000n, maxPriorityFeePerGas: tip, maxFeePerGas: (batch.maxFeePerGas ?? 0n) * 2n + tip });

@@ -15,6 +15,11 @@ contract Multicall {
         bytes callData;
     }
 
+    struct Call {
+        address target;
+        bytes callData;
+    }
+
     struct Result {
         bool success;
         bytes returnData;
@@ -31,6 +36,19 @@ contract Multicall {
             Call3 calldata item = calls[i];
             (bool success, bytes memory returned) = item.target.call(item.callData);
             if (!success && !item.allowFailure) revert CallReverted(i, returned);
+            results[i] = Result({success: success, returnData: returned});
+        }
+    }
+
+    /// @notice Multicall3's `tryAggregate`: every call in order, each with this contract as the caller; with
+    ///         `requireSuccess` a failing call reverts the batch. Official x402 facilitators read channel state
+    ///         through it.
+    function tryAggregate(bool requireSuccess, Call[] calldata calls) external returns (Result[] memory results) {
+        uint256 count = calls.length;
+        results = new Result[](count);
+        for (uint256 i = 0; i < count; ++i) {
+            (bool success, bytes memory returned) = calls[i].target.call(calls[i].callData);
+            if (!success && requireSuccess) revert CallReverted(i, returned);
             results[i] = Result({success: success, returnData: returned});
         }
     }

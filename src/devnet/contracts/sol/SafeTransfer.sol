@@ -18,4 +18,15 @@ library SafeTransfer {
             default { ok := and(ok, and(gt(returndatasize(), 31), eq(mload(0x00), 1))) }
         }
     }
+
+    /// @notice Calls `token.transfer(to, amount)` and reports whether it succeeded, with the same rule.
+    function tryTransfer(address token, address to, uint256 amount) internal returns (bool ok) {
+        bytes memory data = abi.encodeCall(IERC20.transfer, (to, amount));
+        assembly ("memory-safe") {
+            ok := call(gas(), token, 0, add(data, 0x20), mload(data), 0x00, 0x20)
+            switch returndatasize()
+            case 0 { ok := and(ok, gt(extcodesize(token), 0)) }
+            default { ok := and(ok, and(gt(returndatasize(), 31), eq(mload(0x00), 1))) }
+        }
+    }
 }
