@@ -1,0 +1,46 @@
+/**
+ * The `invalid_batch_settlement_evm_*` reasons of the x402 `batch-settlement` EVM spec (its "Error Codes" table),
+ * under the names the codecs and checks of this folder use. The strings are the wire values: the official clients
+ * and servers read them.
+ */
+export const BatchReason = {
+  payloadType: 'invalid_batch_settlement_evm_payload_type',
+  depositPayload: 'invalid_batch_settlement_evm_deposit_payload',
+  voucherPayload: 'invalid_batch_settlement_evm_voucher_payload',
+  refundPayload: 'invalid_batch_settlement_evm_refund_payload',
+  claimPayload: 'invalid_batch_settlement_evm_claim_payload',
+  settlePayload: 'invalid_batch_settlement_evm_settle_payload',
+  scheme: 'invalid_batch_settlement_evm_scheme',
+  networkMismatch: 'invalid_batch_settlement_evm_network_mismatch',
+  missingEip712Domain: 'invalid_batch_settlement_evm_missing_eip712_domain',
+  channelIdInvalid: 'invalid_batch_settlement_evm_channel_id_invalid',
+  channelIdMismatch: 'invalid_batch_settlement_evm_channel_id_mismatch',
+  receiverMismatch: 'invalid_batch_settlement_evm_receiver_mismatch',
+  receiverAuthorizerMismatch: 'invalid_batch_settlement_evm_receiver_authorizer_mismatch',
+  tokenMismatch: 'invalid_batch_settlement_evm_token_mismatch',
+  withdrawDelayMismatch: 'invalid_batch_settlement_evm_withdraw_delay_mismatch',
+  withdrawDelayOutOfRange: 'invalid_batch_settlement_evm_withdraw_delay_out_of_range',
+  voucherSignature: 'invalid_batch_settlement_evm_voucher_signature',
+  channelNotFound: 'invalid_batch_settlement_evm_channel_not_found',
+  cumulativeExceedsBalance: 'invalid_batch_settlement_evm_cumulative_exceeds_balance',
+  cumulativeBelowClaimed: 'invalid_batch_settlement_evm_cumulative_below_claimed',
+  cumulativeAmountMismatch: 'invalid_batch_settlement_evm_cumulative_amount_mismatch',
+  chargeExceedsSignedCumulative: 'invalid_batch_settlement_evm_charge_exceeds_signed_cumulative',
+  erc3009AuthorizationRequired: 'invalid_batch_settlement_evm_erc3009_authorization_required',
+  permit2AuthorizationRequired: 'invalid_batch_settlement_evm_permit2_authorization_required',
+  permit2InvalidSpender: 'invalid_batch_settlement_evm_permit2_invalid_spender',
+  permit2AmountMismatch: 'invalid_batch_settlement_evm_permit2_amount_mismatch',
+  permit2DeadlineExpired: 'invalid_batch_settlement_evm_permit2_deadline_expired',
+  permit2InvalidSignature: 'invalid_batch_settlement_evm_permit2_invalid_signature',
+  validBefore: 'invalid_batch_settlement_evm_payload_authorization_valid_before',
+  validAfter: 'invalid_batch_settlement_evm_payload_authorization_valid_after',
+  receiveAuthorizationSignature: 'invalid_batch_settlement_evm_receive_authorization_signature',
+  depositBelowMinDeposit: 'invalid_batch_settlement_evm_deposit_below_min_deposit',
+  refundAmountInvalid: 'invalid_batch_settlement_evm_refund_amount_invalid',
+  refundNoBalance: 'invalid_batch_settlement_evm_refund_no_balance',
+  channelBusy: 'invalid_batch_settlement_evm_channel_busy',
+  missingChannel: 'invalid_batch_settlement_evm_missing_channel',
+  nothingToSettle: 'invalid_batch_settlement_evm_nothing_to_settle',
+} as const;
+
+export type BatchReasonCode = (typeof BatchReason)[keyof typeof BatchReason];
