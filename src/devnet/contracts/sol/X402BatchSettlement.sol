@@ -114,7 +114,7 @@ contract X402BatchSettlement is TransientReentrancyGuard {
             if (msg.sender != config.receiver && msg.sender != config.receiverAuthorizer) revert NotReceiverSide(i);
         }
         bytes32 separator = BatchSettlementHashes.domainSeparator(address(this));
-        _claimRows(voucherClaims, _channelIds(voucherClaims), separator);
+        _claimRows(voucherClaims, _channelIds(voucherClaims, separator), separator);
     }
 
     /// @notice Claims the rows' vouchers on the strength of one EIP-712 `ClaimBatch` signature by their common
@@ -130,7 +130,7 @@ contract X402BatchSettlement is TransientReentrancyGuard {
             if (voucherClaims[i].voucher.channel.receiverAuthorizer != authorizer) revert MixedReceiverAuthorizers(i);
         }
         bytes32 separator = BatchSettlementHashes.domainSeparator(address(this));
-        bytes32[] memory channelIds = _channelIds(voucherClaims);
+        bytes32[] memory channelIds = _channelIds(voucherClaims, separator);
         bytes32 batchDigest =
             BatchSettlementHashes.digest(separator, BatchSettlementHashes.claimBatchHash(voucherClaims, channelIds));
         if (!SignatureChecker.isValidSignatureNow(authorizer, batchDigest, authorizerSignature)) {
@@ -256,9 +256,9 @@ contract X402BatchSettlement is TransientReentrancyGuard {
     }
 
     function getClaimBatchDigest(VoucherClaim[] calldata voucherClaims) external view returns (bytes32) {
+        bytes32 separator = BatchSettlementHashes.domainSeparator(address(this));
         return BatchSettlementHashes.digest(
-            BatchSettlementHashes.domainSeparator(address(this)),
-            BatchSettlementHashes.claimBatchHash(voucherClaims, _channelIds(voucherClaims))
+            separator, BatchSettlementHashes.claimBatchHash(voucherClaims, _channelIds(voucherClaims, separator))
         );
     }
 
@@ -292,8 +292,11 @@ contract X402BatchSettlement is TransientReentrancyGuard {
         );
     }
 
-    function _channelIds(VoucherClaim[] calldata voucherClaims) private view returns (bytes32[] memory ids) {
-        bytes32 separator = BatchSettlementHashes.domainSeparator(address(this));
+    function _channelIds(VoucherClaim[] calldata voucherClaims, bytes32 separator)
+        private
+        pure
+        returns (bytes32[] memory ids)
+    {
         uint256 count = voucherClaims.length;
         ids = new bytes32[](count);
         for (uint256 i = 0; i < count; ++i) {
