@@ -12,6 +12,7 @@ import { x402BatchSettlementArtifact } from '../src/devnet/contracts/artifacts/i
 import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import { checkChannelBinding, checkDepositAuthorizationTerms } from '../src/schemes/batch-settlement/binding.ts';
 import { channelIdOf, type ChannelConfig } from '../src/schemes/batch-settlement/channel-config.ts';
+import { claimRowFor, planClaim, type ClaimableChannel } from '../src/schemes/batch-settlement/claim-plan.ts';
 import { classifyVoucherStep, checkVoucherAgainstChannel } from '../src/schemes/batch-settlement/cumulative.ts';
 import { parseBatchPayload, type DepositPayload } from '../src/schemes/batch-settlement/payload.ts';
 import { BatchReason } from '../src/schemes/batch-settlement/reasons.ts';
@@ -215,4 +216,42 @@ t.test('payload parsing: typed values, and the reason of the payload type when m
   t.equal(code(checkChannelBinding(c, channelIdOf(c, 84532), r)), BatchReason.channelIdMismatch, 'a channel of another chain');
   t.equal(code(checkDepositAuthorizationTerms(parsed.value as DepositPayload, r, 2_000_000_000n)), BatchReason.validBefore);
   t.equal(code(checkDepositAuthorizationTerms(parsed.value as DepositPayload, offer({ assetTransferMethod: 'permit2' }), 1_900_000_000n)), BatchReason.permit2AuthorizationRequired);
+});
+
+t.test('claim plans: exposure only, withdraw deadlines first, one authorizer, charges never above the voucher', async (t) => {
+  const authorizerA = '0x2222222222222222222222222222222222222222' as Address;
+  const authorizerB = '0x3333333333333333333333333333333333333333' as Address;
+  const channel = (name: string, charged: bigint, totalClaimed: bigint, withdrawRequestedAt = 0, receiverAuthorizer = authorizerA): ClaimableChannel => ({
+    config: config({ salt: keccak256(toBytes(name)), receiverAuthorizer }),
+    charged,
+    signedMaxClaimable: charged + 1000n,
+    signature: '0x01',
+    totalClaimed,
+    withdrawRequestedAt,
+  });
+  const idle = channel('idle', 5000n, 5000n);
+  const small = channel('small', 2000n, 0n);
+  const large = channel('large', 9000n, 1000n);
+  const leaving = channel('leaving', 1000n, 0n, 1_000_000);
+  const leavingLater = channel('leaving-later', 1000n, 0n, 2_000_000);
+  const otherAuthorizer = channel('other', 50_000n, 0n, 0, authorizerB);
+  const plan = planClaim([idle, small, large, leavingLater, leaving, otherAuthorizer], 10);
+  t.same(
+    plan.rows.map((r) => r.config.salt),
+    [leaving, leavingLater, large, small].map((c) => c.config.salt),
+    'deadlines first, then exposure; nothing claimed twice; one authorizer',
+  );
+  t.equal(plan.nearestDeadline, 1_000_000 + 900);
+  t.same(
+    plan.rows.map((r) => r.totalClaimed),
+    [1000n, 1000n, 9000n, 2000n],
+    'a row claims what was charged',
+  );
+  t.equal(planClaim([small, large], 1).rows.length, 1, 'at most maxRows');
+  const over = { ...small, signedMaxClaimable: 1999n };
+  const refused = planClaim([over], 10);
+  t.equal(refused.rows.length, 0);
+  t.equal(refused.refused[0]?.reason, BatchReason.chargeExceedsSignedCumulative, 'charges above the signed ceiling are never claimed');
+  const row = claimRowFor(large);
+  t.same(row.ok && [row.value.totalClaimed, row.value.maxClaimableAmount], [9000n, 10_000n], 'the charges, under the signed ceiling');
 });
