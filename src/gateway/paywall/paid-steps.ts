@@ -21,6 +21,7 @@ import { behind, paidUnserved, pending, settlementDown, shedOf, unchargedAnswer 
 import type { PaidRequestRecord, PaywallDeps } from './deps.ts';
 import { forwardToUpstream } from './forward.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
+import { GUARD_REFUSAL } from '../upstream-guard/preflight.ts';
 import { claimForServing, markServed, releaseServing, SERVING_SLACK_MS, servedState, type ServingClaim } from './served-claims.ts';
 import { confinedUpstreamUrl } from './upstream-path.ts';
 
@@ -145,6 +146,9 @@ export async function preparedUpstream(p: Purchase): Promise<Step<UpstreamCall>>
     const confined = confinedUpstreamUrl(upstream.baseUrl, path, req.query);
     if (!confined.ok) return stop(unchargedAnswer(uncharged('upstream_refused', confined.error.message, 400).error));
     url = confined.value;
+    // What the connector would refuse is refused here, before the settlement: nothing charged, nothing called.
+    const refuses = deps.preflight?.refuses(url);
+    if (refuses === true || (refuses instanceof Promise && (await refuses))) return stop(guardRefused(merchant.slug));
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
   const request = { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) };
@@ -154,6 +158,11 @@ export async function preparedUpstream(p: Purchase): Promise<Step<UpstreamCall>>
   }
   const target = url as string;
   return ok(() => forwardToUpstream(target, upstream.secretHeaders, request, deps.dispatcher, { timeoutMs: deps.timeoutMs, maxBytes: deps.maxBytes }));
+}
+
+/** The upstream guard would refuse the merchant's upstream: answered as an open breaker is, before anyone pays. */
+export function guardRefused(slug: string): HttpResponse {
+  return unchargedAnswer(uncharged('merchant_unavailable', `merchant '${slug}' is unavailable: ${GUARD_REFUSAL}`, 503).error);
 }
 
 /** Settle: charged (or pending: charged, answered 202), or refused, shed or unreachable with nothing charged. */
