@@ -65,7 +65,6 @@ t.test('a paid request to /m/catjoke/joke answers 200 through either node', asyn
     const credential = await x402Credential(url, payer, caip2);
     const res = await fetch(url, { headers: { 'payment-signature': credential } });
     t.equal(res.status, 200, `${gw.gw.url}: ${(await res.clone().text()).slice(0, 200)}`);
-    t.equal(res.headers.get('x-upstream-secret-seen') ?? 'yes', 'yes');
   }
   t.equal(await stableBalance(n, payer.address), before - 2n * 10_000n, 'two answers, two charges');
 });

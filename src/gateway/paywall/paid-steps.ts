@@ -21,7 +21,7 @@ import { behind, paidUnserved, pending, settlementDown, shedOf, unchargedAnswer 
 import type { PaidRequestRecord, PaywallDeps } from './deps.ts';
 import { forwardToUpstream } from './forward.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
-import { GUARD_REFUSAL } from '../upstream-guard/preflight.ts';
+import { guardRefused } from './guard-refusal.ts';
 import { claimForServing, markServed, releaseServing, SERVING_SLACK_MS, servedState, type ServingClaim } from './served-claims.ts';
 import { confinedUpstreamUrl } from './upstream-path.ts';
 
@@ -158,11 +158,6 @@ export async function preparedUpstream(p: Purchase): Promise<Step<UpstreamCall>>
   }
   const target = url as string;
   return ok(() => forwardToUpstream(target, upstream.secretHeaders, request, deps.dispatcher, { timeoutMs: deps.timeoutMs, maxBytes: deps.maxBytes }));
-}
-
-/** The upstream guard would refuse the merchant's upstream: answered as an open breaker is, before anyone pays. */
-export function guardRefused(slug: string): HttpResponse {
-  return unchargedAnswer(uncharged('merchant_unavailable', `merchant '${slug}' is unavailable: ${GUARD_REFUSAL}`, 503).error);
 }
 
 /** Settle: charged (or pending: charged, answered 202), or refused, shed or unreachable with nothing charged. */
