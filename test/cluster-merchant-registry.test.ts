@@ -282,3 +282,14 @@ t.test('a subscribe while the listener reconnects is listened on by the new conn
   while (heard.length === 0 && performance.now() < until2) await sleep(20);
   t.same(heard, ['x'], 'the channel subscribed during the reconnection is heard');
 });
+
+t.test('a record put back without its version (a restore, a blind write) does not block its slug', async (t) => {
+  const reg = registration(alice.address);
+  t.ok((await a.registry.register(await signed(alice, reg), NOW)).ok);
+  t.ok((await a.registry.register(await signed(alice, registration(alice.address, { action: 'update', slug: reg.slug })), NOW)).ok, 'version 2');
+  await sql.query("UPDATE records SET value = (value::jsonb - 'version')::json WHERE collection = 'merchants' AND key = $1", [reg.slug]);
+  const r = await b.registry.register(await signed(alice, registration(alice.address, { action: 'update', slug: reg.slug, routes: [{ ...reg.routes[0]!, priceUsd: '0.030000' }] })), NOW);
+  t.ok(r.ok, 'updated past the versions claimed before');
+  t.equal((await b.registry.record(reg.slug))?.version, 3);
+  t.equal(priceOf(await a.registry.get(reg.slug)), '0.030000');
+});

@@ -24,6 +24,9 @@ import type { NonceClaims } from '../../store/nonce-claims.ts';
 /** Merchant records kept decoded in memory; beyond it the least recently used one is read from the store again. */
 export const MERCHANT_CACHE_MAX = 10_000;
 
+/** Versions a write steps over, at most, past claims a record put back without its version left behind. */
+const VERSION_SKIPS = 64;
+
 /** The claims that order the writes of each slug (`{slug}#{version}`). */
 export const MERCHANT_VERSION_CLAIMS = 'merchant-versions';
 
@@ -138,14 +141,22 @@ export class MerchantRecords {
    * another writer came first (read again and decide again). `by` names the writer in the version's claim.
    */
   async writeIf(slug: string, read: Readonly<MerchantRecord> | undefined, record: MerchantRecord, by: string): Promise<MerchantRecord | undefined> {
-    const version = (read?.version ?? 0) + 1;
-    const next: MerchantRecord = { ...record, version };
     this.#cache.delete(slug); // a failed or lost write leaves the next read to the store
-    const won = await this.#versions.claim(`${slug}#${version}`, by, () => this.#merchants.putWithin(slug, next));
-    if (!won.claimed) return undefined;
-    const frozen = deepFreeze(structuredClone(next));
-    this.#cache.set(slug, { record: frozen, at: this.#now() });
-    return frozen;
+    const base = read?.version ?? 0;
+    for (let version = base + 1; version <= base + VERSION_SKIPS; version++) {
+      const next: MerchantRecord = { ...record, version };
+      const won = await this.#versions.claim(`${slug}#${version}`, by, () => this.#merchants.putWithin(slug, next));
+      if (won.claimed) {
+        const frozen = deepFreeze(structuredClone(next));
+        this.#cache.set(slug, { record: frozen, at: this.#now() });
+        return frozen;
+      }
+      // Lost: another writer wrote (the record moved on), or a record was put back without its version (a restore, a
+      // blind write), which left claimed versions behind it: those are skipped while the record stays as it was read.
+      const now = await this.#merchants.get(slug);
+      if ((now?.version ?? 0) !== base || JSON.stringify(now ?? null) !== JSON.stringify(read ?? null)) return undefined;
+    }
+    return undefined;
   }
 
   /** Drops the cached record of `slug` (or every one): the next read asks the store. */
