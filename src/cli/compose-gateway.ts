@@ -100,7 +100,7 @@ export async function composeGateway(c: GatewayComposition): Promise<ComposedGat
       merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
       snapshot,
       readFile: (sha256) => registry.readMerchantFile(sha256),
-      internalUpstream: devnetFixturesOr(upstreams, internalUpstreamOf(stock)),
+      internalUpstream: devnetFixturesOr(upstreams, stock, internalUpstreamOf(stock)),
       extraRoutes: [
         ...c.publicMetrics,
         {
@@ -134,11 +134,16 @@ async function seedMerchants(registry: MerchantRegistry, builtin: Merchant[], lo
   return new MerchantSnapshot(registry, { onError: (error) => log.error('could not read the merchants', { error }) });
 }
 
-/** The devnet's `fixtures/{slug}` upstreams, answered by this node's own fixture server; every other name to `next`. */
-function devnetFixturesOr(upstreams: DevnetUpstreams | undefined, next: ReturnType<typeof internalUpstreamOf>) {
-  const call = upstreams?.call;
-  return (name: string, request: Parameters<RunningStockDesk['data']>[0]) =>
-    name.startsWith('fixtures/') ? (call ? call(name.slice('fixtures/'.length), request) : refusal('upstream_off', 'the devnet fixture upstreams are off on this gateway', 503)) : next(name, request);
+/**
+ * The devnet's `fixtures/{slug}` upstreams, answered by this node's own fixture server, and the stock data on a node
+ * whose stock API is off from its `chain-stocks` fixture (the record is the same on every node); the rest to `next`.
+ */
+function devnetFixturesOr(upstreams: DevnetUpstreams | undefined, stock: RunningStockDesk | undefined, next: ReturnType<typeof internalUpstreamOf>) {
+  return (name: string, request: Parameters<RunningStockDesk['data']>[0]) => {
+    if (upstreams && name.startsWith('fixtures/')) return upstreams.call(name.slice('fixtures/'.length), request);
+    if (upstreams && name === 'stock-data' && !stock) return upstreams.call('chain-stocks', request);
+    return next(name, request);
+  };
 }
 
 /** The upstreams served inside the gateway: the stock desk's data while it runs. */

@@ -30,8 +30,11 @@ export interface DevnetUpstreams {
   baseFor(slug: string): string;
   /** What the built-in merchant of `slug` records as its upstream: the same on every node of a cluster. */
   upstreamFor(slug: string): Upstream;
-  /** The `fixtures/{slug}` internal upstreams (see `upstreamFor`), answered by this node's own fixture server. */
-  call?(slug: string, request: UpstreamRequest): PreparedCall;
+  /**
+   * The `fixtures/{slug}` internal upstreams (see `upstreamFor`), answered by this node's own fixture server; and
+   * `chain-stocks` on a node whose stock API is off (its record names the stock data on every node).
+   */
+  call(slug: string, request: UpstreamRequest): PreparedCall;
   /** The upstream allowlist entry (`host:port`) of exactly their origin. */
   allowlistEntry: string;
   close(): Promise<void>;
@@ -70,21 +73,24 @@ export function serviceDevnet(manifest: DevnetManifest): ServiceDevnet {
       if (fixtureBase) {
         // Named by the operator: every node given the same base records the same upstream.
         const baseFor = (slug: string) => `${fixtureBase.replace(/\/$/, '')}/${slug}`;
-        return { baseFor, upstreamFor: (slug) => fixtureUrlUpstream(baseFor(slug)), allowlistEntry: originEntry(baseFor('catalog')), close: async () => {} };
+        const agent = fixtureAgent();
+        return {
+          baseFor,
+          upstreamFor: (slug) => fixtureUrlUpstream(baseFor(slug)),
+          call: fixtureCall(baseFor, agent),
+          allowlistEntry: originEntry(baseFor('catalog')),
+          close: () => agent.close(),
+        };
       }
       // Each node runs its own fixture server, on a port of its own: the records name the logical `fixtures/{slug}`
       // upstream, which each node answers from its own server, so whichever node seeded them every node can serve.
       const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
       const baseFor = (slug: string) => fixtures.baseUrlFor(slug);
-      const agent = new Agent({ connectTimeout: FIXTURE_LIMITS.timeoutMs, headersTimeout: FIXTURE_LIMITS.timeoutMs, bodyTimeout: FIXTURE_LIMITS.timeoutMs });
+      const agent = fixtureAgent();
       return {
         baseFor,
         upstreamFor: (slug) => ({ kind: 'internal', name: `fixtures/${slug}` }),
-        call(slug, request) {
-          const url = confinedUpstreamUrl(baseFor(slug), request.path, request.query);
-          if (!url.ok) return refusal('invalid_input', url.error.message, 400);
-          return ok(() => forwardToUpstream(url.value, { 'x-api-key': DEVNET_UPSTREAM_SECRET }, request, agent, FIXTURE_LIMITS));
-        },
+        call: fixtureCall(baseFor, agent),
         allowlistEntry: originEntry(baseFor('catalog')),
         close: async () => {
           await fixtures.close();
@@ -115,6 +121,19 @@ export const BUILTIN_CATALOG_DATE = Date.UTC(2026, 0, 1);
 
 /** Bounds on a call to this node's own fixture server. */
 const FIXTURE_LIMITS = { timeoutMs: 15_000, maxBytes: 10 * 1024 * 1024 };
+
+function fixtureAgent(): Agent {
+  return new Agent({ connectTimeout: FIXTURE_LIMITS.timeoutMs, headersTimeout: FIXTURE_LIMITS.timeoutMs, bodyTimeout: FIXTURE_LIMITS.timeoutMs });
+}
+
+/** A call to the fixture upstream of `slug`, at `baseFor(slug)`, confined to it as any URL upstream is. */
+function fixtureCall(baseFor: (slug: string) => string, agent: Agent): (slug: string, request: UpstreamRequest) => PreparedCall {
+  return (slug, request) => {
+    const url = confinedUpstreamUrl(baseFor(slug), request.path, request.query);
+    if (!url.ok) return refusal('invalid_input', url.error.message, 400);
+    return ok(() => forwardToUpstream(url.value, { 'x-api-key': DEVNET_UPSTREAM_SECRET }, request, agent, FIXTURE_LIMITS));
+  };
+}
 
 function fixtureUrlUpstream(baseUrl: string): Upstream {
   return { kind: 'url', baseUrl, secretHeaders: { 'x-api-key': DEVNET_UPSTREAM_SECRET } };
