@@ -100,7 +100,7 @@ export async function composeGateway(c: GatewayComposition): Promise<ComposedGat
       merchants: { get: (slug) => registry.get(slug), list: () => registry.list() },
       snapshot,
       readFile: (sha256) => registry.readMerchantFile(sha256),
-      internalUpstream: internalUpstreamOf(stock),
+      internalUpstream: devnetFixturesOr(upstreams, stock, internalUpstreamOf(stock)),
       extraRoutes: [
         ...c.publicMetrics,
         {
@@ -132,6 +132,18 @@ async function seedMerchants(registry: MerchantRegistry, builtin: Merchant[], lo
   if (seeded.conflicts.length) log.warn('built-in merchants whose slug a registered merchant holds were left alone', { slugs: seeded.conflicts });
   // Read once per change (the registry tells each one, this node's or, through the cluster, another's).
   return new MerchantSnapshot(registry, { onError: (error) => log.error('could not read the merchants', { error }) });
+}
+
+/**
+ * The devnet's `fixtures/{slug}` upstreams, answered by this node's own fixture server, and the stock data on a node
+ * whose stock API is off from its `chain-stocks` fixture (the record is the same on every node); the rest to `next`.
+ */
+function devnetFixturesOr(upstreams: DevnetUpstreams | undefined, stock: RunningStockDesk | undefined, next: ReturnType<typeof internalUpstreamOf>) {
+  return (name: string, request: Parameters<RunningStockDesk['data']>[0]) => {
+    if (upstreams && name.startsWith('fixtures/')) return upstreams.call(name.slice('fixtures/'.length), request);
+    if (upstreams && name === 'stock-data' && !stock) return upstreams.call('chain-stocks', request);
+    return next(name, request);
+  };
 }
 
 /** The upstreams served inside the gateway: the stock desk's data while it runs. */

@@ -10,7 +10,7 @@ import type { Logger } from '../log/logger.ts';
 import type { Store } from '../store/open-store.ts';
 import type { PriceFloors } from '../policy/price-floor.ts';
 
-/** The channel merchant changes are told on, named by slug. */
+/** The channel merchant changes are told on, named by slug (by the store's trigger, in the writing transaction). */
 const MERCHANT_CHANNEL = 'gate402_merchants';
 
 export interface MerchantComposition {
@@ -36,7 +36,9 @@ export async function composeMerchants(c: MerchantComposition): Promise<Merchant
     size: c.config.size,
     priceFloor: c.floors,
     log: c.log.child({ part: 'merchants' }),
-    ...(cluster ? { written: (slug: string) => cluster.notify(MERCHANT_CHANNEL, slug) } : {}),
+    // On a shared store the write's own transaction tells every node (a trigger's NOTIFY on MERCHANT_CHANNEL, see
+    // src/store/postgres/migrations/073-merchant-change-notices.sql); a lost notification is caught by revalidation.
+    ...(cluster ? { revalidateMs: c.config.revalidateMs } : {}),
   });
   // Every node keeps merchants in memory: a change another node made drops it here, within a round trip.
   await cluster?.listener.subscribe(MERCHANT_CHANNEL, { changed: (slug) => registry.forget(slug), resync: () => registry.forget() });

@@ -8,7 +8,12 @@ import type { Hex } from 'viem';
 import type { LocalAccount } from 'viem/accounts';
 import { CAIP2 } from '../chain/canonical.ts';
 import { ConfigError, envString } from '../config/env.ts';
-import type { Merchant } from '../gateway/catalog/merchant.ts';
+import { Agent } from 'undici';
+import type { Merchant, Upstream } from '../gateway/catalog/merchant.ts';
+import { forwardToUpstream } from '../gateway/paywall/forward.ts';
+import { confinedUpstreamUrl } from '../gateway/paywall/upstream-path.ts';
+import type { PreparedCall, UpstreamRequest } from '../ports/upstream.ts';
+import { ok, refusal } from '../protocol/result.ts';
 import { urlPort } from '../gateway/upstream-guard/guard.ts';
 import { DEVNET_ROLES, devnetAccount, devnetPrivateKey } from './accounts.ts';
 import { builtinCatalog } from './catalog/catalog.ts';
@@ -23,6 +28,13 @@ export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
 /** Where the built-in catalog's upstreams are: a base per slug, the one origin to allowlist, and how to stop them. */
 export interface DevnetUpstreams {
   baseFor(slug: string): string;
+  /** What the built-in merchant of `slug` records as its upstream: the same on every node of a cluster. */
+  upstreamFor(slug: string): Upstream;
+  /**
+   * The `fixtures/{slug}` internal upstreams (see `upstreamFor`), answered by this node's own fixture server; and
+   * `chain-stocks` on a node whose stock API is off (its record names the stock data on every node).
+   */
+  call(slug: string, request: UpstreamRequest): PreparedCall;
   /** The upstream allowlist entry (`host:port`) of exactly their origin. */
   allowlistEntry: string;
   close(): Promise<void>;
@@ -43,8 +55,11 @@ export interface ServiceDevnet {
    * ports of the same loopback address, and a self-registered merchant must not reach them.
    */
   upstreams(env: NodeJS.ProcessEnv): Promise<DevnetUpstreams>;
-  /** The built-in catalog against `upstreams`, paid to the manifest's merchants; `internal`: the upstreams served inside. */
-  catalog(networks: readonly string[], upstreams: DevnetUpstreams, internal: ReadonlySet<'stock-data'>): Merchant[];
+  /**
+   * The built-in catalog against `upstreams`, paid to the manifest's merchants; identical on every node (`internal`,
+   * the upstreams this node serves inside, is not consulted: chain-stocks names the stock data on every node).
+   */
+  catalog(networks: readonly string[], upstreams: DevnetUpstreams, internal?: ReadonlySet<'stock-data'>): Merchant[];
 }
 
 export function serviceDevnet(manifest: DevnetManifest): ServiceDevnet {
@@ -56,27 +71,72 @@ export function serviceDevnet(manifest: DevnetManifest): ServiceDevnet {
     async upstreams(env) {
       const fixtureBase = envString(env, 'GATE402_CATALOG_UPSTREAM_BASE', '');
       if (fixtureBase) {
+        // Named by the operator: every node given the same base records the same upstream.
         const baseFor = (slug: string) => `${fixtureBase.replace(/\/$/, '')}/${slug}`;
-        return { baseFor, allowlistEntry: originEntry(baseFor('catalog')), close: async () => {} };
+        const agent = fixtureAgent();
+        return {
+          baseFor,
+          upstreamFor: (slug) => fixtureUrlUpstream(baseFor(slug)),
+          call: fixtureCall(baseFor, agent),
+          allowlistEntry: originEntry(baseFor('catalog')),
+          close: () => agent.close(),
+        };
       }
+      // Each node runs its own fixture server, on a port of its own: the records name the logical `fixtures/{slug}`
+      // upstream, which each node answers from its own server, so whichever node seeded them every node can serve.
       const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
       const baseFor = (slug: string) => fixtures.baseUrlFor(slug);
-      return { baseFor, allowlistEntry: originEntry(baseFor('catalog')), close: () => fixtures.close() };
+      const agent = fixtureAgent();
+      return {
+        baseFor,
+        upstreamFor: (slug) => ({ kind: 'internal', name: `fixtures/${slug}` }),
+        call: fixtureCall(baseFor, agent),
+        allowlistEntry: originEntry(baseFor('catalog')),
+        close: async () => {
+          await fixtures.close();
+          await agent.close();
+        },
+      };
     },
-    catalog(networks, upstreams, internal) {
-      // Against local fixture upstreams, so everything works offline; chain-stocks from the stock chain itself while
-      // the stock API runs.
+    catalog(networks, upstreams) {
+      // Against local fixture upstreams, so everything works offline; chain-stocks from the stock chain itself, on
+      // every node alike (a node whose stock API is off refuses it before payment): the records are identical
+      // whichever node writes them, in whatever order nodes start, so a second node finds them written and writes
+      // nothing (no per-node upstream, no per-start timestamp).
       const payees = manifest.accounts.merchants.map((m) => m.address);
       return builtinCatalog({
         payTo: (slug) => payees[[...slug].reduce((h, c) => h + c.charCodeAt(0), 0) % payees.length] as `0x${string}`,
         networks: [...networks],
-        upstreamFor: (slug) => ({ kind: 'url', baseUrl: upstreams.baseFor(slug), secretHeaders: { 'x-api-key': DEVNET_UPSTREAM_SECRET } }),
-        internal: new Set(internal),
+        upstreamFor: (slug) => upstreams.upstreamFor(slug),
+        internal: new Set(['stock-data']),
         owner: devnetAccount(DEVNET_ROLES.deployer).address,
-        now: Date.now(),
+        now: BUILTIN_CATALOG_DATE,
       });
     },
   };
+}
+
+/** The catalog's createdAt/updatedAt on the devnet: fixed, so every node (and every start) writes the same records. */
+export const BUILTIN_CATALOG_DATE = Date.UTC(2026, 0, 1);
+
+/** Bounds on a call to this node's own fixture server. */
+const FIXTURE_LIMITS = { timeoutMs: 15_000, maxBytes: 10 * 1024 * 1024 };
+
+function fixtureAgent(): Agent {
+  return new Agent({ connectTimeout: FIXTURE_LIMITS.timeoutMs, headersTimeout: FIXTURE_LIMITS.timeoutMs, bodyTimeout: FIXTURE_LIMITS.timeoutMs });
+}
+
+/** A call to the fixture upstream of `slug`, at `baseFor(slug)`, confined to it as any URL upstream is. */
+function fixtureCall(baseFor: (slug: string) => string, agent: Agent): (slug: string, request: UpstreamRequest) => PreparedCall {
+  return (slug, request) => {
+    const url = confinedUpstreamUrl(baseFor(slug), request.path, request.query);
+    if (!url.ok) return refusal('invalid_input', url.error.message, 400);
+    return ok(() => forwardToUpstream(url.value, { 'x-api-key': DEVNET_UPSTREAM_SECRET }, request, agent, FIXTURE_LIMITS));
+  };
+}
+
+function fixtureUrlUpstream(baseUrl: string): Upstream {
+  return { kind: 'url', baseUrl, secretHeaders: { 'x-api-key': DEVNET_UPSTREAM_SECRET } };
 }
 
 /** The upstream allowlist entry (`host:port`) of exactly the origin of `url`. */

@@ -20,6 +20,7 @@ import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.t
 import { PaymentIds, type PaymentIdRecord } from './paywall/payment-ids.ts';
 import type { BootLiveness } from './paywall/served-claims.ts';
 import { guardedDispatcher } from './upstream-guard/guard.ts';
+import { UpstreamPreflight } from './upstream-guard/preflight.ts';
 
 /** Where merchants come from: the registry (and the built-in catalog it was seeded with). */
 export interface MerchantDirectory {
@@ -187,6 +188,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
       internal: parts.internalUpstream,
       timeoutMs: config.upstreamTimeoutMs,
       maxBytes: config.upstreamMaxBytes,
+      preflight: new UpstreamPreflight(config.upstreamAllowlist),
     },
     breakers,
     challengeTtlMs: config.challengeTtlMs,

@@ -72,8 +72,12 @@ export interface MerchantRoute {
   requirePaymentId?: boolean;
 }
 
-/** The upstreams gate402 serves in-process: `stock-data` is its own stock chain data (`src/stock/stock-data.ts`). */
-export type InternalUpstreamName = 'stock-data';
+/**
+ * The upstreams gate402 serves in-process: `stock-data` is its own stock chain data (`src/stock/stock-data.ts`);
+ * `fixtures/{slug}` is, on the devnet only, the local fixture upstream of a built-in merchant, which each node
+ * resolves to the fixture server it runs itself (so the shared record names no node's address).
+ */
+export type InternalUpstreamName = 'stock-data' | `fixtures/${string}`;
 
 /**
  * Where paid calls go: a URL, an uploaded file, or (built-in merchants only: registration never accepts it) an

@@ -14,6 +14,7 @@
  * | `GATE402_UPSTREAM_ALLOWLIST` | (empty) | comma-separated hosts, IPs or CIDRs upstreams may use although private |
  * | `GATE402_MERCHANT_FILES_WALLET_BYTES` | 67108864 | bytes of uploads one wallet's merchants may reference |
  * | `GATE402_MERCHANT_FILES_TOTAL_BYTES` | 2147483648 | bytes the merchant files directory may hold |
+ * | `GATE402_MERCHANT_REVALIDATE_MS` | 3000 | on a shared store, longest a node serves a cached merchant before reading it again |
  */
 import { join, resolve } from 'node:path';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
@@ -32,7 +33,16 @@ export interface MerchantConfig {
   maxMerchantsPerWallet: number;
   /** A merchant's size as a whole (`GATE402_MERCHANT_MAX_TEXT_BYTES`). */
   size: MerchantSizeLimits;
+  /**
+   * On a shared store, the longest a node serves a cached merchant before reading it again
+   * (`GATE402_MERCHANT_REVALIDATE_MS`): the bound on a change another node made going unseen when its notification
+   * is lost.
+   */
+  revalidateMs: number;
 }
+
+/** Default of `GATE402_MERCHANT_REVALIDATE_MS`: a lost notification leaves an old price or wallet served 3 s at most. */
+export const DEFAULT_MERCHANT_REVALIDATE_MS = 3000;
 
 export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): MerchantConfig {
   const dataDir = resolve(envString(env, 'GATE402_DATA_DIR', 'var/data'));
@@ -64,6 +74,7 @@ export function merchantConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Mer
     uploadBudgets,
     maxMerchantsPerWallet: envInt(env, 'GATE402_MERCHANT_MAX_PER_WALLET', DEFAULT_MAX_MERCHANTS_PER_WALLET, { min: 1, max: 1_000_000 }),
     size: { maxTextBytes: envInt(env, 'GATE402_MERCHANT_MAX_TEXT_BYTES', DEFAULT_MERCHANT_SIZE_LIMITS.maxTextBytes, { min: 1024, max: 16 * 1024 * 1024 }) },
+    revalidateMs: envInt(env, 'GATE402_MERCHANT_REVALIDATE_MS', DEFAULT_MERCHANT_REVALIDATE_MS, { min: 100, max: 60_000 }),
   };
 }
 

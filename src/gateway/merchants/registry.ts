@@ -12,9 +12,12 @@
  * Rules: only a signature by `payTo` counts; `register` needs a free slug; `update`/`delete` need a signature by
  * the merchant's owner (the wallet that registered it, which is its payTo: payTo cannot change, delete and
  * register again to move); built-in merchants are operator-managed and cannot be changed by signature.
- * A refusal changes nothing (no record written, no file stored). Changes to one slug are serialised in-process;
- * the registry assumes it is the only writer of its collection (one gateway process per data directory; gateways
- * sharing a PostgreSQL store each cache what they read, so another node's change reaches a cache only once told).
+ * A refusal changes nothing (no record written, no file stored). Changes to one slug are serialised in-process, and
+ * written conditionally cluster-wide (`merchant-records.ts`): each decision is taken on the record read from the store,
+ * and written only if no node wrote the slug since, else read and taken again. So of two nodes registering one slug
+ * at once exactly one wins (the other is told the slug is taken), and a signed message is accepted once. Gateways
+ * sharing a PostgreSQL store each cache what they read: another node's change is told in its writing transaction,
+ * and a cached record is revalidated within `revalidateMs` in case that notification was lost.
  *
  * Results (the shared vocabulary of `protocol/result.ts`): `ok({action, merchant})`, or a refusal with its code,
  * message and status: 400 (malformed, invalid,
@@ -29,14 +32,16 @@ import { ok, type Err, type HttpFailure, type Ok } from '../../protocol/result.t
 import { parseJsonBytes } from '../../protocol/x402/codec.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
+import type { NonceClaims } from '../../store/nonce-claims.ts';
+import { BOOT } from '../../cluster/boot.ts';
 import { checkUpstreamUrl, UpstreamAllowlist, type Resolver } from '../upstream-guard/guard.ts';
 import { FileReferences } from './file-references.ts';
 import { MerchantFiles } from './files.ts';
 import { KeyedLock } from './keyed-lock.ts';
-import { MerchantRecords, type MerchantRecord } from './merchant-records.ts';
+import { MERCHANT_VERSION_CLAIMS, MerchantRecords, type MerchantRecord } from './merchant-records.ts';
 import { refuse, type RegistryFailureStatus, type RegistryRefusalCode } from './registry-refusals.ts';
 import { recoverRegistrationSigner } from './signature.ts';
-import type { RegistrationAction, ValidatedUpsert } from './types.ts';
+import type { RegistrationAction, ValidatedRegistration, ValidatedUpsert } from './types.ts';
 import { DEFAULT_UPLOAD_BUDGETS, FILE_SWEEP_GRACE_MS, MerchantUploads, type FileSweepReport, type UploadBudget, type UploadBudgets } from './uploads.ts';
 import type { Floor, PriceFloorSource } from '../../policy/price-floor.ts';
 import { resolveLimits, type RegistrationLimits } from './registration-limits.ts';
@@ -44,6 +49,9 @@ import { checkMerchantSize, checkRoutesAboveFloors, DEFAULT_MERCHANT_SIZE_LIMITS
 import { DEFAULT_MAX_MERCHANTS_PER_WALLET, WalletQuota } from './wallet-quota.ts';
 
 export const MERCHANTS_COLLECTION = 'merchants';
+
+/** Conditional writes of one slug lost in a row before the registry gives up (each loss means another writer wrote). */
+const WRITE_ATTEMPTS = 8;
 
 export type RegistryResult = Ok<{ action: RegistrationAction; merchant: Merchant }> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus; budget?: UploadBudget }>;
 
@@ -56,8 +64,8 @@ export interface BuiltinSeedReport {
 }
 
 export interface MerchantRegistryOptions {
-  /** `openStore(...)` (only `collection` is used). */
-  store: { collection<T>(name: string): DurableCollection<T> };
+  /** `openStore(...)` (its collections, and its claims: every write of a slug claims its next version). */
+  store: { collection<T>(name: string): DurableCollection<T>; claims(name: string): NonceClaims };
   /** Networks the gateway settles on (a `NetworkRegistry`). */
   networks: { has(caip2: string): boolean };
   /** Where uploaded files are stored, content-addressed. */
@@ -87,6 +95,14 @@ export interface MerchantRegistryOptions {
    * merchants are not counted. Default {@link DEFAULT_MAX_MERCHANTS_PER_WALLET}.
    */
   maxMerchantsPerWallet?: number;
+  /**
+   * Serve a cached merchant at most this long (ms) before reading it from the store again: the bound on how long a
+   * change another node made can go unseen when its notification is lost (`GATE402_MERCHANT_REVALIDATE_MS`).
+   * Undefined: never (the store has no other writer).
+   */
+  revalidateMs?: number;
+  /** Monotonic milliseconds for the cache's revalidation (tests drive it). */
+  now?: () => number;
   /** Bounds on a merchant's size (its text in total), refused 400 at registration and update. */
   size?: Partial<MerchantSizeLimits>;
   /** The live price floor of each network: a register or update with a route below it is refused (400). */
@@ -115,7 +131,10 @@ export class MerchantRegistry {
   readonly #size: MerchantSizeLimits;
 
   constructor(options: MerchantRegistryOptions) {
-    this.#records = new MerchantRecords(options.store.collection<MerchantRecord>(MERCHANTS_COLLECTION));
+    this.#records = new MerchantRecords(options.store.collection<MerchantRecord>(MERCHANTS_COLLECTION), options.store.claims(MERCHANT_VERSION_CLAIMS), {
+      ...(options.revalidateMs !== undefined ? { revalidateMs: options.revalidateMs } : {}),
+      ...(options.now ? { now: options.now } : {}),
+    });
     this.#files = new MerchantFiles(options.filesDir);
     const budgets = { ...DEFAULT_UPLOAD_BUDGETS, ...options.uploadBudgets };
     const sweepGraceMs = options.sweepGraceMs ?? (options.written ? FILE_SWEEP_GRACE_MS : 0);
@@ -159,12 +178,26 @@ export class MerchantRegistry {
     return this.#records.cached;
   }
 
-  async #write(slug: string, record: MerchantRecord): Promise<void> {
-    await this.#records.write(slug, record);
-    this.#quota.noteOwner(slug, record);
+  /**
+   * Writes `record` after `read` if nobody wrote the slug since (see `merchant-records.ts`); false when someone did.
+   * In a cluster, the other nodes hear of it from the write's own transaction (a trigger's NOTIFY), and `written`
+   * is told too (a store without one, or a test).
+   */
+  async #write(slug: string, read: Readonly<MerchantRecord> | undefined, record: MerchantRecord, by: string): Promise<boolean> {
+    const written = await this.#records.writeIf(slug, read, record, by);
+    if (written === undefined) {
+      // Another node wrote first: what this node knew of the slug (and of owners) is stale.
+      this.#quota.forget();
+      this.#changed();
+      return false;
+    }
+    this.#quota.noteOwner(slug, written);
     this.#changed();
-    // The write stands whether or not the others hear of it now (a listener that reconnects reloads everything).
-    await this.#written?.(slug).catch((error: unknown) => this.#log?.warn('could not tell the other nodes of a merchant change', { slug, error }));
+    if (this.#written) {
+      // The write stands; a node that missed this hears of it by revalidation (the cache's bound), not never.
+      await this.#written(slug).catch((error: unknown) => this.#log?.warn('could not tell the other nodes of a merchant change; they revalidate within their bound', { slug, error }));
+    }
+    return true;
   }
 
   get limits(): Readonly<RegistrationLimits> {
@@ -244,9 +277,27 @@ export class MerchantRegistry {
 
     // Registrations by one wallet are counted one at a time: concurrent ones cannot all pass its quota.
     const walletTurn = registration.action === 'register' ? await this.#quota.turn(signer) : undefined;
-    const result = await this.#withLock(registration.slug, async (): Promise<RegistryResult> => {
-      const slug = registration.slug;
-      const record = await this.#records.read(slug);
+    const result = await this.#withLock(registration.slug, () => this.#apply(registration, signer, now)).finally(() => walletTurn?.());
+    if (result.ok)
+      this.#log?.info(`merchant ${result.value.action === 'delete' ? 'deleted' : result.value.action === 'update' ? 'updated' : 'registered'}`, {
+        slug: registration.slug,
+        owner: signer,
+        upstreamKind: result.value.merchant.upstream.kind,
+      });
+    else this.#log?.info('merchant registration refused', { slug: registration.slug, action: registration.action, status: result.error.status });
+    return result;
+  }
+
+  /**
+   * Decides on the stored record and writes conditionally (see `merchant-records.ts`): when another node wrote the
+   * slug meanwhile, the record is read again and the decision taken again, so a slug is taken once and a signed
+   * message accepted once however many nodes receive it at the same time. The upstream is checked (or stored) once.
+   */
+  async #apply(registration: ValidatedRegistration, signer: string, now: number): Promise<RegistryResult> {
+    const slug = registration.slug;
+    let upstream: Upstream | undefined;
+    for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+      const record = await this.#records.readFresh(slug);
       if (record?.nonces.some((n) => n.nonce === registration.nonce)) return refuse(400, `nonce already used for ${slug}: sign a new registration with a fresh nonce`);
       const current = record?.merchant ?? null;
       if (registration.action === 'register') {
@@ -260,38 +311,35 @@ export class MerchantRegistry {
       }
       const nonces = this.#liveNonces(record, now);
       nonces.push({ nonce: registration.nonce, issuedAt: registration.issuedAt });
+      const by = `${registration.action} ${BOOT}`;
 
       if (registration.action === 'delete') {
-        await this.#write(slug, { merchant: null, builtin: false, nonces });
+        if (!(await this.#write(slug, record, { merchant: null, builtin: false, nonces }, by))) continue;
         await this.#uploads.letGo(slug, current, null);
         return ok({ action: 'delete' as const, merchant: current! });
       }
-      const upstream = await this.#storeUpstream(registration, now);
-      if (!upstream.ok) return upstream;
+      if (upstream === undefined) {
+        const stored = await this.#storeUpstream(registration, now);
+        if (!stored.ok) return stored;
+        upstream = stored.value;
+      }
       const merchant: Merchant = {
         slug,
         name: registration.name,
         description: registration.description,
         payTo: registration.payTo,
         networks: registration.networks,
-        upstream: upstream.value,
+        upstream,
         routes: registration.routes,
         owner: registration.payTo,
         createdAt: current?.createdAt ?? now,
         updatedAt: now,
       };
-      await this.#write(slug, { merchant, builtin: false, nonces });
+      if (!(await this.#write(slug, record, { merchant, builtin: false, nonces }, by))) continue;
       await this.#uploads.letGo(slug, current, merchant);
       return ok({ action: registration.action, merchant });
-    }).finally(() => walletTurn?.());
-    if (result.ok)
-      this.#log?.info(`merchant ${result.value.action === 'delete' ? 'deleted' : result.value.action === 'update' ? 'updated' : 'registered'}`, {
-        slug: registration.slug,
-        owner: signer,
-        upstreamKind: result.value.merchant.upstream.kind,
-      });
-    else this.#log?.info('merchant registration refused', { slug: registration.slug, action: registration.action, status: result.error.status });
-    return result;
+    }
+    throw new Error(`merchant ${slug}: another writer won ${WRITE_ATTEMPTS} times in a row`);
   }
 
   /** Every route at or above the live price floor of each network the merchant accepts (none configured: no check). */
@@ -350,12 +398,15 @@ export class MerchantRegistry {
   async delete(slug: string): Promise<boolean> {
     if (!validKey(slug)) return false;
     return this.#withLock(slug, async () => {
-      const record = await this.#records.read(slug);
-      if (!record?.merchant) return false;
-      await this.#write(slug, { merchant: null, builtin: false, nonces: this.#liveNonces(record, Date.now()) });
-      await this.#uploads.letGo(slug, record.merchant, null);
-      this.#log?.info('merchant removed by the operator', { slug });
-      return true;
+      for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+        const record = await this.#records.readFresh(slug);
+        if (!record?.merchant) return false;
+        if (!(await this.#write(slug, record, { merchant: null, builtin: false, nonces: this.#liveNonces(record, Date.now()) }, `operator-delete ${BOOT}`))) continue;
+        await this.#uploads.letGo(slug, record.merchant, null);
+        this.#log?.info('merchant removed by the operator', { slug });
+        return true;
+      }
+      throw new Error(`merchant ${slug}: another writer won ${WRITE_ATTEMPTS} times in a row`);
     });
   }
 
@@ -367,19 +418,24 @@ export class MerchantRegistry {
     const report: BuiltinSeedReport = { written: [], unchanged: [], conflicts: [] };
     for (const m of merchants) {
       await this.#withLock(m.slug, async () => {
-        const record = await this.#records.read(m.slug);
-        if (record?.merchant && !record.builtin) {
-          report.conflicts.push(m.slug);
-          this.#log?.warn('built-in merchant slug is held by a registered merchant; skipping it', { slug: m.slug });
+        for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+          const record = await this.#records.readFresh(m.slug);
+          if (record?.merchant && !record.builtin) {
+            report.conflicts.push(m.slug);
+            this.#log?.warn('built-in merchant slug is held by a registered merchant; skipping it', { slug: m.slug });
+            return;
+          }
+          const next: MerchantRecord = { merchant: structuredClone(m), builtin: true, nonces: record?.nonces.map((n) => ({ ...n })) ?? [] };
+          // Identical (another node, or an earlier start, seeded the same catalog): nothing is written.
+          if (record && sameJson({ ...record, version: 0 }, { ...next, version: 0 })) {
+            report.unchanged.push(m.slug);
+            return;
+          }
+          if (!(await this.#write(m.slug, record, next, `builtin ${BOOT}`))) continue;
+          report.written.push(m.slug);
           return;
         }
-        const next: MerchantRecord = { merchant: structuredClone(m), builtin: true, nonces: record?.nonces ?? [] };
-        if (record && sameJson(record, next)) {
-          report.unchanged.push(m.slug);
-          return;
-        }
-        await this.#write(m.slug, next);
-        report.written.push(m.slug);
+        throw new Error(`merchant ${m.slug}: another writer won ${WRITE_ATTEMPTS} times in a row`);
       });
     }
     return report;

@@ -36,6 +36,8 @@ export interface PaywallUpstream {
   timeoutMs: number;
   /** The largest upstream response body a paid request takes; a larger one fails the call (502, not charged again). */
   maxBytes: number;
+  /** The upstream guard's decision before payment (`upstream-guard/preflight.ts`): refused, nothing is charged. */
+  preflight?: { refuses(url: string): boolean | Promise<boolean>; refusesNow(url: string): boolean };
 }
 
 /** What the paywall keeps. */

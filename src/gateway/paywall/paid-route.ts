@@ -15,6 +15,7 @@ import { nonceKeyOf } from '../../schemes/payment-identity.ts';
 import { findRoute, type Merchant } from '../catalog/merchant.ts';
 import { json, unchargedAnswer } from './answers.ts';
 import type { PaywallDeps } from './deps.ts';
+import { guardRefused } from './guard-refusal.ts';
 import { bodyBound, clientOf, claimed, postedDigest, preparedUpstream, sendsBody, served, settled, signedBeforeBody, unserved, unshed, type PaidHooks, type Purchase } from './paid-steps.ts';
 import { paidWithId } from './paid-with-id.ts';
 import { RouteTermsMemo } from './route-terms.ts';
@@ -51,6 +52,8 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
         if (reading.kind !== 'none') break;
       }
     }
+    // An upstream this gateway's guard refuses is refused before anyone pays for it (see upstream-guard/preflight.ts).
+    if (merchant.upstream.kind === 'url' && deps.upstream.preflight?.refusesNow(merchant.upstream.baseUrl)) return guardRefused(slug);
     // An upstream known to be failing is refused before anyone pays for it; a paid request holds an admission.
     const ticket = reading.kind === 'credential' ? deps.breakers.admit(slug) : undefined;
     if (ticket === undefined && (reading.kind === 'credential' || !deps.breakers.admits(slug))) {

@@ -21,7 +21,8 @@ import { behind, paidUnserved, pending, settlementDown, shedOf, unchargedAnswer 
 import type { PaidRequestRecord, PaywallDeps } from './deps.ts';
 import { forwardToUpstream } from './forward.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
-import { claimForServing, markServed, releaseServing, servedState, type ServingClaim } from './served-claims.ts';
+import { guardRefused } from './guard-refusal.ts';
+import { claimForServing, markServed, releaseServing, SERVING_SLACK_MS, servedState, type ServingClaim } from './served-claims.ts';
 import { confinedUpstreamUrl } from './upstream-path.ts';
 
 /** One purchase under way: the request, what it pays with, and the door and breaker admission it came through. */
@@ -145,6 +146,9 @@ export async function preparedUpstream(p: Purchase): Promise<Step<UpstreamCall>>
     const confined = confinedUpstreamUrl(upstream.baseUrl, path, req.query);
     if (!confined.ok) return stop(unchargedAnswer(uncharged('upstream_refused', confined.error.message, 400).error));
     url = confined.value;
+    // What the connector would refuse is refused here, before the settlement: nothing charged, nothing called.
+    const refuses = deps.preflight?.refuses(url);
+    if (refuses === true || (refuses instanceof Promise && (await refuses))) return stop(guardRefused(merchant.slug));
   }
   const body = req.method === 'POST' ? await req.body() : undefined;
   const request = { method: req.method === 'HEAD' ? 'GET' : req.method, path, query: req.query, headers: req.headers, ...(body ? { body } : {}) };
@@ -174,7 +178,7 @@ export async function settled(p: Purchase, hooks: PaidHooks): Promise<Step<Settl
 export async function claimed(p: Purchase, s: Settled): Promise<Step<ServingClaim>> {
   const { served, live } = p.deps.stores;
   try {
-    const claim = await claimForServing(served, p.key, live);
+    const claim = await claimForServing(served, p.key, live, { boundMs: p.deps.upstream.timeoutMs + SERVING_SLACK_MS });
     return claim ? ok(claim) : stop(refused(p, USED));
   } catch (err) {
     // The store cannot write (a full disk): the payment settled, nothing was claimed, so the credential stays good.

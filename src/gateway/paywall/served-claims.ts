@@ -9,10 +9,23 @@ import type { NonceClaims } from '../../store/nonce-claims.ts';
  * boot that is no longer live, which the next request with the same credential takes over: the buyer paid, so the
  * credential stays redeemable until it has been served once. Alone, only this boot is live; in a cluster, every node
  * whose lease is live (see `src/cluster/membership.ts`), so a credential another node is serving is not served twice.
+ *
+ * A `serving` claim is also bounded in time: it names the moment (unix ms) by which its upstream call and the writes
+ * after it must have ended (`serving <boot> <id> <until>`). Past it the claim is free whoever holds it, this very run
+ * included: a `serving` insert that committed while its client gave up (a timeout) would otherwise block the
+ * credential until the node restarts. The bound is the upstream timeout plus {@link SERVING_SLACK_MS}, so a live
+ * serve has always ended by then (its `markServed` would find the claim taken over, and answer nothing twice).
+ * Claims written without a bound (before it existed) keep the liveness rule alone.
  */
 const SERVING = 'serving ';
 
 export type ServedState = 'free' | 'serving' | 'served';
+
+/** Beyond the upstream's own timeout, how long a `serving` claim stays bound to its holder: its writes, clock skew. */
+export const SERVING_SLACK_MS = 60_000;
+
+/** The bound of a claim made without one given: the longest upstream timeout the gateway accepts, plus the slack. */
+export const DEFAULT_SERVING_BOUND_MS = 300_000 + SERVING_SLACK_MS;
 
 /** Whether a boot (a run of a gateway process) is live: one that is not can hold no claim any more. */
 export type BootLiveness = (boot: string) => boolean | Promise<boolean>;
@@ -21,15 +34,30 @@ export type BootLiveness = (boot: string) => boolean | Promise<boolean>;
 export const thisBootOnly: BootLiveness = (boot) => boot === BOOT;
 
 /** The state of a payment's claim as this process sees it: a `serving` claim of a boot no longer live is free again. */
-export async function servedState(holder: string | undefined, live: BootLiveness = thisBootOnly): Promise<ServedState> {
+export async function servedState(holder: string | undefined, live: BootLiveness = thisBootOnly, now: number = Date.now()): Promise<ServedState> {
   if (holder === undefined) return 'free';
   if (!holder.startsWith(SERVING)) return 'served';
+  const until = untilOf(holder);
+  if (until !== undefined && now > until) return 'free';
   return (await live(bootOf(holder))) ? 'serving' : 'free';
 }
 
-/** The boot of a `serving <boot> <id>` claim. */
+/** The boot of a `serving <boot> <id> [<until>]` claim. */
 function bootOf(holder: string): string {
   return holder.slice(SERVING.length).split(' ')[0] ?? '';
+}
+
+/** The bound of a `serving <boot> <id> <until>` claim (unix ms), or undefined for one written without it. */
+function untilOf(holder: string): number | undefined {
+  const until = holder.slice(SERVING.length).split(' ')[2];
+  return until !== undefined && /^\d{1,16}$/.test(until) ? Number(until) : undefined;
+}
+
+export interface ServingBound {
+  /** How long from now the claim binds (default {@link DEFAULT_SERVING_BOUND_MS}). */
+  boundMs?: number;
+  /** Unix ms (injectable for tests). */
+  now?: number;
 }
 
 export interface ServingClaim {
@@ -40,12 +68,13 @@ export interface ServingClaim {
 }
 
 /** Claims `key` for serving now, taking over a `serving` claim a crashed process left; `undefined` when held. */
-export async function claimForServing(claims: NonceClaims, key: string, live: BootLiveness = thisBootOnly): Promise<ServingClaim | undefined> {
+export async function claimForServing(claims: NonceClaims, key: string, live: BootLiveness = thisBootOnly, bound: ServingBound = {}): Promise<ServingClaim | undefined> {
   const id = randomUUID();
-  const holder = `${SERVING}${BOOT} ${id}`;
+  const now = bound.now ?? Date.now();
+  const holder = `${SERVING}${BOOT} ${id} ${now + (bound.boundMs ?? DEFAULT_SERVING_BOUND_MS)}`;
   const first = await claims.claim(key, holder);
   if (first.claimed) return { key, holder, id };
-  if ((await servedState(first.holder, live)) !== 'free') return undefined;
+  if ((await servedState(first.holder, live, now)) !== 'free') return undefined;
   return (await claims.takeover(key, first.holder, holder)) ? { key, holder, id } : undefined;
 }
 

@@ -49,6 +49,8 @@ export class ChangeListener {
   readonly #o: ListenerOptions;
   readonly #subscribers = new Map<string, Set<Subscriber>>();
   #client: pg.Client | undefined;
+  /** The channels each connection listens on. */
+  readonly #listening = new WeakMap<pg.Client, Set<string>>();
   #connecting: Promise<void> | undefined;
   #check: NodeJS.Timeout | undefined;
   #retry: NodeJS.Timeout | undefined;
@@ -69,17 +71,41 @@ export class ChangeListener {
     this.#check.unref();
   }
 
-  /** Hears `channel` from now on (on this connection and every later one). */
+  /**
+   * Hears `channel` from now on (on this connection and every later one). Resolves once the live connection listens
+   * on it; when none is live (a reconnection under way), the channel is listened on by the next connection before
+   * that connection counts as live, and its subscribers are told to `resync` then: nothing is missed either way.
+   */
   async subscribe(channel: string, subscriber: Subscriber): Promise<void> {
     if (!CHANNEL.test(channel)) throw new Error(`not a channel name: ${channel}`);
     let set = this.#subscribers.get(channel);
-    if (!set) {
-      set = new Set();
-      this.#subscribers.set(channel, set);
-      const client = this.#client;
-      if (client) await client.query({ text: `LISTEN ${channel}`, query_timeout: this.#o.timeoutMs } as pg.QueryConfig);
+    if (set) {
+      set.add(subscriber);
+      return;
     }
-    set.add(subscriber);
+    set = new Set([subscriber]);
+    this.#subscribers.set(channel, set);
+    // A connection being made may have sent its LISTENs already: it listens on this one too before it is live.
+    const connecting = this.#connecting;
+    if (connecting) await connecting.catch(() => {});
+    const client = this.#client;
+    if (!client || this.#listening.get(client)?.has(channel)) return;
+    try {
+      await this.#listen(client, channel);
+    } catch (error) {
+      // Not listening on the live connection: it is dropped, and the next one listens on every channel, then resyncs.
+      this.#lost(client, error);
+    }
+  }
+
+  async #listen(client: pg.Client, channel: string): Promise<void> {
+    await client.query({ text: `LISTEN ${channel}`, query_timeout: this.#o.timeoutMs } as pg.QueryConfig);
+    let listening = this.#listening.get(client);
+    if (!listening) {
+      listening = new Set();
+      this.#listening.set(client, listening);
+    }
+    listening.add(channel);
   }
 
   async stop(): Promise<void> {
@@ -101,7 +127,12 @@ export class ChangeListener {
       });
       try {
         await client.connect();
-        for (const channel of this.#subscribers.keys()) await client.query({ text: `LISTEN ${channel}`, query_timeout: this.#o.timeoutMs } as pg.QueryConfig);
+        // Until every channel subscribed so far is listened on (one subscribed meanwhile included).
+        for (;;) {
+          const missing = [...this.#subscribers.keys()].filter((c) => !this.#listening.get(client)?.has(c));
+          if (missing.length === 0) break;
+          for (const channel of missing) await this.#listen(client, channel);
+        }
       } catch (error) {
         client.removeAllListeners('end');
         await client.end().catch(() => {});
