@@ -43,7 +43,8 @@ const SCENARIOS: Record<string, { files: string[]; about: string }> = {
   },
   cluster: {
     files: ['bench/cluster.ts'],
-    about: 'CPU per paid request and p99: one gateway on LMDB against two gateways sharing an embedded PostgreSQL (goal: at most 1.2× LMDB)',
+    about:
+      'CPU per paid request (PostgreSQL included) and p99, open loop at one rate per node: one gateway on LMDB, two on LMDB stores of their own, two sharing an embedded PostgreSQL (goal: at most 1.2× the two on LMDB)',
   },
   scaling: {
     files: ['bench/scaling.ts'],
