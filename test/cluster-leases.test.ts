@@ -15,7 +15,7 @@ t.teardown(async () => {
   await db.stop();
 });
 // The migration as shipped.
-await pool.query(readFileSync(new URL('../src/store/postgres/migrations/050-cluster-leases.sql', import.meta.url), 'utf8'));
+for (const m of ['050-cluster-leases.sql', '060-lease-epochs.sql']) await pool.query(readFileSync(new URL(`../src/store/postgres/migrations/${m}`, import.meta.url), 'utf8'));
 const log = createLogger('test', { level: 'error' });
 const leases = (node: string, boot = `${node}-boot`, leaseMs = 300) => new Leases(pool, { node, boot }, { leaseMs, timeoutMs: 2000 });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -30,10 +30,12 @@ export interface EngineComposition {
 }
 
 export async function composeEngine(c: EngineComposition): Promise<{ store: Store; cluster: ClusterNode | undefined; engine: RunningEngine }> {
-  const store = await composeStore(c.config.store, c.metrics);
+  const store = await composeStore(c.config.store, c.metrics, c.log.child({ part: 'store' }));
   c.closeLater(() => store.close());
   const cluster = await composeCluster({ config: c.cluster, relayers: c.relayers.map((a) => a.address), ...(c.desk ? { desk: c.desk } : {}), log: c.log });
   if (cluster) c.closeLater(() => cluster.close());
+  // Fenced: the store's writes carry this node's lease (src/store/fence.ts) before the engine resumes anything.
+  if (cluster) store.fence(cluster.membership.fence);
   const engine = await createEngine({
     networks: c.networks,
     config: c.config,
@@ -45,5 +47,7 @@ export async function composeEngine(c: EngineComposition): Promise<{ store: Stor
     metrics: c.metrics,
   });
   c.closeLater(() => engine.close());
+  // A node whose lease may be gone signs and sends nothing (see `Membership.signing`).
+  if (cluster) for (const pool of engine.relayers.values()) pool.guardWith(cluster.membership.signing);
   return { store, cluster, engine };
 }

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import type { Logger } from '../log/logger.ts';
+import type { LeaseToken } from '../store/fence.ts';
 import { type LeaseHeld, type LeaseRow, Leases, nodeLease, type Queryable } from '../store/postgres/leases.ts';
 
 /**
@@ -13,6 +14,11 @@ import { type LeaseHeld, type LeaseRow, Leases, nodeLease, type Queryable } from
  *   node's previous run holds (a restart after a crash) is waited for, at most one term.
  * - Renewal runs every third of the term. A lease found taken away, or not renewed for most of a term (the store does
  *   not answer), is lost: `onLost` is called and the node must stop signing (the command line exits).
+ * - Fencing (`src/store/fence.ts`): each lease is held at an epoch, which a new holder raises. The node's writes
+ *   carry its own node lease and epoch ({@link Membership.fence}) and are refused once another node took it over.
+ *   Before any new signature or send, the relayer pool asks {@link Membership.signing}: past most of a term since
+ *   the last renewal (by this process's monotonic clock, which a pause does not stop), the lease may have expired by
+ *   the database's clock, and the node signs and sends nothing (logged once, `fenced`) until a renewal holds it again.
  * - With takeover on, each renewal also looks for node leases that expired: the first node to take one becomes
  *   responsible for that node's records and resumes them (`adopt`); it gives the lease back once they are finished.
  */
@@ -77,6 +83,10 @@ export class Membership {
   readonly #leases: Leases;
   /** Every lease this run holds: its own, and the node leases of dead nodes whose records it is finishing. */
   readonly #held = new Set<string>();
+  /** The epoch of each lease held, as granted. */
+  readonly #epochs = new Map<string, number>();
+  /** Why this node is fenced now (its lease lost or possibly expired), logged once per spell. */
+  #fenced: string | undefined;
   /** The last view of the node leases, and when it was read (performance.now()). */
   #view: { rows: LeaseRow[]; at: number } = { rows: [], at: 0 };
   #renewedAt = performance.now();
@@ -101,10 +111,17 @@ export class Membership {
       // Its own records' lease first: held by its previous run (a restart after a crash), or by a node finishing
       // them, it frees within a term or once they are finished; the keys are free then too.
       const taken = await m.#leases.take(own);
-      const keys = taken.ok ? await m.#leases.takeAll(opts.leases) : taken;
-      if (keys.ok) break;
-      if (taken.ok) await m.#leases.release([own]);
-      const held = keys.error;
+      let held: LeaseHeld;
+      if (taken.ok) {
+        const keys = await m.#leases.takeAll(opts.leases);
+        if (keys.ok) {
+          m.#epochs.set(own, taken.value.epoch);
+          for (const [name, epoch] of keys.value) m.#epochs.set(name, epoch);
+          break;
+        }
+        await m.#leases.release([own]);
+        held = keys.error;
+      } else held = taken.error;
       const waits = held.name === own || held.holder.node === opts.config.nodeId;
       if (!waits || performance.now() > until) throw new LeaseRefused(held);
       opts.log.info('waiting for a lease of this node to be given back or to expire', { lease: held.name, holder: held.holder.node, waitMs: Math.ceil(held.expiresInMs) });
@@ -121,6 +138,35 @@ export class Membership {
   get nodeId(): string {
     return this.#o.config.nodeId;
   }
+
+  /**
+   * The lease this node's writes carry (`Store.fence`): its own node lease at the epoch it was granted. A node
+   * finishing a dead node's records writes them under its own lease too: it took the dead node's lease (raising that
+   * lease's epoch, which fences the dead node out), and renews every lease it holds in one statement.
+   */
+  fence = (): LeaseToken | undefined => {
+    const name = nodeLease(this.#o.config.nodeId);
+    const epoch = this.#epochs.get(name);
+    return epoch === undefined ? undefined : { name, epoch };
+  };
+
+  /**
+   * Undefined while this node may sign and send; else why not (`fenced: ...`). Its leases are lost, or the last
+   * renewal is older than the term less a margin of a fifth (the lease may have expired by the database's clock:
+   * after a pause, I/O callbacks run before the renewal timer does). Logged once each time it starts.
+   */
+  signing = (): string | undefined => {
+    const since = performance.now() - this.#renewedAt;
+    const why = this.#lost ? 'its leases were lost' : since > this.#o.config.leaseMs * 0.8 ? `no renewal for ${Math.round(since)} ms of a ${this.#o.config.leaseMs} ms term` : undefined;
+    if (!why) {
+      if (this.#fenced) this.#o.log.warn('lease renewed: this node signs and sends again', { lease: nodeLease(this.nodeId) });
+      this.#fenced = undefined;
+      return undefined;
+    }
+    if (!this.#fenced) this.#o.log.error(`fenced: this node signs and sends nothing until it holds its lease again (${why})`, { lease: nodeLease(this.nodeId), leases: [...this.#held] });
+    this.#fenced = `fenced: ${why}`;
+    return this.#fenced;
+  };
 
   /** Every lease this run holds now. */
   get held(): ReadonlySet<string> {
@@ -140,6 +186,7 @@ export class Membership {
     const name = nodeLease(node);
     if (node === this.nodeId || !this.#held.has(name)) return;
     this.#held.delete(name);
+    this.#epochs.delete(name);
     await this.#leases.release([name]);
     this.#o.log.info("a dead node's records are all finished: its lease is given back", { node });
   }
@@ -198,12 +245,14 @@ export class Membership {
       const taken = await this.#leases.take(row.name);
       if (!taken.ok) continue;
       this.#held.add(row.name);
+      this.#epochs.set(row.name, taken.value.epoch);
       this.#o.log.warn("a node's lease expired: finishing its records", { node, holder: row.node });
       try {
         await this.#adopter?.(node);
       } catch (error) {
         this.#o.log.error("could not resume a dead node's records; giving its lease back", { node, error });
         this.#held.delete(row.name);
+        this.#epochs.delete(row.name);
         await this.#leases.release([row.name]).catch(() => {});
       }
     }
@@ -212,7 +261,7 @@ export class Membership {
   #lose(why: string): void {
     if (this.#lost || this.#stopped) return;
     this.#lost = true;
-    this.#o.log.error('this node lost its leases: it stops signing', { why });
+    this.#o.log.error(`fenced: this node lost its leases and stops signing (${why})`, { why, lease: nodeLease(this.nodeId) });
     this.#o.onLost(why);
   }
 

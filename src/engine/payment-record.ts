@@ -73,3 +73,60 @@ export function isFinished(record: PaymentRecord): boolean {
 export function leavesNoRecord(record: PaymentRecord): boolean {
   return record.state === 'failed' && record.txs.length === 0 && record.batch === undefined;
 }
+
+/**
+ * The order of a payment record's states, for writes that must never take it backwards (see
+ * `src/store/record-order.ts`). A failure after the claim passes through `reconciling` and `releasing`; `stalled` is
+ * `inFlight` given up for now (a restart resumes it there). Of the two ends, `settled` is above `failed`: what the
+ * chain settled is never overwritten by a failure, while a failure found settled after all may be.
+ */
+export const PAYMENT_STATE_RANK: Readonly<Record<string, number>> = {
+  claiming: 0,
+  simulating: 1,
+  broadcasting: 2,
+  inFlight: 3,
+  stalled: 3,
+  reconciling: 4,
+  releasing: 5,
+  failed: 6,
+  settled: 7,
+};
+
+/** The states of a batch record (written once it has a trail; `mined` above `failed`, as for payments). */
+export const BATCH_STATE_RANK: Readonly<Record<string, number>> = {
+  open: 0,
+  closing: 0,
+  simulating: 0,
+  sending: 1,
+  sent: 2,
+  stalled: 2,
+  dissolved: 3,
+  failed: 4,
+  mined: 5,
+};
+
+/** Ranks of unfinished records are below this; a finished record's rank is this plus its state's. */
+export const FINISHED_RANK = 2 ** 40;
+/** Room for every state's rank under one trail length. */
+const STATES = 16;
+
+/**
+ * Where a record is in its life, as one number: finished records above every unfinished one, and below that the
+ * trail length first, then the state. A trail only grows, so a record with more signed versions is newer whatever
+ * its state (a payment resumed at `inFlight` from `reconciling` signs a replacement: it must be written); among
+ * records of one trail, the state decides.
+ */
+export function lifeRank(stateRank: number, finished: boolean, trail: number): number {
+  return finished ? FINISHED_RANK + stateRank : trail * STATES + stateRank;
+}
+
+/** A payment record's rank; compared only between records of one attempt (another attempt's claim orders it). */
+export const paymentRecordOrder = {
+  rank: (r: PaymentRecord): number => lifeRank(PAYMENT_STATE_RANK[r.state] ?? 0, isFinished(r), r.txs.length),
+  series: (r: PaymentRecord): string => r.attempt,
+};
+
+/** A batch record's rank. */
+export const batchRecordOrder = {
+  rank: (b: BatchRecord): number => lifeRank(BATCH_STATE_RANK[b.state ?? ''] ?? 0, b.state === 'mined' || b.state === 'failed' || b.state === 'dissolved', b.txs.length),
+};

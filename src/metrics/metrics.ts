@@ -54,6 +54,8 @@ export interface Metrics extends PaymentSeries {
 
   /** A durable write of the store failed (a full disk, an I/O error, a lost database connection). */
   storeError(store: StoreKind): void;
+  /** A record write was refused as backward: the stored record's state is later (see `src/store/record-order.ts`). */
+  storeBackwardWrite(store: StoreKind, collection: string): void;
 
   /**
    * Series that exist before their first event, at zero (Prometheus's instrumentation practice: a panel shows 0,
@@ -140,6 +142,11 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
   });
   const storeErrors = kit.counter({ name: 'gate402_store_errors_total', help: 'Durable writes that failed, by store (lmdb, postgres)', labelNames: ['store'] });
+  const storeBackward = kit.counter({
+    name: 'gate402_store_backward_writes_total',
+    help: 'Record writes refused because the stored record is at a later state (a late or stale write), by store and collection',
+    labelNames: ['store', 'collection'],
+  });
 
   const upstream = kit.histogram({
     name: 'gate402_upstream_request_duration_seconds',
@@ -216,6 +223,9 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     },
     storeError(store) {
       storeErrors.labels(store).inc();
+    },
+    storeBackwardWrite(store, collection) {
+      storeBackward.labels(store, collection).inc();
     },
     declareStore(store) {
       storeErrors.labels(store).inc(0);

@@ -1,10 +1,10 @@
 import type { Address, Hex } from 'viem';
 import type { SignedTx } from '../tx/trail.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
-import type { OrderState } from './order-states.ts';
+import { FINAL_ORDER_STATES, ORDER_STATE_RANK, type OrderState } from './order-states.ts';
 import type { Err, Failure, Ok } from '../protocol/result.ts';
 
-export { FINAL_ORDER_STATES, type OrderState } from './order-states.ts';
+export { FINAL_ORDER_STATES, ORDER_STATE_RANK, type OrderState } from './order-states.ts';
 
 /** The durable record of one stock buy. */
 export interface StockOrder {
@@ -57,3 +57,17 @@ export type OrderStep = Ok<StockOrder> | Err<OrderFailure>;
 export function orderFailed(code: string, message: string, order?: StockOrder): Err<OrderFailure> {
   return { ok: false, error: { code, message, ...(order ? { order } : {}) } };
 }
+
+/** Ranks of unfinished orders are below this; a finished order's rank is this plus its state's. */
+const FINISHED_RANK = 2 ** 40;
+
+/**
+ * A stock order's rank (see `src/store/record-order.ts`): finished orders above every unfinished one; below that
+ * the length of its trails (swap and refund: they only grow, so more signed versions is newer), then the state.
+ */
+export const stockOrderRecordOrder = {
+  rank: (o: StockOrder): number => {
+    const state = ORDER_STATE_RANK[o.state] ?? 0;
+    return FINAL_ORDER_STATES.has(o.state) ? FINISHED_RANK + state : (o.swapTxs.length + o.refundTxs.length) * 16 + state;
+  },
+};

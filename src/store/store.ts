@@ -1,6 +1,8 @@
 import type { Err, Failure, Ok } from '../protocol/result.ts';
 import type { DurableCollection } from './durable-collection.ts';
+import type { FenceSource } from './fence.ts';
 import type { NonceClaims } from './nonce-claims.ts';
+import type { RecordOrders, Refused } from './record-order.ts';
 
 /**
  * The records of a gate402 process: in an LMDB environment of its own (`lmdb/`), or in a PostgreSQL database that
@@ -22,6 +24,13 @@ export interface Store {
   collection<T>(name: string): DurableCollection<T>;
   /** Runs `write` (its writes made with `putWithin`, in any collections) as one transaction, durably: all or nothing. */
   atomically(write: () => void): Promise<void>;
+  /**
+   * Fences this store's writes (claims, records, `atomically`) with the lease `lease` names: from now on each commits
+   * only while that lease is live at its epoch, checked in the write's own statement, and fails with `FencedWrite`
+   * otherwise (see `fence.ts`). Told once, by a cluster node as it joins. LMDB is one node's own: its fence always
+   * passes, and this does nothing.
+   */
+  fence(lease: FenceSource): void;
   /**
    * Not ok while the last durable write failed (a full disk, an I/O error, an unreachable database), and for a while
    * after any write failed: on a nearly full disk small writes may still pass while larger ones fail.
@@ -46,4 +55,8 @@ export interface StoreOptions {
   onError?: () => void;
   /** How long a failed write keeps the store unhealthy after writes succeed again (default 60 s). */
   failureMemoryMs?: number;
+  /** The rank of each ordered collection's records, by collection name: their writes never go backwards (`record-order.ts`). */
+  orders?: RecordOrders;
+  /** Told of each write refused as backward (a collection's `put`, or one record of `atomically` or a claim's writes). */
+  onRefused?: (collection: string, key: string, refused: Refused) => void;
 }

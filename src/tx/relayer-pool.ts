@@ -3,6 +3,21 @@ import { callOf, type RelayerCall, type SignedTx } from './trail.ts';
 
 export type BroadcastOutcome = 'sent' | 'known' | 'nonce_too_low' | 'underpriced' | 'rejected';
 
+/**
+ * Asked before every signature and every send: undefined to go on, else why not. A cluster node's says so once its
+ * lease may be gone (see `Membership.signing`): a node that paused past its lease signs and sends nothing.
+ */
+export type SigningGuard = () => string | undefined;
+
+/** Nothing was signed or sent: the pool's guard refused (the node is fenced). */
+export class NotSigning extends Error {
+  readonly code = 'fenced';
+  constructor(why: string) {
+    super(why);
+    this.name = 'NotSigning';
+  }
+}
+
 interface Relayer {
   account: LocalAccount;
   next: number;
@@ -36,6 +51,7 @@ export class RelayerPool {
   #fees: { at: number; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | undefined;
   #reading: Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> | undefined;
   #turn = 0;
+  #guard: SigningGuard | undefined;
 
   constructor(opts: RelayerPoolOptions) {
     if (opts.accounts.length === 0) throw new Error(`no relayer accounts for chain ${opts.chainId}`);
@@ -45,6 +61,16 @@ export class RelayerPool {
     this.#minBalance = opts.minBalanceWei ?? 10n ** 15n;
     this.#feeTtlMs = opts.feeTtlMs ?? 2000;
     this.#now = opts.now ?? Date.now;
+  }
+
+  /** From now on every signature and send asks `guard` first, and throws {@link NotSigning} when it refuses. */
+  guardWith(guard: SigningGuard): void {
+    this.#guard = guard;
+  }
+
+  #mayAct(): void {
+    const why = this.#guard?.();
+    if (why !== undefined) throw new NotSigning(why);
   }
 
   get addresses(): Address[] {
@@ -162,6 +188,7 @@ export class RelayerPool {
   /** Signs a call from the least busy relayer with the next nonce. Nothing is sent. */
   async sign(call: RelayerCall): Promise<SignedTx> {
     const fees = await this.#currentFees();
+    this.#mayAct();
     const r = this.#pick();
     const nonce = r.free.length ? (r.free.sort((a, b) => a - b).shift() as number) : r.next++;
     r.inFlight += 1;
@@ -181,6 +208,7 @@ export class RelayerPool {
   async bump(tx: SignedTx, baseFee?: bigint): Promise<SignedTx> {
     const r = this.#relayerOf(tx.relayer);
     const fresh = baseFee === undefined ? await this.#currentFees() : this.#feesFor(baseFee);
+    this.#mayAct();
     this.#fees = { at: this.#now(), ...fresh };
     const raise = (old: string, floor: bigint) => {
       const bumped = (BigInt(old) * 125n) / 100n + 1n;
@@ -192,7 +220,9 @@ export class RelayerPool {
     });
   }
 
+  /** Sends a signed transaction (throws {@link NotSigning} when the guard refuses: nothing is sent). */
   async broadcast(tx: SignedTx): Promise<BroadcastOutcome> {
+    this.#mayAct();
     try {
       await this.#client.request({ method: 'eth_sendRawTransaction', params: [tx.raw] });
       return 'sent';

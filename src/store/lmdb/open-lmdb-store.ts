@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase, type RootDatabaseOptionsWithPath } from 'lmdb';
+import { backward, type RecordOrder } from '../record-order.ts';
 import type { Store, StoreOptions } from '../store.ts';
 import { WriteHealth } from '../write-health.ts';
 import { WriteSet } from '../write-set.ts';
@@ -29,11 +30,15 @@ export function openLmdbStore(path: string, opts: LmdbStoreOptions = {}): Store 
   mkdirSync(path, { recursive: true });
   const root: RootDatabase = (opts.openLmdb ?? open)({ path, noSubdir: false, compression: false, maxDbs: 32 });
   const dbs = new Map<string, Database>();
+  /** The ordered collections' databases: their name and rank, for the writes `atomically` makes in them. */
+  const ordered = new Map<Database, { name: string; order: RecordOrder<unknown> }>();
   const db = (name: string): Database => {
     let d = dbs.get(name);
     if (!d) {
       d = root.openDB({ name, encoding: 'msgpack' });
       dbs.set(name, d);
+      const order = opts.orders?.[name] as RecordOrder<unknown> | undefined;
+      if (order) ordered.set(d, { name, order });
     }
     return d;
   };
@@ -59,15 +64,23 @@ export function openLmdbStore(path: string, opts: LmdbStoreOptions = {}): Store 
     path,
     nonces: new LmdbClaims(db('nonces'), durable, within),
     claims: (name: string) => new LmdbClaims(db(`claims:${name}`), durable, within),
-    collection: <T>(name: string) => new LmdbCollection<T>(db(name), durable, within),
+    collection: <T>(name: string) => new LmdbCollection<T>(db(name), durable, within, opts.orders?.[name] as RecordOrder<T> | undefined, (key, refused) => opts.onRefused?.(name, key, refused)),
     atomically: async (write) => {
       const writes = within.gather(write);
       await durable(
         root.transaction(() => {
-          for (const w of writes) void w.target.put(w.key, w.value);
+          for (const w of writes) {
+            const o = ordered.get(w.target);
+            const refused = o ? backward(o.order, w.target.get(w.key), w.value) : undefined;
+            // A backward record is left out (and told), the others are written.
+            if (refused) queueMicrotask(() => opts.onRefused?.(o?.name as string, w.key, refused));
+            else void w.target.put(w.key, w.value);
+          }
         }),
       );
     },
+    // One node's own environment: nothing else writes it, so there is nothing to fence.
+    fence: () => {},
     health: () => health.health(),
     probe: async () => {
       if (health.probeDue()) await (async () => durable(db('health').put('probe', Date.now())))().catch(() => {});

@@ -24,7 +24,8 @@ export interface LeaseHeld extends Failure<'lease_held'> {
   expiresInMs: number;
 }
 
-export type LeaseResult = Ok<undefined> | Err<LeaseHeld>;
+/** A lease taken: the epoch of this holder's grant (the same while it holds it; a new holder's is higher). */
+export type LeaseResult = Ok<{ epoch: number }> | Err<LeaseHeld>;
 
 /** What the leases read and write through: a `pg.Pool` (each statement stands alone, so no client is held). */
 export type Queryable = Pick<pg.Pool, 'query'>;
@@ -69,18 +70,25 @@ export class Leases {
 
   /**
    * Takes `name` if it is free, expired, or already this boot's; else says who holds it. One statement: of any number
-   * of nodes taking the same expired lease at once, one gets it.
+   * of nodes taking the same expired lease at once, one gets it. A new holder gets a new epoch (from a sequence, so
+   * higher than any before); this boot taking its own lease again keeps its epoch.
+   *
+   * The row is locked `FOR UPDATE` first: a take waits for the writes that passed the lease's fence (they hold it
+   * `FOR KEY SHARE` until they commit, see `record-writes.ts`), so whatever the taker reads next includes them.
    */
   async take(name: string): Promise<LeaseResult> {
-    const taken = await this.#query(
-      `INSERT INTO ${LEASES_TABLE} AS l (name, node, boot, expires_at)
-       VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4::double precision / 1000))
-       ON CONFLICT (name) DO UPDATE SET node = EXCLUDED.node, boot = EXCLUDED.boot, expires_at = EXCLUDED.expires_at
+    const taken = await this.#query<{ epoch: number }>(
+      `WITH locked AS (SELECT 1 FROM ${LEASES_TABLE} WHERE name = $1 FOR UPDATE)
+       INSERT INTO ${LEASES_TABLE} AS l (name, node, boot, expires_at)
+       SELECT $1, $2, $3, clock_timestamp() + make_interval(secs => $4::double precision / 1000) FROM (SELECT count(*) FROM locked) AS waited
+       ON CONFLICT (name) DO UPDATE SET node = EXCLUDED.node, boot = EXCLUDED.boot, expires_at = EXCLUDED.expires_at,
+         epoch = CASE WHEN l.node = EXCLUDED.node AND l.boot = EXCLUDED.boot THEN l.epoch ELSE EXCLUDED.epoch END
        WHERE l.expires_at < clock_timestamp() OR (l.node = EXCLUDED.node AND l.boot = EXCLUDED.boot)
-       RETURNING name`,
+       RETURNING epoch::float8 AS epoch`,
       [name, this.#me.node, this.#me.boot, this.#leaseMs],
     );
-    if (taken.rowCount === 1) return ok(undefined);
+    const epoch = taken.rows[0]?.epoch;
+    if (taken.rowCount === 1 && epoch !== undefined) return ok({ epoch });
     const row = await this.read(name);
     // Released between the two statements: free now, so try once more.
     if (!row) return this.take(name);
@@ -96,18 +104,18 @@ export class Leases {
     };
   }
 
-  /** Takes every one of `names`, or none: those taken by this call are given back when one is refused. */
-  async takeAll(names: readonly string[]): Promise<LeaseResult> {
-    const taken: string[] = [];
+  /** Takes every one of `names`, or none: those taken by this call are given back when one is refused. Answers each epoch. */
+  async takeAll(names: readonly string[]): Promise<Ok<Map<string, number>> | Err<LeaseHeld>> {
+    const taken = new Map<string, number>();
     for (const name of names) {
       const result = await this.take(name);
       if (!result.ok) {
-        await this.release(taken);
+        await this.release([...taken.keys()]);
         return result;
       }
-      taken.push(name);
+      taken.set(name, result.value.epoch);
     }
-    return ok(undefined);
+    return ok(taken);
   }
 
   /** Extends every lease this boot holds by a full term; answers the names still held (a missing one was lost). */

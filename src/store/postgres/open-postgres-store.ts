@@ -1,11 +1,13 @@
 import pg from 'pg';
+import type { FenceSource, LeaseToken } from '../fence.ts';
+import type { RecordOrders, Refused } from '../record-order.ts';
 import type { Store, StoreOptions } from '../store.ts';
 import { WriteHealth } from '../write-health.ts';
 import { migrate } from './migrate.ts';
 import { PostgresClaims } from './postgres-claims.ts';
 import { PostgresCollection } from './postgres-collection.ts';
 import { WriteSet } from '../write-set.ts';
-import { upsertRecords, writeColumns } from './record-writes.ts';
+import { PLAIN_UPSERT, passedFence, refusedWrites, upsertStatement } from './record-writes.ts';
 
 export interface PostgresStoreOptions extends StoreOptions {
   /** Connections this process keeps at most (default 10). */
@@ -25,6 +27,14 @@ export interface PostgresStore extends Store {
 export interface Sql {
   read<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>>;
   write<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+/** What the collections and claims write with besides their statements: the fence, the ranks, whom to tell of refusals. */
+export interface Writer {
+  /** The lease this store's writes carry now (undefined: unfenced). */
+  lease(): LeaseToken | undefined;
+  orders: RecordOrders | undefined;
+  onRefused: ((collection: string, key: string, refused: Refused) => void) | undefined;
 }
 
 /** Statements waiting for a connection beyond this many fail at once instead of queueing (memory stays bounded). */
@@ -87,20 +97,31 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     throw new Error(`the PostgreSQL store at ${redacted(url)} could not be opened: ${err instanceof Error ? err.message : String(err)}`);
   }
   const within = new WriteSet<string>();
+  let fence: FenceSource = () => undefined;
+  const writer: Writer = { lease: () => fence(), orders: opts.orders, onRefused: opts.onRefused };
   return {
     pool,
     kind: 'postgres',
     path: redacted(url),
-    nonces: new PostgresClaims('nonces', sql, within),
-    claims: (name) => new PostgresClaims(`claims:${name}`, sql, within),
-    collection: <T>(name: string) => new PostgresCollection<T>(name, sql, within),
+    nonces: new PostgresClaims('nonces', sql, within, writer),
+    claims: (name) => new PostgresClaims(`claims:${name}`, sql, within, writer),
+    collection: <T>(name: string) => new PostgresCollection<T>(name, sql, within, writer),
     atomically: async (write) => {
       const writes = within.gather(write);
-      if (writes.length) await sql.write(upsertRecords(1), writeColumns(writes));
+      if (!writes.length) return;
+      const lease = fence();
+      const { text, values } = upsertStatement(writes, lease, opts.orders);
+      const { rows } = await sql.write<{ live: boolean; written: string[] }>(text, values);
+      passedFence(lease, rows[0]);
+      for (const r of refusedWrites(writes, rows[0]?.written ?? [], opts.orders)) opts.onRefused?.(r.collection, r.key, r.refused);
+    },
+    fence: (source) => {
+      fence = source;
     },
     health: () => health.health(),
     probe: async () => {
-      if (health.probeDue()) await sql.write(upsertRecords(1), writeColumns([{ target: 'health', key: 'probe', value: Date.now() }])).catch(() => {});
+      // Unfenced: it says whether the database takes writes, whoever holds what.
+      if (health.probeDue()) await sql.write(PLAIN_UPSERT, ['health', 'probe', JSON.stringify(Date.now())]).catch(() => {});
       return health.health();
     },
     close: () => pool.end(),

@@ -1,48 +1,75 @@
 import type { ClaimResult, NonceClaims } from '../nonce-claims.ts';
-import type { Sql } from './open-postgres-store.ts';
+import type { Sql, Writer } from './open-postgres-store.ts';
 import type { WriteSet } from '../write-set.ts';
-import { upsertRecords, writeColumns } from './record-writes.ts';
+import { fenceCte, fenceValues, passedFence, refusedWrites, upsertRecords, writeColumns } from './record-writes.ts';
+
+const CLAIM_PLAIN = 'INSERT INTO claims (space, key, holder) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING true AS won';
+/** A claim (`$1` space, `$2` key, `$3` holder) behind the fence in `$4`, `$5` when `fenced`, with `withClaim` writes from `$6` when `writes`. */
+const CLAIM = (fenced: boolean, writes: boolean) => {
+  const fence = fenceCte(fenced ? (writes ? 9 : 4) : undefined);
+  return `WITH ${fence},
+    c AS (INSERT INTO claims (space, key, holder) SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM fence) ON CONFLICT DO NOTHING RETURNING 1)
+    ${writes ? `, w AS (${upsertRecords(4, 'EXISTS (SELECT 1 FROM c)')})` : ''}
+    SELECT EXISTS (SELECT 1 FROM fence) AS live, EXISTS (SELECT 1 FROM c) AS won${writes ? ", ARRAY(SELECT collection || '/' || key FROM w) AS written" : ''}`;
+};
+const CLAIMS = { fenced: CLAIM(true, false), fencedWrites: CLAIM(true, true), alone: CLAIM(false, false), aloneWrites: CLAIM(false, true) };
+const RELEASE_FENCED = `WITH ${fenceCte(4)}, d AS (DELETE FROM claims WHERE space = $1 AND key = $2 AND holder = $3 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM fence) AS live, EXISTS (SELECT 1 FROM d) AS done`;
+const TAKEOVER_FENCED = `WITH ${fenceCte(5)}, u AS (UPDATE claims SET holder = $4 WHERE space = $1 AND key = $2 AND holder = $3 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM fence) AS live, EXISTS (SELECT 1 FROM u) AS done`;
 
 /**
  * A set of claims in the `claims` table. A claim is one INSERT ... ON CONFLICT DO NOTHING, its `withClaim` writes in
  * the same statement (so in the same transaction): of any number of concurrent claims on a key, from any number of
- * nodes, exactly one inserts the row, and it learns so once the row is committed.
+ * nodes, exactly one inserts the row, and it learns so once the row is committed. In a cluster every claim, release
+ * and takeover is fenced by the node's lease in the same statement (see `record-writes.ts`).
  */
 export class PostgresClaims implements NonceClaims {
   readonly #space: string;
   readonly #sql: Sql;
   readonly #within: WriteSet<string>;
+  readonly #w: Writer;
 
-  constructor(space: string, sql: Sql, within: WriteSet<string>) {
+  constructor(space: string, sql: Sql, within: WriteSet<string>, writer: Writer) {
     this.#space = space;
     this.#sql = sql;
     this.#within = within;
+    this.#w = writer;
   }
 
   /** `withClaim` runs before the claim is tried and must only `putWithin`: its writes are applied only if the claim wins. */
   async claim(key: string, holder: string, withClaim?: () => void): Promise<ClaimResult> {
     const writes = withClaim ? this.#within.gather(withClaim) : [];
-    const { rows } =
-      writes.length === 0
-        ? await this.#sql.write<{ won: boolean }>('INSERT INTO claims (space, key, holder) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING true AS won', [this.#space, key, holder])
-        : await this.#sql.write<{ won: boolean }>(
-            `WITH c AS (INSERT INTO claims (space, key, holder) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1),
-             w AS (${upsertRecords(4, 'EXISTS (SELECT 1 FROM c)')} RETURNING 1)
-             SELECT EXISTS (SELECT 1 FROM c) AS won, (SELECT count(*) FROM w) AS written`,
-            [this.#space, key, holder, ...writeColumns(writes)],
-          );
-    if (rows[0]?.won === true) return { claimed: true };
+    const lease = this.#w.lease();
+    let won: boolean;
+    if (!lease && writes.length === 0) {
+      won = (await this.#sql.write<{ won: boolean }>(CLAIM_PLAIN, [this.#space, key, holder])).rows[0]?.won === true;
+    } else {
+      const text = lease ? (writes.length ? CLAIMS.fencedWrites : CLAIMS.fenced) : CLAIMS.aloneWrites;
+      const values = [this.#space, key, holder, ...(writes.length ? writeColumns(writes, this.#w.orders) : []), ...fenceValues(lease)];
+      const { rows } = await this.#sql.write<{ live: boolean; won: boolean; written?: string[] }>(text, values);
+      passedFence(lease, rows[0]);
+      won = rows[0]?.won === true;
+      if (won) for (const r of refusedWrites(writes, rows[0]?.written ?? [], this.#w.orders)) this.#w.onRefused?.(r.collection, r.key, r.refused);
+    }
+    if (won) return { claimed: true };
     return { claimed: false, holder: (await this.holder(key)) ?? '' };
   }
 
   async release(key: string, holder: string): Promise<boolean> {
-    const { rowCount } = await this.#sql.write('DELETE FROM claims WHERE space = $1 AND key = $2 AND holder = $3', [this.#space, key, holder]);
-    return rowCount === 1;
+    const lease = this.#w.lease();
+    if (!lease) return (await this.#sql.write('DELETE FROM claims WHERE space = $1 AND key = $2 AND holder = $3', [this.#space, key, holder])).rowCount === 1;
+    const { rows } = await this.#sql.write<{ live: boolean; done: boolean }>(RELEASE_FENCED, [this.#space, key, holder, ...fenceValues(lease)]);
+    passedFence(lease, rows[0]);
+    return rows[0]?.done === true;
   }
 
   async takeover(key: string, from: string, to: string): Promise<boolean> {
-    const { rowCount } = await this.#sql.write('UPDATE claims SET holder = $4 WHERE space = $1 AND key = $2 AND holder = $3', [this.#space, key, from, to]);
-    return rowCount === 1;
+    const lease = this.#w.lease();
+    if (!lease) return (await this.#sql.write('UPDATE claims SET holder = $4 WHERE space = $1 AND key = $2 AND holder = $3', [this.#space, key, from, to])).rowCount === 1;
+    const { rows } = await this.#sql.write<{ live: boolean; done: boolean }>(TAKEOVER_FENCED, [this.#space, key, from, to, ...fenceValues(lease)]);
+    passedFence(lease, rows[0]);
+    return rows[0]?.done === true;
   }
 
   async holder(key: string): Promise<string | undefined> {
