@@ -65,6 +65,7 @@ function gated(store: PostgresStore): { collection<T>(name: string): DurableColl
       if (name !== 'merchants') return inner;
       return {
         put: (k, v) => inner.put(k, v),
+        putIfNewer: (k, v) => inner.putIfNewer(k, v),
         putWithin: (k, v) => inner.putWithin(k, v),
         remove: (k) => inner.remove(k),
         entries: (p, o) => inner.entries(p, o),
