@@ -49,7 +49,8 @@ export interface ReorgChain {
 }
 
 /** What a reorg did to one watched transaction (counted by the metrics, told to the log). */
-export type ReorgOutcome = 'moved' | 'resent' | 'reverted_after_reorg' | 'lost';
+export const REORG_OUTCOMES = ['moved', 'resent', 'reverted_after_reorg', 'lost'] as const;
+export type ReorgOutcome = (typeof REORG_OUTCOMES)[number];
 
 export interface ReorgGuardOptions {
   chainId: number;
