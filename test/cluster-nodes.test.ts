@@ -10,7 +10,9 @@ import { parseUnits, type Address } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
 import { freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
-import { relayerTxCount, spawnPaidGateway, until, x402Credential, type PaidGateway } from './helpers/paid-gateway.ts';
+import { generatePaymentId } from '@x402/extensions/payment-identifier';
+import { startHostileUpstream } from './helpers/hostile-upstream.ts';
+import { registerOwnMerchant, relayerTxCount, spawnPaidGateway, until, x402Credential, x402Fetch, type PaidGateway } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 import { startPostgres } from './helpers/postgres.ts';
 import { startRpcGate } from './helpers/rpc-gate.ts';
@@ -24,6 +26,8 @@ const db = await startPostgres();
 t.teardown(() => db.stop());
 const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
 t.teardown(() => fixtures.close());
+const hostile = await startHostileUpstream();
+t.teardown(() => hostile.close());
 const upstream = new URL(fixtures.baseUrlFor('catjoke')).origin;
 const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '1000', GATE402_CONFIRM_DEADLINE_MS: '100' });
 // Node 1 reaches the stock chain through a gate, which can keep receipts from it (so that it answers 202).
@@ -80,6 +84,70 @@ t.test('a credential sent to both nodes at once is served once, charged once', a
   t.equal(statuses.filter((s) => s === 200).length, 1, `served once: ${statuses.join(', ')}`);
   t.equal(fixtures.calls, calls + 1, 'the upstream was called once');
   t.equal(await stableBalance(n, payer.address), before - price, 'the buyer paid once');
+});
+
+t.test('one idempotency key at two nodes at once: one charge, one upstream call, one answer; another payer or a forged signature never gets that answer', async (t) => {
+  const slug = `idem-${Date.now().toString(36)}`;
+  const shop = await registerOwnMerchant(a.gw.url, hostile.origin, { slug, priceUsd: '0.010000', networks: [caip2] });
+  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 402, 'node 2 to offer the new merchant');
+  let answers = 0;
+  // A slow upstream whose every answer differs: a second call, or a replay of another payer's answer, would show.
+  hostile.behave(`/${slug}/data`, (_req, res) => {
+    setTimeout(() => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ answer: ++answers, random: Math.random() }));
+    }, 300);
+  });
+  const id = generatePaymentId();
+  const at = (node: PaidGateway) => `${node.gw.url}/m/${slug}/data`;
+  const merchantBefore = await stableBalance(n, shop.payTo);
+  const payerBefore = await stableBalance(n, payer.address);
+  // Each request carries a payment of its own (the official client signs anew), all with the same identifier. A
+  // pending answer (202), or a turn another request holds (409 with Retry-After), is asked again with the same
+  // credential, as a buyer would.
+  const buy = async (node: PaidGateway) => {
+    const credential = await x402Credential(at(node), payer, caip2, id);
+    for (;;) {
+      const res = await fetch(at(node), { headers: { 'payment-signature': credential } });
+      const text = await res.text();
+      if (res.status === 202 || (res.status === 409 && text.includes('payment_identifier_in_progress'))) {
+        await new Promise((r) => setTimeout(r, 100));
+        continue;
+      }
+      return { status: res.status, text };
+    }
+  };
+  const results = await Promise.all([buy(a), buy(b), buy(a), buy(b)]);
+  t.same(
+    results.map((r) => r.status),
+    [200, 200, 200, 200],
+    results.map((r) => r.text).join('\n'),
+  );
+  t.equal(new Set(results.map((r) => r.text)).size, 1, 'one answer, recorded and replayed at both nodes');
+  t.equal(hostile.callsTo(`/${slug}/data`), 1, 'the upstream was called once');
+  t.equal(await stableBalance(n, shop.payTo), merchantBefore + price, 'the merchant was paid once');
+  t.equal(await stableBalance(n, payer.address), payerBefore - price, 'the buyer paid once');
+  const recorded = results[0]?.text;
+
+  // Another payer with the same identifier buys its own answer: identifiers are the payer's.
+  const other = await fundedPayer(n, caip2, tester('cluster'), parseUnits('1', 6));
+  const theirs = await x402Fetch(other, caip2, id)(at(b));
+  const theirText = await theirs.text();
+  t.equal(theirs.status, 200);
+  t.not(theirText, recorded, "another payer never gets the first payer's answer");
+  t.equal(hostile.callsTo(`/${slug}/data`), 2, 'it was a call of its own');
+
+  // A forged credential: the other payer's signed payment, rewritten to name the first payer.
+  const header = await x402Credential(at(a), other, caip2, id);
+  const decoded = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as { payload: { authorization?: { from: string }; permit2Authorization?: { from: string } } };
+  const auth = decoded.payload.authorization ?? decoded.payload.permit2Authorization;
+  if (auth) auth.from = payer.address;
+  const forged = await fetch(at(b), { headers: { 'payment-signature': Buffer.from(JSON.stringify(decoded)).toString('base64') } });
+  const forgedText = await forged.text();
+  t.equal(forged.status, 402, `a forged signature naming the payer is refused: ${forgedText}`);
+  t.not(forgedText, recorded, 'and never gets the recorded answer');
+  t.equal(hostile.callsTo(`/${slug}/data`), 2, 'nor reaches the upstream');
+  t.equal(await stableBalance(n, payer.address), payerBefore - price, 'nor charges anyone');
 });
 
 t.test('a merchant deleted at one node is gone at the other within a second', async (t) => {

@@ -6,16 +6,13 @@
  */
 import t from 'tap';
 import { rmSync } from 'node:fs';
-import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
-import { registerExactEvmScheme } from '@x402/evm/exact/client';
-import { appendPaymentIdentifierToExtensions, generatePaymentId, isPaymentIdentifierRequired, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
-import { wrapFetchWithPayment } from '@x402/fetch';
+import { generatePaymentId, isPaymentIdentifierRequired, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 import { parseUnits, type LocalAccount } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { network, tester, testDevnet } from './helpers/devnet.ts';
 import { startHostileUpstream } from './helpers/hostile-upstream.ts';
-import { registerOwnMerchant, relayerTxCount, spawnPaidGateway, type PaidGateway } from './helpers/paid-gateway.ts';
+import { registerOwnMerchant, relayerTxCount, spawnPaidGateway, x402Fetch, type PaidGateway } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
@@ -33,22 +30,8 @@ upstream.behave('/', (req, res) => {
 const dataDir = tempDir('payment-ids');
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
-/** @x402/fetch paying on Base, adding `id` (when given) with the official helper, as the extension's README shows. */
-function payingFetch(payer: LocalAccount, id: string | undefined): typeof fetch {
-  const client = registerExactEvmScheme(
-    x402Client.fromConfig({ schemes: [], spendControls: false, paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === CAIP2.base) ?? (offers[0] as (typeof offers)[number]) }),
-    {
-      signer: payer,
-    },
-  );
-  if (id !== undefined) {
-    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
-      paymentRequired.extensions ??= {};
-      appendPaymentIdentifierToExtensions(paymentRequired.extensions, id);
-    });
-  }
-  return wrapFetchWithPayment(fetch, client);
-}
+/** @x402/fetch paying on Base, adding `id` (when given) with the official helper. */
+const payingFetch = (payer: LocalAccount, id: string | undefined) => x402Fetch(payer, CAIP2.base, id);
 
 const stamp = Date.now().toString(36);
 let first: PaidGateway | undefined;

@@ -18,6 +18,8 @@ import { SignatureVerifier } from '../verify/signature/pool.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { paymentMachine } from './payment-machine.ts';
 import { RelayerPool } from '../tx/relayer-pool.ts';
+import { sleep } from '../tx/courier.ts';
+import { guardUntil, REORG_OUTCOMES, ReorgGuard, reorgChainOf, type WatchedTx } from '../tx/reorg-guard.ts';
 import type { AdmissionLimits } from './settlement-admission.ts';
 import { DEFAULT_ADMISSION, SettlementEngine } from './settlement-engine.ts';
 import { DEFAULT_REVERT_BUDGET, REFUSAL_KINDS, type RevertBudgetLimits } from './revert-budget.ts';
@@ -46,6 +48,9 @@ export interface EngineConfig {
   revertBudget: RevertBudgetLimits;
   /** A payer may have in flight only what its token balance covers (see `fair-admission.ts`). */
   reserveBalances: boolean;
+  /** Blocks after which a mined transaction is final and no longer watched for reorgs, and how often the head is checked. */
+  reorgDepth: number;
+  reorgCheckMs: number;
   /** Relayer keys; required unless the caller gives default relayers (the devnet's). */
   relayerKeys: `0x${string}`[];
 }
@@ -86,6 +91,8 @@ export function engineConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Engin
       trialLeaseMs: DEFAULT_REVERT_BUDGET.trialLeaseMs,
     },
     reserveBalances: envBool(env, 'GATE402_SETTLE_RESERVE_BALANCE', true),
+    reorgDepth: envInt(env, 'GATE402_REORG_DEPTH_BLOCKS', 64, { min: 1, max: 100_000 }),
+    reorgCheckMs: envInt(env, 'GATE402_REORG_CHECK_MS', 1000, { min: 50, max: 600_000 }),
   };
 }
 
@@ -99,6 +106,8 @@ export interface RunningEngine {
   engine: SettlementEngine;
   signatures: SignatureVerifier;
   relayers: Map<string, RelayerPool>;
+  /** Each chain's reorg guard: whatever else sends on that chain (the stock desk) hands it what it saw mined. */
+  reorgs: Map<string, ReorgGuard>;
   /** Stops the engine, its chain watchers and its worker pool; the store and the cluster are the caller's to close after. */
   close(): Promise<void>;
 }
@@ -145,18 +154,26 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();
   const relayers = new Map<string, RelayerPool>();
-  const watchers = new Map<string, BlockWatcher>();
-  for (const n of networks.all()) {
-    const client = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs, observe: metrics.rpcObserver(n.caip2) });
-    inspectors.set(n.caip2, new ChainInspector(client));
-    relayers.set(n.caip2, new RelayerPool({ chainId: n.chainId, client, accounts, minBalanceWei: config.relayerMinBalanceWei }));
-    watchers.set(n.caip2, new BlockWatcher({ client, pollMs: config.pollMs, timeoutMs: config.rpcTimeoutMs, log: log.child({ network: n.caip2 }) }));
-  }
   const pick = <T>(map: Map<string, T>, caip2: string): T => {
     const v = map.get(caip2);
     if (!v) throw new Error(`network ${caip2} is not configured`);
     return v;
   };
+  const watchers = new Map<string, BlockWatcher>();
+  const guards = new Map<string, ReorgGuard>();
+  const reorgWatch = store.collection<WatchedTx>('reorg-watch');
+  metrics.declareReorgOutcomes(caip2s, REORG_OUTCOMES);
+  for (const n of networks.all()) {
+    const client = publicClientFor(n.chainId, n.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs, observe: metrics.rpcObserver(n.caip2) });
+    inspectors.set(n.caip2, new ChainInspector(client));
+    relayers.set(n.caip2, new RelayerPool({ chainId: n.chainId, client, accounts, minBalanceWei: config.relayerMinBalanceWei }));
+    watchers.set(n.caip2, new BlockWatcher({ client, pollMs: config.pollMs, timeoutMs: config.rpcTimeoutMs, log: log.child({ network: n.caip2 }) }));
+    const chain = reorgChainOf(client, pick(relayers, n.caip2));
+    guards.set(
+      n.caip2,
+      new ReorgGuard({ chainId: n.chainId, chain, watched: reorgWatch, depth: config.reorgDepth, log: log.child({ network: n.caip2 }), onOutcome: (o) => metrics.reorgedTransaction(n.caip2, o) }),
+    );
+  }
   const engine = new SettlementEngine({
     networks,
     store,
@@ -164,6 +181,7 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
     inspector: (caip2) => pick(inspectors, caip2),
     relayers: (caip2) => pick(relayers, caip2),
     watcher: (caip2) => pick(watchers, caip2),
+    reorgs: (caip2) => guards.get(caip2),
     simulateFrom: (caip2) => pick(relayers, caip2).nextSender(),
     // Never paid: our own relayers and every contract the networks name (a payment there only burns our gas).
     policy: { refusedPayees: new Set([...knownContracts(networks), ...accounts.map((a) => a.address.toLowerCase())]), minAmount: 1n, ...(parts.floor ? { floor: parts.floor } : {}) },
@@ -186,7 +204,9 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
     const s = signatures.stats;
     return { queued: s.pending, busy: s.inFlight, threads: s.threads };
   });
+  const guarding = new AbortController();
   const stopParts = async () => {
+    guarding.abort();
     for (const w of watchers.values()) w.stop();
     await signatures.close();
   };
@@ -196,6 +216,7 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
     await stopParts();
     throw error;
   }
+  for (const [caip2, guard] of guards) void guardUntil(guard, config.reorgCheckMs, guarding.signal, log.child({ network: caip2 }), sleep);
   const membership = parts.cluster?.membership;
   membership?.takeOverWith(async (node) => {
     await engine.adopt(node, () => void membership.finished(node).catch((error: unknown) => log.warn("could not give a dead node's lease back; it expires", { node, error })));
@@ -217,6 +238,7 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
     engine,
     signatures,
     relayers,
+    reorgs: guards,
     async close() {
       clearInterval(watch);
       // The store stays open after: the caller closes the cluster (the node's lease expires, for another node to

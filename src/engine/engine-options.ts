@@ -2,6 +2,7 @@ import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Store } from '../store/open-store.ts';
 import type { BlockWatcher } from '../tx/block-watcher.ts';
+import type { ReorgGuard } from '../tx/reorg-guard.ts';
 import type { RelayerPool } from '../tx/relayer-pool.ts';
 import type { RevertBudgetLimits } from './revert-budget.ts';
 import type { AdmissionLimits } from './settlement-admission.ts';
@@ -13,6 +14,8 @@ export interface EngineOptions extends VerifyDeps {
   relayers(caip2: string): RelayerPool;
   /** The chain's one block watcher, which every payment in flight on it awaits its receipt from. */
   watcher(caip2: string): BlockWatcher;
+  /** The chain's reorg guard, which every mined settlement is handed to (none: reorgs are not watched). */
+  reorgs?(caip2: string): ReorgGuard | undefined;
   /** How long /settle waits for a receipt before it answers pending with the broadcast hash. */
   confirmDeadlineMs: number;
   /** How often the chain head is read while transactions are in flight. */

@@ -266,7 +266,14 @@ export class PaymentSteps {
 
   #courier(record: PaymentRecord): Courier {
     const network = record.network;
-    return { pool: this.#o.relayers(network), client: this.#o.inspector(network).client, watcher: this.#o.watcher(network), pollMs: this.#o.pollMs, log: this.#o.log.child({ payment: record.id }) };
+    return {
+      pool: this.#o.relayers(network),
+      client: this.#o.inspector(network).client,
+      watcher: this.#o.watcher(network),
+      reorgs: this.#o.reorgs?.(network),
+      pollMs: this.#o.pollMs,
+      log: this.#o.log.child({ payment: record.id }),
+    };
   }
 
   async #settledBy(record: PaymentRecord, receipt: TransactionReceipt, tx: SignedTx): Promise<StepResult> {

@@ -3,6 +3,7 @@ import { fromPromise, waitFor } from 'xstate';
 import type { Address } from 'viem';
 import { DurableHost, topState } from '../actors/durable-host.ts';
 import type { BlockWatcher } from '../tx/block-watcher.ts';
+import type { ReorgGuard } from '../tx/reorg-guard.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { Logger } from '../log/logger.ts';
 import { batchMachine, seatedRecord, seatedRecords, type BatchActor, type BatchMember, type MinedBatch, type SendResult, type Simulated } from './batch-machine.ts';
@@ -31,6 +32,7 @@ export interface BatcherOptions {
   inspector(caip2: string): ChainInspector;
   relayers(caip2: string): RelayerPool;
   watcher(caip2: string): BlockWatcher;
+  reorgs?(caip2: string): ReorgGuard | undefined;
   /** Who simulates a batch: the relayer that would send it, with the fees it would sign. */
   simulateFrom(caip2: string): SimulationSender | Promise<SimulationSender>;
   pollMs: number;
@@ -256,7 +258,14 @@ export class SettlementBatcher {
   }
 
   #courier(network: string, batch: string): Courier {
-    return { pool: this.#o.relayers(network), client: this.#o.inspector(network).client, watcher: this.#o.watcher(network), pollMs: this.#o.pollMs, log: this.#o.log.child({ batch }) };
+    return {
+      pool: this.#o.relayers(network),
+      client: this.#o.inspector(network).client,
+      watcher: this.#o.watcher(network),
+      reorgs: this.#o.reorgs?.(network),
+      pollMs: this.#o.pollMs,
+      log: this.#o.log.child({ batch }),
+    };
   }
 }
 

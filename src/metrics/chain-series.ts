@@ -26,6 +26,10 @@ export interface ChainSeries {
   declareRelayerMinBalance(wei: bigint): void;
   watchRelayers(read: () => Iterable<RelayerSample>): void;
   watchWorkerPool(pool: string, read: () => WorkerPoolSample): void;
+  /** What a reorg did to a transaction gate402 had seen mined (see `tx/reorg-guard.ts`): moved, resent, reverted_after_reorg, lost. */
+  reorgedTransaction(network: string, outcome: string): void;
+  /** The reorg outcomes on each network, at zero. */
+  declareReorgOutcomes(networks: readonly string[], outcomes: readonly string[]): void;
 }
 
 export function chainSeries(kit: MetricKit): ChainSeries {
@@ -84,7 +88,19 @@ export function chainSeries(kit: MetricKit): ChainSeries {
     },
   });
 
+  const reorged = kit.counter({
+    name: 'gate402_reorged_transactions_total',
+    help: 'Mined transactions a chain reorganisation touched, by network and outcome: moved (mined in another block), resent (dropped; the same signed bytes sent again), reverted_after_reorg and lost (what they settled was served and is not paid: alert)',
+    labelNames: ['network', 'outcome'],
+  });
+
   return {
+    reorgedTransaction(network, outcome) {
+      reorged.labels(network, outcome).inc();
+    },
+    declareReorgOutcomes(networks, outcomes) {
+      for (const n of networks) for (const o of outcomes) reorged.labels(n, o).inc(0);
+    },
     rpcObserver(chain) {
       type Child = ReturnType<typeof rpcDuration.labels>;
       const children = new Map<string, { ok: Child; error: Child }>();

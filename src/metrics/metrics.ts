@@ -45,6 +45,8 @@ export interface Metrics extends PaymentSeries {
   challengeIssued(protocol: ChallengeProtocol): void;
   /** The observer for the RPC transport of one chain (`eip155:...`). */
   rpcObserver(chain: string): RpcObserver;
+  /** What a reorg did to a mined transaction (moved, resent, reverted_after_reorg, lost). */
+  reorgedTransaction(network: string, outcome: string): void;
   /** One durable write of the store: from the write until it was durable (LMDB: committed and flushed; PostgreSQL: committed). */
   storeCommit(store: StoreKind, seconds: number): void;
   /** One upstream call of a merchant: its HTTP status, or `error` when no answer came. */
@@ -65,6 +67,8 @@ export interface Metrics extends PaymentSeries {
   /** The store this process writes to, and the relayers' minimum gas balance (below it they take no new work). */
   declareStore(store: StoreKind): void;
   declareRelayerMinBalance(wei: bigint): void;
+  /** The reorg outcomes on each network (see {@link ChainSeries.reorgedTransaction}). */
+  declareReorgOutcomes(networks: readonly string[], outcomes: readonly string[]): void;
   /** The stock desk's symbols, order outcomes, refund reasons and sponsorship outcomes. */
   declareStock(known: { symbols: readonly string[]; outcomes: readonly string[]; refundReasons: readonly string[]; sponsorshipOutcomes: readonly string[] }): void;
 

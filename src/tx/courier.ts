@@ -1,5 +1,6 @@
 import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
 import { BlockWatcher } from './block-watcher.ts';
+import type { ReorgGuard } from './reorg-guard.ts';
 import type { Logger } from '../log/logger.ts';
 import { ok, type Err, type Failure, type Ok } from '../protocol/result.ts';
 import type { RelayerPool } from './relayer-pool.ts';
@@ -19,6 +20,8 @@ export interface Courier {
   log: Logger;
   /** The chain's block watcher; without one, couriers of the same client share one made for it. */
   watcher?: BlockWatcher;
+  /** The chain's reorg guard: a mined transaction is handed to it, to be sent again if a reorg drops it. */
+  reorgs?: ReorgGuard;
 }
 
 export type Persist = (txs: SignedTx[]) => Promise<void>;
@@ -125,6 +128,9 @@ export async function awaitMined(c: Courier, txs: SignedTx[], persist: Persist, 
     if (receipt) {
       const tx = trail.find((t) => t.hash.toLowerCase() === receipt.transactionHash.toLowerCase()) as SignedTx;
       c.pool.done(trail.at(-1) as SignedTx);
+      // Not awaited: the caller's own record of the receipt is not held back by it (a crash before it is durable
+      // resumes this wait, which hands the receipt over again).
+      c.reorgs?.watch(tx, receipt, `call to ${tx.to}`).catch((err: unknown) => c.log.warn('could not watch a mined transaction for reorgs', { tx: tx.hash, error: err }));
       return { receipt, tx, txs: trail };
     }
     if (signal.aborted || watcher.stopped) break;

@@ -1,5 +1,6 @@
 import { x402Client } from '@x402/core/client';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { Mppx, evm } from 'mppx/client';
 import { parseEther, toHex, type Address, type LocalAccount } from 'viem';
@@ -79,14 +80,28 @@ function capturingFetch(names: string[], captured: Array<Record<string, string>>
   };
 }
 
-/** A valid, never-sent PAYMENT-SIGNATURE for `url`, made by @x402/fetch + @x402/evm paying on `caip2`. */
-export async function x402Credential(url: string, payer: LocalAccount, caip2: string): Promise<string> {
-  const captured: Array<Record<string, string>> = [];
+/**
+ * @x402/fetch paying on `caip2` with @x402/evm; with `paymentId`, the x402 `payment-identifier` extension added with
+ * the official helper, as the extension's README shows. `base` is the fetch it wraps.
+ */
+export function x402Fetch(payer: LocalAccount, caip2: string, paymentId?: string, base: typeof fetch = fetch): typeof fetch {
   const client = registerExactEvmScheme(
     x402Client.fromConfig({ schemes: [], spendControls: false, paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === caip2) ?? (offers[0] as (typeof offers)[number]) }),
     { signer: payer },
   );
-  await wrapFetchWithPayment(capturingFetch(['payment-signature'], captured), client)(url);
+  if (paymentId !== undefined) {
+    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+      paymentRequired.extensions ??= {};
+      appendPaymentIdentifierToExtensions(paymentRequired.extensions, paymentId);
+    });
+  }
+  return wrapFetchWithPayment(base, client);
+}
+
+/** A valid, never-sent PAYMENT-SIGNATURE for `url`, made by @x402/fetch + @x402/evm paying on `caip2` (with `paymentId`, carrying it). */
+export async function x402Credential(url: string, payer: LocalAccount, caip2: string, paymentId?: string): Promise<string> {
+  const captured: Array<Record<string, string>> = [];
+  await x402Fetch(payer, caip2, paymentId, capturingFetch(['payment-signature'], captured))(url);
   const header = captured[0]?.['payment-signature'];
   if (!header) throw new Error(`@x402/fetch made no credential for ${url}`);
   return header;

@@ -1,0 +1,225 @@
+import { BlockNotFoundError, TransactionReceiptNotFoundError, type Hex, type PublicClient } from 'viem';
+import type { Logger } from '../log/logger.ts';
+import type { DurableCollection } from '../store/durable-collection.ts';
+import type { BroadcastOutcome, RelayerPool } from './relayer-pool.ts';
+import type { SignedTx } from './trail.ts';
+
+/**
+ * Keeps what gate402 sent on chain there through a reorganisation. A mined transaction (a settlement batch, a swap,
+ * a refund) is watched until it is `depth` blocks deep. While the chain only grows, that costs one head read per tick
+ * and, when several blocks passed since the last one, one block read. When the head no longer descends from the head
+ * seen last, every watched transaction is looked up again: one that is still mined (in the same or another block) is
+ * followed at its new place; one the new chain dropped is sent again, the very same signed bytes, so it pays the same
+ * payments once and takes the same relayer nonce, and the nonces behind it stop waiting. Nothing is signed anew: a
+ * payment settled and served before the reorg stays one transfer.
+ *
+ * The watch list is durable (one record per mined transaction, removed when final), so a node restarted between a
+ * reorg and its notice still sends what the new chain lacks.
+ */
+
+/** A watched transaction: the mined version's signed bytes, and where it was last seen mined (none: sent again, unmined). */
+export interface WatchedTx {
+  tx: SignedTx;
+  blockNumber?: string;
+  blockHash?: Hex;
+  /** What the transaction stands for, for the log (e.g. `batch 0x...`). */
+  about: string;
+}
+
+export interface BlockRef {
+  number: bigint;
+  hash: Hex;
+  parentHash: Hex;
+}
+
+export interface MinedAt {
+  blockNumber: bigint;
+  blockHash: Hex;
+  status: 'success' | 'reverted';
+}
+
+/** The chain as the guard reads it (the subset of a public client it uses). */
+export interface ReorgChain {
+  head(): Promise<BlockRef>;
+  /** The canonical block at `number`, or undefined when the chain is shorter. */
+  blockAt(number: bigint): Promise<BlockRef | undefined>;
+  /** Where the transaction is mined on the canonical chain, or undefined when it is not. */
+  minedAt(hash: Hex): Promise<MinedAt | undefined>;
+  broadcast(tx: SignedTx): Promise<BroadcastOutcome>;
+}
+
+/** What a reorg did to one watched transaction (counted by the metrics, told to the log). */
+export const REORG_OUTCOMES = ['moved', 'resent', 'reverted_after_reorg', 'lost'] as const;
+export type ReorgOutcome = (typeof REORG_OUTCOMES)[number];
+
+export interface ReorgGuardOptions {
+  chainId: number;
+  chain: ReorgChain;
+  /** The durable watch list (shared by every chain: keys start with the chain id). */
+  watched: DurableCollection<WatchedTx>;
+  /** Blocks after which a mined transaction is final and no longer watched. */
+  depth: number;
+  log: Logger;
+  onOutcome?: (outcome: ReorgOutcome) => void;
+}
+
+export interface CheckReport {
+  /** Whether the chain was found reorganised since the last check (or the guard had no last head). */
+  reorganised: boolean;
+  outcomes: Array<{ hash: Hex; outcome: ReorgOutcome }>;
+  final: number;
+}
+
+const keyOf = (chainId: number, hash: Hex) => `${chainId}:${hash.toLowerCase()}`;
+
+export class ReorgGuard {
+  readonly #o: ReorgGuardOptions;
+  /** Transactions watched, by key: the durable list as this process holds it. */
+  readonly #watching = new Map<string, WatchedTx>();
+  #last: BlockRef | undefined;
+  #loaded = false;
+
+  constructor(opts: ReorgGuardOptions) {
+    this.#o = opts;
+  }
+
+  get size(): number {
+    return this.#watching.size;
+  }
+
+  /** Reads the durable watch list of this chain (a restart): its first check looks every transaction up. */
+  async load(): Promise<void> {
+    for await (const [key, w] of this.#o.watched.entries(`${this.#o.chainId}:`)) this.#watching.set(key, w);
+    this.#loaded = true;
+  }
+
+  /** Watches `tx`, mined at `at`, until it is final. Durable when it resolves. */
+  async watch(tx: SignedTx, at: { blockNumber: bigint; blockHash: Hex }, about: string): Promise<void> {
+    const w: WatchedTx = { tx, blockNumber: at.blockNumber.toString(), blockHash: at.blockHash, about };
+    const key = keyOf(this.#o.chainId, tx.hash);
+    await this.#o.watched.put(key, w);
+    this.#watching.set(key, w);
+  }
+
+  /**
+   * One round: whether the chain still descends from the head seen last; if not (or after a restart), every watched
+   * transaction is looked up and those the chain dropped are sent again; those `depth` deep are let go.
+   */
+  async check(): Promise<CheckReport> {
+    if (!this.#loaded) await this.load();
+    const report: CheckReport = { reorganised: false, outcomes: [], final: 0 };
+    if (this.#watching.size === 0) {
+      this.#last = undefined;
+      return report;
+    }
+    const head = await this.#o.chain.head();
+    const unsent = [...this.#watching.values()].some((w) => w.blockNumber === undefined);
+    report.reorganised = await this.#reorganisedSince(head);
+    this.#last = head;
+    if (report.reorganised || unsent) await this.#recheck(report);
+    for (const [key, w] of this.#watching) {
+      if (w.blockNumber !== undefined && head.number - BigInt(w.blockNumber) >= BigInt(this.#o.depth)) {
+        await this.#o.watched.remove(key);
+        this.#watching.delete(key);
+        report.final++;
+      }
+    }
+    return report;
+  }
+
+  /** True unless `head` is the last head seen or a descendant of it (the block at the last height unchanged). */
+  async #reorganisedSince(head: BlockRef): Promise<boolean> {
+    const last = this.#last;
+    if (!last) return true;
+    if (head.hash === last.hash) return false;
+    if (head.number === last.number + 1n && head.parentHash === last.hash) return false;
+    if (head.number <= last.number) return true;
+    const there = await this.#o.chain.blockAt(last.number);
+    return there?.hash !== last.hash;
+  }
+
+  /** Looks every watched transaction up; sends again, in nonce order per relayer, those the chain no longer has. */
+  async #recheck(report: CheckReport): Promise<void> {
+    const dropped: Array<[string, WatchedTx]> = [];
+    for (const [key, w] of this.#watching) {
+      const at = await this.#o.chain.minedAt(w.tx.hash);
+      if (at) {
+        if (at.blockHash !== w.blockHash) {
+          const wasUnmined = w.blockNumber === undefined;
+          const moved: WatchedTx = { ...w, blockNumber: at.blockNumber.toString(), blockHash: at.blockHash };
+          await this.#o.watched.put(key, moved);
+          this.#watching.set(key, moved);
+          const outcome: ReorgOutcome = at.status === 'reverted' ? 'reverted_after_reorg' : 'moved';
+          if (!wasUnmined || outcome === 'reverted_after_reorg') this.#tell(report, w, outcome, at);
+          else this.#o.log.info('a transaction the reorg dropped is mined again', { chainId: this.#o.chainId, tx: w.tx.hash, about: w.about, block: at.blockNumber.toString() });
+        }
+        continue;
+      }
+      dropped.push([key, w]);
+    }
+    dropped.sort(([, a], [, b]) => (a.tx.relayer === b.tx.relayer ? a.tx.nonce - b.tx.nonce : a.tx.relayer < b.tx.relayer ? -1 : 1));
+    for (const [key, w] of dropped) {
+      const outcome = await this.#o.chain.broadcast(w.tx);
+      if (outcome === 'nonce_too_low' && !(await this.#o.chain.minedAt(w.tx.hash))) {
+        // Its nonce went to another transaction of this relayer: these bytes can never mine again.
+        await this.#o.watched.remove(key);
+        this.#watching.delete(key);
+        this.#tell(report, w, 'lost', undefined, outcome);
+        continue;
+      }
+      if (w.blockNumber !== undefined) {
+        const unmined: WatchedTx = { tx: w.tx, about: w.about };
+        await this.#o.watched.put(key, unmined);
+        this.#watching.set(key, unmined);
+        this.#tell(report, w, 'resent', undefined, outcome);
+      }
+    }
+  }
+
+  #tell(report: CheckReport, w: WatchedTx, outcome: ReorgOutcome, at?: MinedAt, sent?: BroadcastOutcome): void {
+    report.outcomes.push({ hash: w.tx.hash, outcome });
+    this.#o.onOutcome?.(outcome);
+    const fields = { chainId: this.#o.chainId, tx: w.tx.hash, about: w.about, from: w.blockNumber, to: at?.blockNumber.toString(), broadcast: sent };
+    if (outcome === 'moved') this.#o.log.warn('a reorg moved a mined transaction to another block', fields);
+    else if (outcome === 'resent') this.#o.log.warn('a reorg dropped a mined transaction: sent the same signed transaction again', fields);
+    else if (outcome === 'reverted_after_reorg') this.#o.log.error('a transaction re-mined after a reorg reverted: what it settled was served and is not paid', fields);
+    else this.#o.log.error('a transaction the reorg dropped cannot be sent again (its nonce was taken): what it settled was served and is not paid', fields);
+  }
+}
+
+/** Checks every `intervalMs` until `signal` aborts; a failed check is logged and tried again at the next tick. */
+export async function guardUntil(guard: ReorgGuard, intervalMs: number, signal: AbortSignal, log: Logger, sleep: (ms: number, signal: AbortSignal) => Promise<void>): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      await guard.check();
+    } catch (err) {
+      log.warn('could not check the chain for a reorg', { error: err });
+    }
+    await sleep(intervalMs, signal);
+  }
+}
+
+/** The chain as a viem public client reads it, and the relayer pool that sends. */
+export function reorgChainOf(client: Pick<PublicClient, 'getBlock' | 'getTransactionReceipt'>, pool: Pick<RelayerPool, 'broadcast'>): ReorgChain {
+  const ref = (b: { number: bigint | null; hash: Hex | null; parentHash: Hex }): BlockRef => ({ number: b.number ?? 0n, hash: b.hash ?? '0x', parentHash: b.parentHash });
+  return {
+    head: async () => ref(await client.getBlock({ blockTag: 'latest' })),
+    blockAt: (number) =>
+      client.getBlock({ blockNumber: number }).then(
+        (b) => ref(b),
+        (err: unknown) => {
+          if (err instanceof BlockNotFoundError) return undefined;
+          throw err;
+        },
+      ),
+    minedAt: (hash) =>
+      client.getTransactionReceipt({ hash }).then(
+        (r) => ({ blockNumber: r.blockNumber, blockHash: r.blockHash, status: r.status }),
+        (err: unknown) => {
+          if (err instanceof TransactionReceiptNotFoundError) return undefined;
+          throw err;
+        },
+      ),
+    broadcast: (tx) => pool.broadcast(tx),
+  };
+}
