@@ -72,12 +72,14 @@ export class DeskLease {
     await this.#activating;
   }
 
+  /** One try at a time: a take never overlaps another (one would start the desk twice). */
   #run(): Promise<void> {
-    this.#tick = this.#once().finally(() => this.#schedule());
+    this.#tick = this.#tick.then(() => this.#once()).finally(() => this.#schedule());
     return this.#tick;
   }
 
   #schedule(): void {
+    clearTimeout(this.#timer);
     if (this.#stopped) return;
     this.#timer = setTimeout(() => void this.#run(), Math.max(50, Math.floor(this.#o.termMs / 3)));
     this.#timer.unref();
