@@ -38,7 +38,11 @@ function desk(node: string, name: string, activate: () => Promise<void> = async 
     onLost: (why) => events.lost.push(why),
     log,
   });
-  return { lease, events, tick: async () => (await lease.start(), await lease.settled()) };
+  const tick = async () => {
+    await lease.start();
+    await lease.settled();
+  };
+  return { lease, events, tick };
 }
 
 t.test('one desk runs; when its holder dies, exactly one standby takes it over and starts once', async (t) => {

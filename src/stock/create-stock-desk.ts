@@ -108,11 +108,13 @@ const ORDER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$
 export async function createStockDesk(parts: StockParts, config: StockConfig): Promise<RunningStockDesk | undefined> {
   if (!config.enabled) {
     parts.log.info('stock desk off: GATE402_STOCK_ENABLED is false');
+    await parts.cluster?.close();
     return undefined;
   }
   const network = parts.networks.find(CAIP2.stockChain);
   if (!network?.stocks?.length || !network.uniswap) {
     parts.log.info(`stock desk off: no stocks with a Uniswap deployment are configured on ${CAIP2.stockChain}`, { network: CAIP2.stockChain, configured: Boolean(network) });
+    await parts.cluster?.close();
     return undefined;
   }
   const account = config.deskKey ? privateKeyToAccount(config.deskKey) : parts.defaultDeskAccount;

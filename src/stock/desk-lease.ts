@@ -15,10 +15,11 @@ import type { Logger } from '../log/logger.ts';
 
 /** What the lease is taken and kept through: this node's leases (`store/postgres/leases.ts`), on a pool of their own. */
 export interface DeskLeases {
-  /** Takes `name` if it is free, expired or this run's already; one statement, so of many takers one gets it. */
+  /**
+   * Takes `name` if it is free, expired or this run's already (then it is extended by a term: the renewal of this
+   * lease alone, leaving the node's other leases to its membership); one statement, so of many takers one gets it.
+   */
   take(name: string): Promise<{ ok: boolean }>;
-  /** Extends every lease this run holds; answers the names still held. */
-  renew(): Promise<Set<string>>;
   release(names: readonly string[]): Promise<void>;
 }
 
@@ -100,8 +101,8 @@ export class DeskLease {
         this.#activating = this.#activate();
         return;
       }
-      const still = await leases.renew();
-      if (!still.has(name)) return this.#lose('the stock desk lease was taken by another node');
+      const renewed = await leases.take(name);
+      if (!renewed.ok) return this.#lose('the stock desk lease was taken by another node');
       this.#renewedAt = started;
       if (this.#active) await this.#o.renewed?.();
     } catch (error) {
