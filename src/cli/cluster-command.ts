@@ -12,7 +12,7 @@ import { stopOnSignal } from './lifetime.ts';
  * `gate402 cluster`: a local cluster to try, on the devnet. An embedded PostgreSQL (in `var/cluster/postgres`, new at
  * each run, as the devnet's chains are) and `nodes` gateways on consecutive ports from `port`, each its own process
  * with its own relayer key (the devnet's relayers 1 to 4, so at most four nodes) and the shared store; the first
- * holds the stock desk key. Ctrl-C stops the nodes, the database and the chains.
+ * to start runs the stock desk (every node serves the stock API). Ctrl-C stops the nodes, the database and the chains.
  */
 export async function runClusterCommand(flags: CommonFlags & { nodes?: string; port?: string }): Promise<void> {
   const count = Number(flags.nodes ?? '3');
@@ -66,13 +66,13 @@ export async function runClusterCommand(flags: CommonFlags & { nodes?: string; p
         GATE402_DATA_DIR: resolve(dir, node),
         GATE402_CATALOG_UPSTREAM_BASE: new URL(fixtures.baseUrlFor('catalog')).origin,
         GATE402_RELAYER_KEYS: devnetPrivateKey(DEVNET_ROLES.relayers[i] as number),
-        // One desk key, one node signing with it.
-        GATE402_STOCK_ENABLED: i === 0 ? 'true' : 'false',
+        // Every node has the stock desk; the one holding its lease signs with its key, the others hand buys to it.
+        GATE402_STOCK_ENABLED: 'true',
       },
     });
     children.push(child);
     child.once('exit', (code, signal) => process.stderr.write(`gate402: ${node} exited (${signal ?? code})\n`));
-    lines.push(`  ${node}: http://127.0.0.1:${port}${i === 0 ? '   (stock desk)' : ''}`);
+    lines.push(`  ${node}: http://127.0.0.1:${port}`);
   }
   // Ready when every node answers its health check (a node that exits meanwhile said why on stderr).
   const deadline = Date.now() + 120_000;

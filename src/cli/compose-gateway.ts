@@ -25,6 +25,7 @@ import type { Store } from '../store/open-store.ts';
 import type { PriceFloors } from '../policy/price-floor.ts';
 import { webConfigFromEnv } from '../web/config.ts';
 import { webRoutes } from '../web/routes.ts';
+import { composeDeskCluster } from './compose-desk-cluster.ts';
 import { composeMerchants } from './compose-merchants.ts';
 
 export interface GatewayComposition {
@@ -73,6 +74,7 @@ export async function composeGateway(c: GatewayComposition): Promise<ComposedGat
       ...(devnet ? { defaultDeskAccount: devnet.deskAccount } : {}),
       log: log.child({ part: 'stock' }),
       metrics,
+      ...(c.cluster ? { cluster: composeDeskCluster(env, c.cluster, log.child({ part: 'stock' })) } : {}),
     },
     c.stockConfig,
   );

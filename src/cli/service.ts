@@ -61,7 +61,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
   const engineConfig = engineConfigFromEnv(env);
   const relayers = relayerAccountsFor(engineConfig, devnet?.relayers);
   const stockConfig = stockConfigFromEnv(env);
-  // The stock desk's key: the open facilitator never pays it, and in a cluster the gateway holding it takes its lease.
+  // The stock desk's key: the open facilitator never pays it.
   const desk = stockConfig.deskKey ? privateKeyToAccount(stockConfig.deskKey).address : devnet?.deskAccount.address;
 
   const log = createLogger('gate402');
@@ -86,7 +86,8 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
       config: engineConfig,
       relayers,
       cluster: clusterNodeConfigFromEnv(env),
-      desk: opts.gateway && stockConfig.enabled ? desk : undefined,
+      // No desk lease at the join: every gateway node has the desk, and the one holding its lease runs it (stock/desk-lease.ts).
+      desk: undefined,
       floors,
       log,
       metrics,

@@ -12,10 +12,12 @@ import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Settlement } from '../ports/settlement.ts';
 import type { UpstreamPort } from '../ports/upstream.ts';
+import { refusal } from '../protocol/result.ts';
 import type { Store } from '../store/open-store.ts';
 import { GasSponsor, SPONSOR_REFUSAL_CODES, sponsorBudgetFromEnv, type Sponsorship } from './gas-sponsor.ts';
 import { stockHandlers } from './http.ts';
 import { StockMarket } from './market.ts';
+import { DeskLease, type DeskLeases } from './desk-lease.ts';
 import { StockDesk } from './order-desk.ts';
 import { orderMachine } from './order-machine.ts';
 import { FINAL_ORDER_STATES, REFUND_REASONS } from './order-states.ts';
@@ -77,17 +79,42 @@ export interface StockParts {
   defaultDeskAccount?: LocalAccount;
   log: Logger;
   metrics?: Metrics;
+  /** In a cluster (a shared store): the desk runs on the node holding its lease, the others hand buys to it. */
+  cluster?: DeskCluster;
 }
+
+/** What the desk needs of the cluster: its lease, and a word to the desk's node when a buy is placed elsewhere. */
+export interface DeskCluster {
+  /** This node's leases, on a connection pool of their own (see `desk-lease.ts`). */
+  leases: DeskLeases;
+  /** The desk lease's name for the desk's address. */
+  leaseName(address: string): string;
+  termMs: number;
+  /** Tells every node (NOTIFY) that `payload` of `channel` changed. */
+  notify(channel: string, payload: string): Promise<void>;
+  /** Hears `channel` (LISTEN); `resync` when notifications may have been missed. */
+  subscribe(channel: string, subscriber: { changed(payload: string): void; resync(): void }): Promise<void>;
+  /** The desk lease was lost: this node must stop signing with the desk key. */
+  onLost(why: string): void;
+  /** Closes what the leases run on (after the lease is given back). */
+  close(): Promise<void>;
+}
+
+/** The channel on which a node tells the desk's node that an order waits in the inbox (the payload: its id). */
+export const STOCK_ORDER_CHANNEL = 'gate402_stock_orders';
+const ORDER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** The stock purchase API on the stock chain, or undefined when that chain lists no stocks. */
 export async function createStockDesk(parts: StockParts, config: StockConfig): Promise<RunningStockDesk | undefined> {
   if (!config.enabled) {
     parts.log.info('stock desk off: GATE402_STOCK_ENABLED is false');
+    await parts.cluster?.close();
     return undefined;
   }
   const network = parts.networks.find(CAIP2.stockChain);
   if (!network?.stocks?.length || !network.uniswap) {
     parts.log.info(`stock desk off: no stocks with a Uniswap deployment are configured on ${CAIP2.stockChain}`, { network: CAIP2.stockChain, configured: Boolean(network) });
+    await parts.cluster?.close();
     return undefined;
   }
   const account = config.deskKey ? privateKeyToAccount(config.deskKey) : parts.defaultDeskAccount;
@@ -103,6 +130,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     refundReasons: REFUND_REASONS,
     sponsorshipOutcomes: ['sent', ...SPONSOR_REFUSAL_CODES],
   });
+  const cluster = parts.cluster;
   const desk = new StockDesk({
     market,
     pool,
@@ -113,8 +141,8 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     swapDeadlineSeconds: config.swapDeadlineSeconds,
     log,
     ...(parts.metrics ? { metrics: parts.metrics } : {}),
+    ...(cluster ? { handOff: (id: string) => cluster.notify(STOCK_ORDER_CHANNEL, id) } : {}),
   });
-  await desk.start();
   const abort = new AbortController();
   const sponsor = new GasSponsor({
     market,
@@ -127,9 +155,49 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     hourlyBudgetWei: config.sponsorBudgetWei,
     ...(parts.metrics ? { metrics: parts.metrics } : {}),
   });
+  // Starts the desk here: the store's unfinished orders and in-flight sponsorships resume, then new orders run.
+  const activate = async () => {
+    const left = await sponsor.unfinished();
+    await desk.start(left.map((s) => s.txs));
+    sponsor.resume(left);
+    log.info('stock desk running on this node', { desk: desk.address });
+  };
+  let lease: DeskLease | undefined;
+  if (!cluster) await activate();
+  else {
+    await cluster.subscribe(STOCK_ORDER_CHANNEL, {
+      changed: (id) => {
+        if (ORDER_ID.test(id)) void desk.pickUp(id);
+      },
+      resync: () => void desk.sweepInbox().catch(() => {}),
+    });
+    lease = new DeskLease({
+      leases: cluster.leases,
+      name: cluster.leaseName(desk.address),
+      termMs: cluster.termMs,
+      activate,
+      renewed: () => desk.sweepInbox(),
+      onLost: (why) => {
+        void desk.stop();
+        cluster.onLost(why);
+      },
+      log,
+    });
+    // The first node to start takes the lease at once, and is ready once its desk runs; the others stand by.
+    await lease.start();
+    await lease.settled();
+    if (!lease.active) log.info('stock desk standing by: another node holds the desk lease; buys placed here are run there', { desk: desk.address });
+  }
+  // Gas is sent by the node running the desk; another answers that it cannot send it now.
+  const sponsorHere = {
+    sponsor: (address: Parameters<GasSponsor['sponsor']>[0]) =>
+      desk.running
+        ? sponsor.sponsor(address)
+        : Promise.resolve(refusal('sponsor_unavailable', 'gas sponsorship is sent by the node running the stock desk, which is not this one right now; nothing was sent, try again shortly', 503)),
+  };
   const h = stockHandlers({
     desk,
-    sponsor,
+    sponsor: sponsorHere,
     quoteKey: createHmac('sha256', parts.mppKey).update('gate402 stock quote').digest(),
     slippageBps: config.slippageBps,
     baseUrl: parts.baseUrl,
@@ -149,8 +217,12 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     ],
     data: stockData({ market, slippageBps: config.slippageBps, now: Date.now }),
     async close() {
+      await lease?.stop();
       abort.abort();
       await desk.stop();
+      // Given back once nothing more is signed here: a standby takes it at once and finishes what was in flight.
+      await lease?.release();
+      await cluster?.close();
     },
   };
 }

@@ -129,6 +129,45 @@ export class GasSponsor {
     if (this.#spent) this.#spent = this.#spent.filter((s) => s.id !== id);
   }
 
+  /**
+   * Sponsorships a desk left in flight when it stopped (a crash, or a dead node whose desk lease this node took):
+   * their signed transactions are re-sent by the desk's start, before it reads its nonce (see `StockDesk.start`).
+   */
+  async unfinished(): Promise<Sponsorship[]> {
+    const out: Sponsorship[] = [];
+    for await (const [, r] of this.#o.records.entries()) if (r.state === 'sending' || r.state === 'sent') out.push(r);
+    return out;
+  }
+
+  /**
+   * Finishes `left` (from {@link unfinished}, once re-sent) as the desk that sent them would have: each signed
+   * transfer is awaited, never signed anew, and recorded confirmed or failed. One that left no signed transaction
+   * sent nothing: it fails, and its address may ask again.
+   */
+  resume(left: readonly Sponsorship[]): void {
+    for (const r of left) {
+      const key = r.address.toLowerCase();
+      const log = this.#o.log.child({ sponsorship: r.id, address: r.address });
+      void (async () => {
+        if (!r.txs.length) {
+          await this.#o.records.put(key, { ...r, state: 'failed' });
+          await this.#o.claims.release(key, r.id);
+          log.warn('a gas sponsorship left unsigned by a stopped desk failed; the address may ask again');
+          return;
+        }
+        log.info('resuming a gas sponsorship', { state: r.state });
+        let record = r;
+        const save = async (next: Sponsorship) => {
+          record = next;
+          await this.#o.records.put(key, next);
+        };
+        const mined = await awaitMined(this.#o.courier, r.txs, async (txs) => save({ ...record, txs }), this.#o.signal);
+        await save({ ...record, txs: mined.txs, transaction: mined.receipt.transactionHash, state: mined.receipt.status === 'success' ? 'confirmed' : 'failed' });
+        log.info('gas sponsored', { amountWei: record.amountWei, tx: record.transaction });
+      })().catch((error: unknown) => log.warn('a resumed gas sponsorship is not confirmed yet; the next start of the desk resumes it', { error }));
+    }
+  }
+
   async #sponsor(address: Address): Promise<SponsorOutcome> {
     const key = address.toLowerCase();
     const { market, permit2 } = this.#o;

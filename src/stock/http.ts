@@ -29,7 +29,8 @@ import {
 
 export interface StockHttpOptions {
   desk: StockDesk;
-  sponsor: GasSponsor;
+  /** Gas sponsorship (refused where the desk does not run). */
+  sponsor: Pick<GasSponsor, 'sponsor'>;
   /** Signs the quote a 402 carries (see `terms.ts`). */
   quoteKey: Uint8Array;
   /** The per-token slippage bound, basis points below the quote. */

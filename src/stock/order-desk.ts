@@ -15,6 +15,7 @@ import type { Store } from '../store/open-store.ts';
 import { StockMarket, type PaymentEvidence } from './market.ts';
 import { orderMachine } from './order-machine.ts';
 import { FINAL_ORDER_STATES, orderFailed, type OrderState, type OrderStep, type StockOrder } from './order-record.ts';
+import type { SignedTx } from '../tx/trail.ts';
 import { ok } from '../protocol/result.ts';
 import type { BuyInput } from './terms.ts';
 
@@ -32,7 +33,15 @@ export interface StockDeskOptions {
   log: Logger;
   now?: () => number;
   metrics?: Pick<Metrics, 'watchActor' | 'stockOrders' | 'stockOrderVolumeUsd' | 'stockRefunds'>;
+  /**
+   * In a cluster: tells the node running the desk that order `id` was placed here and waits in the inbox (see
+   * {@link StockDesk.place}). A failure is only logged: the desk also sweeps its inbox on every lease renewal.
+   */
+  handOff?: (id: string) => Promise<void>;
 }
+
+/** How often a buy waiting on an order another node runs reads its record: from the first to the longest wait (ms). */
+const REMOTE_WAIT_MS = { first: 100, longest: 1000 };
 
 /** The order as its actor holds it, named by the state the actor is in. */
 function orderOf(snapshot: SnapshotFrom<typeof orderMachine>): StockOrder {
@@ -46,6 +55,12 @@ const feedKey = (order: Pick<StockOrder, 'createdAt' | 'id'>) => `${String(order
  * Runs stock orders: one XState actor per order, its record written to LMDB at every state; after a restart every
  * unfinished order resumes from its record and completes or refunds, exactly once: a signed swap or refund is
  * sent again as it was and confirmed, never signed anew.
+ *
+ * In a cluster every node has a desk, but only the one holding the desk lease runs orders (`start`, see
+ * `desk-lease.ts`). A desk that is not running places an order by writing its record and an inbox entry, and hands
+ * it off; the running desk picks it up from the inbox (told at once, and by a sweep on every lease renewal) and runs
+ * it from its record, as it would resume it after a restart. A desk that starts (a restart, or a takeover of a dead
+ * node's lease) resumes every unfinished order of the store, whichever node placed it or ran it last.
  */
 export class StockDesk {
   readonly market: StockMarket;
@@ -54,6 +69,12 @@ export class StockDesk {
   readonly #feed: DurableCollection<{ id: string }>;
   readonly #byPayer: DurableCollection<{ id: string }>;
   readonly #payments: NonceClaims;
+  /** Orders placed at a node not running the desk, waiting for the running desk to pick them up. */
+  readonly #inbox: DurableCollection<{ id: string }>;
+  /** Set once `start` has resumed the store's unfinished orders: from then on this desk runs orders. */
+  #running = false;
+  /** Pick-ups, one at a time: an order is never spawned twice by two of them. */
+  #pickUps: Promise<void> = Promise.resolve();
   /** Every order this process is running: one actor each, and the one writer of their records. */
   readonly #host: DurableHost<typeof orderMachine, StockOrder>;
   readonly #abort = new AbortController();
@@ -66,6 +87,7 @@ export class StockDesk {
     this.#feed = opts.store.collection<{ id: string }>('stock-order-feed');
     this.#byPayer = opts.store.collection<{ id: string }>('stock-order-payer');
     this.#payments = opts.store.claims('stock-order-payments');
+    this.#inbox = opts.store.collection<{ id: string }>('stock-order-inbox');
     this.#now = opts.now ?? Date.now;
     const step = (fn: (o: StockOrder, signal: AbortSignal) => Promise<OrderStep>) =>
       fromPromise<OrderStep, { order: StockOrder }>(({ input, signal }) => fn(input.order, AbortSignal.any([signal, this.#abort.signal])));
@@ -115,14 +137,18 @@ export class StockDesk {
     return { pool: this.#o.pool, client: this.market.client, pollMs: this.#o.pollMs, log: this.#o.log };
   }
 
-  /** Re-sends what unfinished orders had signed, learns the desk's nonce, approves the router once, resumes every order. */
-  async start(): Promise<void> {
+  /**
+   * Re-sends what unfinished orders had signed (and `trails`, the desk's other signed transactions still in flight:
+   * gas sponsorships), learns the desk's nonce, approves the router once, resumes every order, then runs orders.
+   */
+  async start(trails: readonly SignedTx[][] = []): Promise<void> {
     const unfinished: StockOrder[] = [];
-    for await (const [, o] of this.#orders.entries()) if (!FINAL_ORDER_STATES.has(o.state)) unfinished.push(o);
-    for (const o of unfinished) await resend(this.#courier, o.refundTxs.length ? o.refundTxs : o.swapTxs);
+    for await (const [, o] of this.#orders.entries()) if (!FINAL_ORDER_STATES.has(o.state) && !this.#host.snapshot(o.id)) unfinished.push(o);
+    const signed = [...unfinished.map((o) => (o.refundTxs.length ? o.refundTxs : o.swapTxs)), ...trails];
+    for (const txs of signed) await resend(this.#courier, txs);
     await this.#o.pool.init();
-    for (const o of unfinished) {
-      const tx = (o.refundTxs.length ? o.refundTxs : o.swapTxs).at(-1);
+    for (const txs of signed) {
+      const tx = txs.at(-1);
       if (tx) this.#o.pool.adopt(tx);
     }
     await this.#approveRouter();
@@ -130,11 +156,51 @@ export class StockDesk {
       this.#o.log.info('resuming stock order', { order: o.id, state: o.state });
       this.#spawn(o);
     }
+    this.#running = true;
+    // Placed elsewhere while this desk started: in the store's scan above, or in the inbox now (or at the next sweep).
+    await this.sweepInbox().catch((error: unknown) => this.#o.log.warn('could not read the stock order inbox; the next sweep does', { error }));
+  }
+
+  /** Whether this desk runs orders (it started, and was not stopped). */
+  get running(): boolean {
+    return this.#running;
   }
 
   async stop(): Promise<void> {
+    this.#running = false;
     this.#abort.abort();
     this.#host.stop();
+  }
+
+  /** Picks up every order waiting in the inbox (those whose hand-off was not heard). */
+  async sweepInbox(): Promise<void> {
+    if (!this.#running) return;
+    const ids: string[] = [];
+    for await (const [id] of this.#inbox.entries()) ids.push(id);
+    for (const id of ids) await this.pickUp(id);
+  }
+
+  /**
+   * Runs order `id`, placed at another node, from its record: once, however often it is handed off. Nothing while
+   * this desk does not run orders (the inbox keeps it for the desk that does).
+   */
+  pickUp(id: string): Promise<void> {
+    const next = this.#pickUps.then(async () => {
+      if (!this.#running) return;
+      if (!this.#host.snapshot(id)) {
+        const order = await this.#orders.get(id);
+        if (!order) this.#o.log.warn('an order handed off has no record; it is dropped from the inbox', { order: id });
+        else if (!this.#running) return;
+        // Checked again after the read, with no await before the spawn: never two actors for one order.
+        else if (!FINAL_ORDER_STATES.has(order.state) && !this.#host.snapshot(id)) {
+          this.#o.log.info('running a stock order placed at another node', { order: id, state: order.state });
+          this.#spawn(order);
+        }
+      }
+      await this.#inbox.remove(id);
+    });
+    this.#pickUps = next.catch((error: unknown) => this.#o.log.warn('could not pick up a stock order; the next sweep tries again', { order: id, error }));
+    return this.#pickUps;
   }
 
   async get(id: string): Promise<StockOrder | undefined> {
@@ -164,8 +230,10 @@ export class StockDesk {
     const claim = await this.#payments.claim(paymentKey, id);
     if (!claim.claimed) {
       const existing = await this.#orders.get(claim.holder);
-      if (existing) return existing;
-      throw new Error('this payment is being placed by another request');
+      if (!existing) throw new Error('this payment is being placed by another request');
+      // Not final and run by no one here: handed off again (a placing node that died before its hand-off).
+      if (!FINAL_ORDER_STATES.has(existing.state) && !this.#host.snapshot(existing.id)) await this.#handOff(existing.id);
+      return existing;
     }
     const payload = payment.paymentPayload.payload;
     const payer = schemeOfPayload(payload).payer(payload);
@@ -191,17 +259,41 @@ export class StockDesk {
       createdAt: now,
       updatedAt: now,
     };
-    this.#spawn(order);
-    await this.#host.firstWrite(id);
+    if (this.#running) {
+      this.#spawn(order);
+      await this.#host.firstWrite(id);
+    } else {
+      // The record first, then its inbox entry: the running desk finds the record of every entry it reads.
+      await this.#orders.put(id, order);
+      await this.#handOff(id);
+    }
     await Promise.all([this.#feed.put(feedKey(order), { id }), this.#byPayer.put(`${payer.toLowerCase()}|${feedKey(order)}`, { id })]);
     return order;
   }
 
-  /** The order once it is over, or as it stands after `ms`. */
-  wait(id: string, ms: number): Promise<StockOrder | undefined> {
+  /** The order once it is over, or as it stands after `ms` (run here, or read from its record as another node runs it). */
+  async wait(id: string, ms: number): Promise<StockOrder | undefined> {
     const actor = this.#host.get(id);
-    if (!actor) return this.get(id);
-    return this.#host.answer(actor, ms, (snapshot, deadlinePassed) => (snapshot.status === 'done' || deadlinePassed ? orderOf(snapshot) : undefined));
+    if (actor) return this.#host.answer(actor, ms, (snapshot, deadlinePassed) => (snapshot.status === 'done' || deadlinePassed ? orderOf(snapshot) : undefined));
+    const deadline = performance.now() + ms;
+    let pause = REMOTE_WAIT_MS.first;
+    for (;;) {
+      const order = await this.get(id);
+      const left = deadline - performance.now();
+      if (!order || FINAL_ORDER_STATES.has(order.state) || left <= 0 || this.#abort.signal.aborted) return order;
+      // Picked up here meanwhile (this desk took over): its actor answers.
+      const running = this.#host.get(id);
+      if (running) return this.wait(id, left);
+      await sleep(Math.min(pause, left), this.#abort.signal).catch(() => {});
+      pause = Math.min(pause * 2, REMOTE_WAIT_MS.longest);
+    }
+  }
+
+  /** Order `id` goes to the desk that runs orders: this one, or another node's through the inbox. */
+  async #handOff(id: string): Promise<void> {
+    if (this.#running) return this.pickUp(id);
+    await this.#inbox.put(id, { id });
+    await this.#o.handOff?.(id).catch((error: unknown) => this.#o.log.warn('could not tell the desk of a new order; its inbox sweep finds it', { order: id, error }));
   }
 
   #spawn(order: StockOrder): void {
