@@ -5,6 +5,8 @@ import { publicClientFor } from '../chain/clients.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { ConfigError, envBool, envInt, envString } from '../config/env.ts';
 import { RelayerPool } from '../tx/relayer-pool.ts';
+import { sleep } from '../tx/courier.ts';
+import { guardUntil, ReorgGuard, reorgChainOf, type ReorgOutcome, type WatchedTx } from '../tx/reorg-guard.ts';
 import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';
@@ -37,6 +39,9 @@ export interface StockConfig {
   sponsorRate: { capacity: number; refillPerSecond: number };
   /** Native coin (wei) the gas sponsorships of the last hour may add up to. */
   sponsorBudgetWei: bigint;
+  /** Blocks a mined swap, refund or gas transfer is watched for reorgs, and how often (see `tx/reorg-guard.ts`). */
+  reorgDepth: number;
+  reorgCheckMs: number;
 }
 
 export function stockConfigFromEnv(env: NodeJS.ProcessEnv): StockConfig {
@@ -56,6 +61,8 @@ export function stockConfigFromEnv(env: NodeJS.ProcessEnv): StockConfig {
       refillPerSecond: 1 / envInt(env, 'GATE402_SPONSOR_RATE_SECONDS_PER_TOKEN', 60, { min: 1, max: 86_400 }),
     },
     sponsorBudgetWei: sponsorBudgetFromEnv(env),
+    reorgDepth: envInt(env, 'GATE402_REORG_DEPTH_BLOCKS', 64, { min: 1, max: 100_000 }),
+    reorgCheckMs: envInt(env, 'GATE402_REORG_CHECK_MS', 1000, { min: 50, max: 600_000 }),
   };
 }
 
@@ -121,6 +128,15 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
   if (!account) throw new ConfigError('GATE402_STOCK_DESK_KEY is required to sell stocks');
   const client = publicClientFor(network.chainId, network.rpcUrl, { timeoutMs: config.rpcTimeoutMs, pollingIntervalMs: config.pollMs });
   const pool = new RelayerPool({ chainId: network.chainId, client, accounts: [account] });
+  // Mined swaps, refunds and gas transfers are watched until final; a reorg that drops one has it sent again.
+  const reorgs = new ReorgGuard({
+    chainId: network.chainId,
+    chain: reorgChainOf(client, pool),
+    watched: parts.store.collection<WatchedTx>('stock-reorg-watch'),
+    depth: config.reorgDepth,
+    log: parts.log,
+    ...(parts.metrics ? { onOutcome: (o: ReorgOutcome) => parts.metrics?.reorgedTransaction(network.caip2, o) } : {}),
+  });
   const market = new StockMarket(network, client);
   const log = parts.log;
   parts.metrics?.declareMachine('order', orderMachine);
@@ -134,6 +150,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
   const desk = new StockDesk({
     market,
     pool,
+    reorgs,
     store: parts.store,
     settle: (request) => parts.settlement.settle(request),
     pollMs: config.pollMs,
@@ -146,7 +163,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
   const abort = new AbortController();
   const sponsor = new GasSponsor({
     market,
-    courier: { pool, client, pollMs: config.pollMs, log },
+    courier: { pool, client, pollMs: config.pollMs, log, reorgs },
     permit2: network.permit2 ?? PERMIT2_ADDRESS,
     claims: parts.store.claims('gas-sponsored'),
     records: parts.store.collection<Sponsorship>('gas-sponsorships'),
@@ -160,6 +177,7 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
     const left = await sponsor.unfinished();
     await desk.start(left.map((s) => s.txs));
     sponsor.resume(left);
+    void guardUntil(reorgs, config.reorgCheckMs, abort.signal, log, sleep);
     log.info('stock desk running on this node', { desk: desk.address });
   };
   let lease: DeskLease | undefined;
@@ -183,6 +201,9 @@ export async function createStockDesk(parts: StockParts, config: StockConfig): P
       },
       log,
     });
+    // A desk whose lease may be gone (past most of a term since its last renewal, or lost) signs and sends nothing.
+    const held = lease;
+    pool.guardWith(() => held.signing());
     // The first node to start takes the lease at once, and is ready once its desk runs; the others stand by.
     await lease.start();
     await lease.settled();

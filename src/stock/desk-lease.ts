@@ -68,6 +68,16 @@ export class DeskLease {
     return this.#held;
   }
 
+  /**
+   * Why the desk must not sign or send now, or undefined: the lease is not held, or most of a term has passed since
+   * its last renewal by this process's own clock (a paused process learns it only here: I/O may run before timers).
+   */
+  signing(): string | undefined {
+    if (!this.#held) return `fenced: the stock desk lease ${this.#o.name} is not held here`;
+    if (performance.now() - this.#renewedAt > this.#o.termMs * 0.8) return `fenced: the stock desk lease ${this.#o.name} was not renewed for most of a term`;
+    return undefined;
+  }
+
   /** Resolves once a desk this node is starting has started (or failed to). */
   async settled(): Promise<void> {
     await this.#activating;

@@ -3,6 +3,7 @@ import { encodeFunctionData, erc20Abi, maxUint256, type Address } from 'viem';
 import { fromPromise, type SnapshotFrom } from 'xstate';
 import { DurableHost, topState } from '../actors/durable-host.ts';
 import type { RelayerPool } from '../tx/relayer-pool.ts';
+import type { ReorgGuard } from '../tx/reorg-guard.ts';
 import { awaitMined, resend, sendDurably, sleep, type Courier } from '../tx/courier.ts';
 import { nonceKeyOf } from '../schemes/payment-identity.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
@@ -23,6 +24,8 @@ export interface StockDeskOptions {
   market: StockMarket;
   /** The desk's own relayer on the stock chain: it receives payments, swaps, refunds and sponsors gas. */
   pool: RelayerPool;
+  /** The stock chain's reorg guard of the desk: every mined swap and refund is handed to it. */
+  reorgs?: ReorgGuard;
   store: Store;
   /** Settles a buyer's payment (the settlement engine). */
   settle(request: VerifyRequest): Promise<SettleResponse>;
@@ -134,7 +137,7 @@ export class StockDesk {
   }
 
   get #courier(): Courier {
-    return { pool: this.#o.pool, client: this.market.client, pollMs: this.#o.pollMs, log: this.#o.log };
+    return { pool: this.#o.pool, client: this.market.client, pollMs: this.#o.pollMs, log: this.#o.log, ...(this.#o.reorgs ? { reorgs: this.#o.reorgs } : {}) };
   }
 
   /**
