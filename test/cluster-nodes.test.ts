@@ -1,6 +1,6 @@
 // Three `gate402 gateway` nodes on one embedded PostgreSQL, each with relayer keys of its own, paid by the official
 // client: a payment answered 202 by one node is served by another once mined, charged once; a credential sent to
-// every node at once is served once; a merchant deleted at one node is gone at every node within a second; a node on
+// every node at once is served once; a merchant deleted at one node is gone at every node within seconds; a node on
 // another node's relayer keys refuses to start; a node killed with its settlement signed but not yet sent is
 // finished by exactly one of the two survivors, with the transaction it signed.
 import t from 'tap';
@@ -12,7 +12,7 @@ import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
 import { freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { generatePaymentId } from '@x402/extensions/payment-identifier';
 import { startHostileUpstream } from './helpers/hostile-upstream.ts';
-import { registerOwnMerchant, relayerTxCount, spawnPaidGateway, until, x402Credential, x402Fetch, type PaidGateway } from './helpers/paid-gateway.ts';
+import { registerOwnMerchant, relayerTxCount, spawnPaidGateway, until, x402Credential, type PaidGateway } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 import { startPostgres } from './helpers/postgres.ts';
 import { startRpcGate } from './helpers/rpc-gate.ts';
@@ -29,7 +29,7 @@ t.teardown(() => fixtures.close());
 const hostile = await startHostileUpstream();
 t.teardown(() => hostile.close());
 const upstream = new URL(fixtures.baseUrlFor('catjoke')).origin;
-const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '1000', GATE402_CONFIRM_DEADLINE_MS: '100' });
+const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '3000', GATE402_CONFIRM_DEADLINE_MS: '100' });
 // Node 1 reaches the stock chain through a gate, which can keep receipts from it (so that it answers 202).
 const receiptGate = await startRpcGate(n.rpcUrl);
 t.teardown(() => receiptGate.close());
@@ -105,8 +105,8 @@ t.test('one idempotency key at two nodes at once: one charge, one upstream call,
   // Each request carries a payment of its own (the official client signs anew), all with the same identifier. A
   // pending answer (202), or a turn another request holds (409 with Retry-After), is asked again with the same
   // credential, as a buyer would.
-  const buy = async (node: PaidGateway) => {
-    const credential = await x402Credential(at(node), payer, caip2, id);
+  const buy = async (node: PaidGateway, who = payer) => {
+    const credential = await x402Credential(at(node), who, caip2, id);
     for (;;) {
       const res = await fetch(at(node), { headers: { 'payment-signature': credential } });
       const text = await res.text();
@@ -131,9 +131,9 @@ t.test('one idempotency key at two nodes at once: one charge, one upstream call,
 
   // Another payer with the same identifier buys its own answer: identifiers are the payer's.
   const other = await fundedPayer(n, caip2, tester('cluster'), parseUnits('1', 6));
-  const theirs = await x402Fetch(other, caip2, id)(at(b));
-  const theirText = await theirs.text();
-  t.equal(theirs.status, 200);
+  const theirs = await buy(b, other);
+  const theirText = theirs.text;
+  t.equal(theirs.status, 200, theirText);
   t.not(theirText, recorded, "another payer never gets the first payer's answer");
   t.equal(hostile.callsTo(`/${slug}/data`), 2, 'it was a call of its own');
 
@@ -150,7 +150,7 @@ t.test('one idempotency key at two nodes at once: one charge, one upstream call,
   t.equal(await stableBalance(n, payer.address), payerBefore - price, 'nor charges anyone');
 });
 
-t.test('a merchant deleted at one node is gone at the other within a second', async (t) => {
+t.test('a merchant deleted at one node is gone at the other within seconds', async (t) => {
   const { registrationTypedData } = await import('../src/gateway/merchants/signature.ts');
   const owner = freshAccount();
   const slug = `cluster-${Date.now().toString(36)}`;
@@ -173,13 +173,14 @@ t.test('a merchant deleted at one node is gone at the other within a second', as
   const registered = await signed('register');
   t.ok(registered.status < 300, `registered at node 1: ${registered.status} ${await registered.clone().text()}`);
   const seen = performance.now();
-  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 402, 'node 2 to offer it', 1000);
-  t.ok(performance.now() - seen < 1000, 'node 2 offers it within a second');
+  // Heard at once (NOTIFY in the writing transaction); the bound is the revalidation's, with room for a loaded machine.
+  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 402, 'node 2 to offer it', 10_000);
+  t.ok(performance.now() - seen < 10_000, 'node 2 offers it within seconds');
   // Node 2 now holds the merchant in memory; node 1 deletes it.
   t.equal((await signed('delete')).status, 200, 'deleted at node 1');
   const deleted = performance.now();
-  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 404, 'node 2 to drop it', 1000);
-  t.ok(performance.now() - deleted < 1000, 'node 2 no longer offers it, within a second');
+  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 404, 'node 2 to drop it', 10_000);
+  t.ok(performance.now() - deleted < 10_000, 'node 2 no longer offers it, within seconds');
 });
 
 t.test("a node on another live node's relayer keys refuses to start, naming the holder", async (t) => {
