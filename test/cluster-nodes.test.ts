@@ -1,6 +1,6 @@
 // Three `gate402 gateway` nodes on one embedded PostgreSQL, each with relayer keys of its own, paid by the official
 // client: a payment answered 202 by one node is served by another once mined, charged once; a credential sent to
-// every node at once is served once; a merchant deleted at one node is gone at every node within a second; a node on
+// every node at once is served once; a merchant deleted at one node is gone at every node as soon as it is told; a node on
 // another node's relayer keys refuses to start; a node killed with its settlement signed but not yet sent is
 // finished by exactly one of the two survivors, with the transaction it signed.
 import t from 'tap';
@@ -25,7 +25,8 @@ t.teardown(() => db.stop());
 const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
 t.teardown(() => fixtures.close());
 const upstream = new URL(fixtures.baseUrlFor('catjoke')).origin;
-const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '1000', GATE402_CONFIRM_DEADLINE_MS: '100' });
+// Connecting to PostgreSQL took over the default 5 s on a machine at load average 24 (a node then failed to start).
+const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '1000', GATE402_CONFIRM_DEADLINE_MS: '100', GATE402_STORE_CONNECT_TIMEOUT_MS: '30000' });
 // Node 1 reaches the stock chain through a gate, which can keep receipts from it (so that it answers 202).
 const receiptGate = await startRpcGate(n.rpcUrl);
 t.teardown(() => receiptGate.close());
@@ -82,7 +83,7 @@ t.test('a credential sent to both nodes at once is served once, charged once', a
   t.equal(await stableBalance(n, payer.address), before - price, 'the buyer paid once');
 });
 
-t.test('a merchant deleted at one node is gone at the other within a second', async (t) => {
+t.test('a merchant deleted at one node is gone at the other as soon as it is told (a notification, no expiry)', async (t) => {
   const { registrationTypedData } = await import('../src/gateway/merchants/signature.ts');
   const owner = freshAccount();
   const slug = `cluster-${Date.now().toString(36)}`;
@@ -104,14 +105,16 @@ t.test('a merchant deleted at one node is gone at the other within a second', as
   };
   const registered = await signed('register');
   t.ok(registered.status < 300, `registered at node 1: ${registered.status} ${await registered.clone().text()}`);
+  // Node 2 keeps a merchant it has read in memory with no expiry: only node 1's notification tells it of a change.
+  // The bound is for a loaded machine; without the notification node 2 would offer a deleted merchant for ever.
   const seen = performance.now();
-  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 402, 'node 2 to offer it', 1000);
-  t.ok(performance.now() - seen < 1000, 'node 2 offers it within a second');
+  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 402, 'node 2 to offer it', 10_000);
+  t.ok(performance.now() - seen < 10_000, `node 2 offers it at once (${Math.round(performance.now() - seen)} ms)`);
   // Node 2 now holds the merchant in memory; node 1 deletes it.
   t.equal((await signed('delete')).status, 200, 'deleted at node 1');
   const deleted = performance.now();
-  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 404, 'node 2 to drop it', 1000);
-  t.ok(performance.now() - deleted < 1000, 'node 2 no longer offers it, within a second');
+  await until(async () => (await fetch(`${b.gw.url}/m/${slug}/data`)).status === 404, 'node 2 to drop it', 10_000);
+  t.ok(performance.now() - deleted < 10_000, `node 2 no longer offers it, once notified (${Math.round(performance.now() - deleted)} ms)`);
 });
 
 t.test("a node on another live node's relayer keys refuses to start, naming the holder", async (t) => {
