@@ -64,9 +64,12 @@ function describe(diag) {
 
 const logPath = process.argv[2];
 const log = logPath && existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
+// With the log, only the files this run ran (results of files it did not run may be left from an earlier run).
+const ran = new Set([...log.matchAll(/^(?:not )?ok \d+ - (\S+)/gm)].map((m) => m[1]));
 const failures = [];
 for (const file of tapFiles(RESULTS).sort()) {
   const name = relative(RESULTS, file).replace(/\.tap$/, '');
+  if (ran.size > 0 && !ran.has(name)) continue;
   for (const f of failuresOf(readFileSync(file, 'utf8'))) failures.push({ file: name, ...f });
 }
 const filesWithAssertions = new Set(failures.map((f) => f.file));
