@@ -30,7 +30,13 @@ export interface BenchDevnet {
 export async function benchDevnet(manifestPath?: string): Promise<BenchDevnet> {
   if (manifestPath !== undefined) {
     const manifest = readManifest(manifestPath);
-    if (!(await manifestIsLive(manifest))) throw new Error(`the devnet of ${manifestPath} is not running`);
+    // Each liveness probe gives the chains a second to answer, which a loaded machine can miss: asked 5 times.
+    let live = false;
+    for (let attempt = 0; attempt < 5 && !live; attempt++) {
+      if (attempt > 0) await new Promise((r) => setTimeout(r, 1000));
+      live = await manifestIsLive(manifest);
+    }
+    if (!live) throw new Error(`the devnet of ${manifestPath} is not running`);
     return { manifest, manifestPath, stop: async () => {} };
   }
   const dir = mkdtempSync(join(tmpdir(), 'gate402-bench-devnet-'));

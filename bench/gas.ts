@@ -94,7 +94,9 @@ let gate402: (Server & { facilitatorUrl: string }) | undefined;
 try {
   gate402 = await startGate402(devnet.manifestPath, {
     pollMs: 20,
-    env: { GATE402_BATCH_WINDOW_MS: '1500', GATE402_BATCH_EAGER: 'false', GATE402_BATCH_MAX: String(BATCH), GATE402_STOCK_ENABLED: 'false' },
+    // Each payment waits the whole batch window in the settlement queue: its wait bound (default 500 ms) must exceed
+    // it, or a batch's later members, reaching a loaded machine later, are shed as queue_slow.
+    env: { GATE402_BATCH_WINDOW_MS: '1500', GATE402_BATCH_EAGER: 'false', GATE402_BATCH_MAX: String(BATCH), GATE402_STOCK_ENABLED: 'false', GATE402_SETTLE_QUEUE_WAIT_MS: '60000' },
   });
   progress('gate402 up');
   // Both networks side by side: batches form per network, so neither run changes what the other measures.

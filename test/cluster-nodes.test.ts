@@ -29,7 +29,7 @@ t.teardown(() => fixtures.close());
 const hostile = await startHostileUpstream();
 t.teardown(() => hostile.close());
 const upstream = new URL(fixtures.baseUrlFor('catjoke')).origin;
-const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '3000', GATE402_CONFIRM_DEADLINE_MS: '100' });
+const cluster = (node: string) => ({ GATE402_STORE_URL: db.url, GATE402_NODE_ID: node, GATE402_LEASE_MS: '3000', GATE402_CONFIRM_DEADLINE_MS: '100', GATE402_STORE_CONNECT_TIMEOUT_MS: '30000' });
 // Node 1 reaches the stock chain through a gate, which can keep receipts from it (so that it answers 202).
 const receiptGate = await startRpcGate(n.rpcUrl);
 t.teardown(() => receiptGate.close());

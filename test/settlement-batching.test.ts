@@ -42,6 +42,9 @@ const env = {
   GATE402_BATCH_WINDOW_MS: '1500',
   GATE402_BATCH_EAGER: 'false',
   GATE402_BATCH_MAX: '16',
+  // Each payment waits its batch's whole window in the settlement queue: the queue's wait bound (default 500 ms) must
+  // exceed it, or a burst a loaded machine spreads over more than 500 ms is shed (seen: queue_slow at load average 20).
+  GATE402_SETTLE_QUEUE_WAIT_MS: '60000',
   GATE402_CONFIRM_DEADLINE_MS: '1500',
   GATE402_FACILITATOR_RATE_CAPACITY: '100000',
   GATE402_FACILITATOR_RATE_PER_SECOND: '100000',

@@ -26,7 +26,17 @@ const desk = privateKeyToAccount(deskKey).address;
 const gw = await spawnFacilitator({
   part: 'gateway',
   manifestPath: TEST_MANIFEST_PATH,
-  env: { GATE402_STOCK_ENABLED: 'true', GATE402_STOCK_DESK_KEY: deskKey, GATE402_RELAYER_KEYS: await gassedKey(n), GATE402_CONFIRM_DEADLINE_MS: '30000' },
+  env: {
+    GATE402_STOCK_ENABLED: 'true',
+    GATE402_STOCK_DESK_KEY: deskKey,
+    GATE402_RELAYER_KEYS: await gassedKey(n),
+    GATE402_CONFIRM_DEADLINE_MS: '30000',
+    // A settlement queue of one payment: concurrent buys meet its backpressure on any machine (as buys on a loaded one
+    // meet the default queue's wait bound), and must wait for their turn, not be rejected; a buy answers once its
+    // order is over, within 2 minutes.
+    GATE402_SETTLE_QUEUE_MAX: '1',
+    GATE402_STOCK_ORDER_WAIT_MS: '120000',
+  },
 });
 t.teardown(() => gw.stop());
 
@@ -178,7 +188,8 @@ t.test('the price moves against the order between quote and swap: 502 with a ref
   t.equal(await tokenBalance(n, tsla.address, payer.address), 0n, 'and no stock was delivered');
 });
 
-t.test('20 concurrent buys by different buyers all complete; the feed lists them newest first', async (t) => {
+t.test('20 concurrent buys by different buyers all complete, those the settlement queue turned away included; the feed lists them newest first', async (t) => {
+  const shedBefore = metricValue(await scrape(`${gw.url}/metrics`), 'gate402_payments_shed_total', { network: CAIP2.stockChain, reason: 'queue_full' }) ?? 0;
   const buyers = [];
   for (let i = 0; i < 20; i++) buyers.push(await fundedPayer(n, CAIP2.stockChain, funder, parseUnits('5', 6)));
   const mine = poolsOf(n, 'stockBuy');
@@ -186,8 +197,10 @@ t.test('20 concurrent buys by different buyers all complete; the feed lists them
   t.same(
     results.map((r) => r.status),
     Array(20).fill(200),
-    'all 200',
+    `all 200: ${JSON.stringify(results.filter((r) => r.status !== 200).map((r) => ({ status: r.status, state: r.body.status, failure: r.body.failure })))}`,
   );
+  const shed = (metricValue(await scrape(`${gw.url}/metrics`), 'gate402_payments_shed_total', { network: CAIP2.stockChain, reason: 'queue_full' }) ?? 0) - shedBefore;
+  t.ok(shed > 0, `the queue of one turned settlements away ${shed} times, and their orders waited and were delivered`);
   for (const [i, r] of results.entries()) {
     const record = (await (await fetch(`${gw.url}/api/stock/order/${r.body.orderId}`)).json()) as Order;
     const stock = mine[i % mine.length]!;

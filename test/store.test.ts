@@ -89,7 +89,7 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
   process.on('unhandledRejection', onUnhandled);
   t.teardown(() => void process.off('unhandledRejection', onUnhandled));
   const metrics = createMetrics({ defaultMetrics: false });
-  const store = openLmdbStore(dir(), { openLmdb: failingLmdb(state) as never, failureMemoryMs: 1500, onError: () => metrics.storeError('lmdb') });
+  const store = openLmdbStore(dir(), { openLmdb: failingLmdb(state) as never, failureMemoryMs: 4000, onError: () => metrics.storeError('lmdb') });
   metrics.declareStore('lmdb');
   const storeErrors = async () => metricValue(parseExposition((await metrics.scrape()).body), 'gate402_store_errors_total', { store: 'lmdb' });
   t.teardown(() => store.close());
@@ -109,9 +109,14 @@ t.test('a write that fails (disk full) rejects only its own promise; the store s
 
   state.failing = false;
   await new Promise((r) => setTimeout(r, 1100)); // probes are at most once a second
+  // Remembered for 4 s from the last failure: 1.1 s later is well inside that, however loaded the machine.
   t.match(await store.probe(), { ok: false }, 'a write succeeds again, but a failure is remembered for a while');
-  await new Promise((r) => setTimeout(r, 500));
-  t.same(await store.probe(), { ok: true, value: undefined }, 'then healthy again');
+  let healthy = await store.probe();
+  for (let i = 0; i < 100 && !healthy.ok; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    healthy = await store.probe();
+  }
+  t.same(healthy, { ok: true, value: undefined }, 'then healthy again, once the memory has passed');
   await payments.put('p', { state: 'settled' });
   t.same(await payments.get('p'), { state: 'settled' });
   await new Promise((r) => setTimeout(r, 50));

@@ -18,6 +18,7 @@ import { orderMachine } from './order-machine.ts';
 import { FINAL_ORDER_STATES, orderFailed, type OrderState, type OrderStep, type StockOrder } from './order-record.ts';
 import type { SignedTx } from '../tx/trail.ts';
 import { ok } from '../protocol/result.ts';
+import { SETTLEMENT_SHED } from '../ports/settlement.ts';
 import type { BuyInput } from './terms.ts';
 
 export interface StockDeskOptions {
@@ -49,6 +50,18 @@ const REMOTE_WAIT_MS = { first: 100, longest: 1000 };
 /** The order as its actor holds it, named by the state the actor is in. */
 function orderOf(snapshot: SnapshotFrom<typeof orderMachine>): StockOrder {
   return { ...snapshot.context.order, state: topState(snapshot.value) as OrderState };
+}
+
+/** When the order's payment can no longer settle: its Permit2 deadline, in ms (0 for another kind of payment). */
+function permitDeadlineMs(order: StockOrder): number {
+  const payload = order.payment.paymentPayload.payload;
+  return 'permit2Authorization' in payload ? Number(payload.permit2Authorization.deadline) * 1000 : 0;
+}
+
+/** The wait a shed answer asks for (its Retry-After), from 1 to 30 s. */
+function retryAfterMs(r: SettleResponse): number {
+  const seconds = r.extra?.retryAfterSeconds;
+  return Math.min(30, Math.max(1, typeof seconds === 'number' && Number.isFinite(seconds) ? seconds : 1)) * 1000;
 }
 
 /** Feed keys sort by time: newest first is a reverse range scan, not a sort. */
@@ -337,6 +350,14 @@ export class StockDesk {
       if (r?.success) return ok({ ...order, payer: (r.payer as Address | undefined) ?? order.payer, settlement: r });
       if (r?.status === 'pending') {
         await sleep(this.#o.pollMs, signal);
+        continue;
+      }
+      // Turned away for backpressure (the settlement queue is behind) before anything was verified or charged: no
+      // refusal of this payment. The order waits in `settling` for the Retry-After the answer names and asks again,
+      // while the payment's permit is still valid; past it, the settlement's own answer decides.
+      if (r?.errorReason === SETTLEMENT_SHED && this.#now() < permitDeadlineMs(order)) {
+        this.#o.log.info('settlement shed; the order asks again after its Retry-After', { order: order.id, reason: r.extra?.reason });
+        await sleep(retryAfterMs(r), signal);
         continue;
       }
       let evidence: PaymentEvidence;

@@ -147,6 +147,9 @@ const facEnv = {
   GATE402_FACILITATOR_PAYER_RATE_PER_SECOND: '100000',
   GATE402_CONFIRM_DEADLINE_MS: '20000',
   GATE402_RECEIPT_POLL_MS: '50',
+  // The settlement queue's wait bound out of the way too: a burst of 30 that a loaded machine spreads over more than
+  // the default 500 ms was shed as queue_slow (load average 20), before the revert budget was ever asked.
+  GATE402_SETTLE_QUEUE_WAIT_MS: '60000',
 };
 let fac: SpawnedFacilitator = await spawnFacilitator({ manifestPath: devnet.manifestPath, dataDir: facDataDir, env: facEnv });
 t.teardown(() => fac.stop());

@@ -256,6 +256,9 @@ for (const caip2 of [CAIP2.base, CAIP2.stockChain]) {
         // Requests sent together meet in one batch however busy the machine is: the batch waits its whole window.
         GATE402_BATCH_WINDOW_MS: '2000',
         GATE402_BATCH_EAGER: 'false',
+        // A payment waits that window in the settlement queue: its wait bound (default 500 ms) must exceed it, or the
+        // second payment of the pair, reaching a loaded machine later, is shed as queue_slow (seen at load average 20).
+        GATE402_SETTLE_QUEUE_WAIT_MS: '60000',
         GATE402_CONFIRM_DEADLINE_MS: '3000',
         GATE402_RECEIPT_POLL_MS: '50',
       },

@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { privateKeyToAccount, generatePrivateKey, type PrivateKeyAccount } from 'viem/accounts';
-import type { Account } from 'viem';
+import { TransactionReceiptNotFoundError, WaitForTransactionReceiptTimeoutError, type Account, type Chain, type Hash, type PublicClient, type Transport } from 'viem';
 import { DEVNET_ROLES, devnetAccount } from '../../src/devnet/accounts.ts';
 import { readManifest, type DevnetManifest } from '../../src/devnet/manifest.ts';
 import type { NetworkEntry } from '../../src/chain/network-types.ts';
@@ -84,7 +84,27 @@ export function freshAccount(): PrivateKeyAccount {
 }
 
 export function clientsFor(n: NetworkEntry, account: Account) {
-  return { pub: publicClientFor(n.chainId, n.rpcUrl, { pollingIntervalMs: 20 }), wallet: walletClientFor(n.chainId, n.rpcUrl, account, { pollingIntervalMs: 20 }) };
+  const pub = publicClientFor(n.chainId, n.rpcUrl, { pollingIntervalMs: 20 });
+  // viem's wait reads the receipt again only when it sees a new block: on an automine chain, a head read just before the
+  // receipt is stored (a loaded machine widens that gap) leaves it waiting for a block nobody mines, until its 180 s
+  // timeout. The receipt is asked for directly instead.
+  const waitForTransactionReceipt = (args: { hash: Hash; timeout?: number }) => receiptOf(pub, args.hash, args.timeout);
+  return { pub: Object.assign(pub, { waitForTransactionReceipt }) as typeof pub, wallet: walletClientFor(n.chainId, n.rpcUrl, account, { pollingIntervalMs: 20 }) };
+}
+
+/** The receipt of `hash`, asked for every 20 ms until the chain has it (at most `timeoutMs`; a failed read is asked again). */
+export async function receiptOf(pub: PublicClient<Transport, Chain>, hash: Hash, timeoutMs = 120_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let failure: unknown;
+    try {
+      return await pub.getTransactionReceipt({ hash });
+    } catch (err) {
+      failure = err;
+    }
+    if (Date.now() > deadline) throw failure instanceof TransactionReceiptNotFoundError ? new WaitForTransactionReceiptTimeoutError({ hash }) : failure;
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 export async function freePort(): Promise<number> {

@@ -19,7 +19,9 @@ type FacilitatorOptions = { manifestPath: string; env?: Record<string, string>; 
 /**
  * Runs the real `gate402 facilitator` (or `gate402 gateway`) against a devnet manifest, on a free port, and waits for /health. When
  * another process takes the probed port first, it starts again on a fresh one; when a loaded machine keeps it from
- * answering /health in time, it is killed and started again (three starts at most).
+ * answering /health in time, it is killed and started again (three starts at most). A start is given 2 minutes and
+ * each /health probe 5 s: on a machine loaded many times over, booting takes over a minute and an answer over a
+ * second, and a start killed for being slow only begins again from nothing.
  */
 export async function spawnFacilitator(opts: FacilitatorOptions): Promise<SpawnedFacilitator> {
   for (let attempt = 1; ; attempt++) {
@@ -52,14 +54,14 @@ async function spawnOnce(opts: FacilitatorOptions): Promise<SpawnedFacilitator> 
   });
   killOnExit(child);
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000;
   for (;;) {
     if (child.exitCode !== null) {
       const log = readFileSync(logPath, 'utf8');
       removeOwnDataDir();
       throw new Error(`${part} exited ${child.exitCode}:\n${log}`);
     }
-    const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) }).then(
+    const ok = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5000) }).then(
       (r) => r.ok,
       () => false,
     );
