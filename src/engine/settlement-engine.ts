@@ -3,17 +3,23 @@ import type { Settlement, Shed } from '../ports/settlement.ts';
 import { supportedExtensionKeys } from '../protocol/x402/extensions/index.ts';
 import type { SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from '../protocol/x402/types.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
+import type { RecordOrders } from '../store/record-order.ts';
 import type { PaymentPolicy } from '../policy/payment-policy.ts';
 import type { Consumption } from './authorization-consumption.ts';
 import { DEFAULT_ADMISSION, type EngineOptions } from './engine-options.ts';
 import { FairAdmission } from './fair-admission.ts';
 import { PaymentIntake, type AdmitHook, type PaymentHost } from './payment-intake.ts';
-import type { BatchRecord, PaymentRecord } from './payment-record.ts';
+import { batchRecordOrder, paymentRecordOrder, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import { PaymentSteps } from './payment-steps.ts';
 import { PaymentRecovery } from './recovery.ts';
 import { RevertBudget } from './revert-budget.ts';
 import { SettlementAdmission } from './settlement-admission.ts';
 import { checkPayment, precheckPayment, simulatePayment, type Precheck, type Verdict } from './verify-payment.ts';
+
+/** The engine's collections, and the rank that keeps each record from going backwards (given to the store as it opens). */
+const PAYMENTS = 'payments';
+const PAYMENT_BATCHES = 'payment-batches';
+export const ENGINE_RECORD_ORDERS: RecordOrders = { [PAYMENTS]: paymentRecordOrder, [PAYMENT_BATCHES]: batchRecordOrder };
 
 export { DEFAULT_ADMISSION, DEFAULT_CONSUMED_LOOKBACK_BLOCKS, type EngineMetrics, type EngineOptions } from './engine-options.ts';
 export type { AdmitHook } from './payment-intake.ts';
@@ -43,8 +49,8 @@ export class SettlementEngine implements Settlement {
   constructor(opts: EngineOptions) {
     this.#o = opts;
     const clock = opts.clockMs ?? Date.now;
-    const records: DurableCollection<PaymentRecord> = opts.store.collection<PaymentRecord>('payments');
-    const batches = opts.store.collection<BatchRecord>('payment-batches');
+    const records: DurableCollection<PaymentRecord> = opts.store.collection<PaymentRecord>(PAYMENTS);
+    const batches = opts.store.collection<BatchRecord>(PAYMENT_BATCHES);
     this.#admission = new SettlementAdmission(opts.admission ?? DEFAULT_ADMISSION);
     const budget = new RevertBudget({
       store: opts.store,
