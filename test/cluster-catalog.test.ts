@@ -38,7 +38,7 @@ for (const [id, allowlist] of [
   nodes.push(gw);
 }
 const [a, b] = nodes as [PaidGateway, PaidGateway];
-const payer = await fundedPayer(n, caip2, tester('cluster'), parseUnits('1', 6));
+const payer = await fundedPayer(n, caip2, tester('clusterCatalog'), parseUnits('1', 6));
 
 t.test('the built-in catalog is seeded once, identically: the second node writes nothing', async (t) => {
   const rows = await sql.query<{ key: string; upstream: { kind: string; name?: string } }>(

@@ -136,7 +136,7 @@ t.test('a node paused past its lease mid-settlement: the survivor settles its pa
   const joke = (url: string) => `${url}/m/catjoke/joke`;
   const price = 10_000n;
   const payers = [];
-  for (let i = 0; i < 3; i++) payers.push(await fundedPayer(n, caip2, tester('cluster'), parseUnits('1', 6)));
+  for (let i = 0; i < 3; i++) payers.push(await fundedPayer(n, caip2, tester('clusterFencing'), parseUnits('1', 6)));
   const before = await Promise.all(payers.map((p) => stableBalance(n, p.address)));
   const credentials = await Promise.all(payers.map((p) => x402Credential(joke(paused.gw.url), p, caip2)));
   const calls = fixtures.calls;
@@ -179,7 +179,7 @@ t.test('a node paused past its lease mid-settlement: the survivor settles its pa
   gate.release();
   paused.gw.child.kill('SIGCONT');
   // A new payment offered to it now must not be signed for either.
-  const late = await fundedPayer(n, caip2, tester('cluster'), parseUnits('1', 6));
+  const late = await fundedPayer(n, caip2, tester('clusterFencing'), parseUnits('1', 6));
   const lateBefore = await stableBalance(n, late.address);
   const lateCredential = await x402Credential(joke(survivor.gw.url), late, caip2).catch(() => undefined);
   if (lateCredential) await fetch(joke(paused.gw.url), { headers: { 'payment-signature': lateCredential } }).catch(() => undefined);

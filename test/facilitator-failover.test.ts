@@ -30,7 +30,7 @@ const NET = CAIP2.base;
 const PRICE = 10_000n; // catjoke/joke: 0.01 USD
 const manifest = testDevnet();
 const n = network(manifest, NET);
-const funder = tester('spare');
+const funder = tester('failover');
 const { pub } = clientsFor(n, funder);
 
 /**

@@ -70,6 +70,11 @@ export const TESTER_SLOTS = {
   operators: 31,
   // test/cluster-nodes.test.ts's funder: the batching tests' account, which only ever funds on their own devnet
   cluster: 18,
+  // test/facilitator-failover.test.ts (it shared 'spare' with contract-payer-gas, both funding on Base at once)
+  failover: 32,
+  // test/cluster-fencing.test.ts and test/cluster-catalog.test.ts
+  clusterFencing: 33,
+  clusterCatalog: 34,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {
