@@ -17,7 +17,8 @@ t.teardown(async () => {
   await pool.end();
   await db.stop();
 });
-await pool.query(readFileSync(new URL('../src/store/postgres/migrations/050-cluster-leases.sql', import.meta.url), 'utf8'));
+// The lease migrations as shipped.
+for (const m of ['050-cluster-leases.sql', '060-lease-epochs.sql']) await pool.query(readFileSync(new URL(`../src/store/postgres/migrations/${m}`, import.meta.url), 'utf8'));
 const log = createLogger('test', { level: 'error' });
 // A long term: nothing expires by itself while a loaded machine is slow; the tests expire it in the database.
 const TERM_MS = 60_000;

@@ -26,6 +26,6 @@ export async function composeStore(config: StoreConfig, metrics: Metrics, log?: 
     },
   });
   opened = store;
-  metrics.declareStore(store.kind);
+  metrics.declareStore(store.kind, Object.keys(RECORD_ORDERS));
   return store;
 }

@@ -65,7 +65,7 @@ export interface Metrics extends PaymentSeries {
    * the part starts; the vocabularies (reasons, kinds, outcomes) come from the parts that own them.
    */
   /** The store this process writes to, and the relayers' minimum gas balance (below it they take no new work). */
-  declareStore(store: StoreKind): void;
+  declareStore(store: StoreKind, rankedCollections?: readonly string[]): void;
   declareRelayerMinBalance(wei: bigint): void;
   /** The reorg outcomes on each network (see {@link ChainSeries.reorgedTransaction}). */
   declareReorgOutcomes(networks: readonly string[], outcomes: readonly string[]): void;
@@ -231,8 +231,9 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
     storeBackwardWrite(store, collection) {
       storeBackward.labels(store, collection).inc();
     },
-    declareStore(store) {
+    declareStore(store, rankedCollections = []) {
       storeErrors.labels(store).inc(0);
+      for (const collection of rankedCollections) storeBackward.labels(store, collection).inc(0);
       storeCommit.zero({ store });
     },
 
