@@ -1,8 +1,8 @@
 import t from 'tap';
-import { createPublicClient, custom, parseEther, type Hex } from 'viem';
+import { parseEther, type Hex } from 'viem';
 import { startAnvil } from '../src/devnet/anvil.ts';
-import { BlockWatcher, type WatcherClock } from '../src/tx/block-watcher.ts';
-import { chainFor, publicClientFor } from '../src/chain/clients.ts';
+import { BlockWatcher } from '../src/tx/block-watcher.ts';
+import { publicClientFor } from '../src/chain/clients.ts';
 import { DEVNET_TEST_MNEMONIC, devnetAccount } from '../src/devnet/accounts.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { createLogger } from '../src/log/logger.ts';
@@ -116,120 +116,4 @@ t.test('idle, it makes no calls; an aborted waiter and a stopped watcher resolve
     'and the loop has ended',
   );
   t.equal(await watcher.receipt([`0x${'12'.repeat(32)}`]), undefined, 'a stopped watcher answers at once');
-});
-
-/** The watcher's time, moved by the test: its timers run in order of their time, the clock set to each in turn. */
-class LogicalClock implements WatcherClock {
-  #now = 0;
-  #ids = 0;
-  readonly #timers = new Map<number, { at: number; fn: () => void }>();
-  now(): number {
-    return this.#now;
-  }
-  setTimeout(fn: () => void, ms: number): unknown {
-    this.#timers.set(++this.#ids, { at: this.#now + Math.max(0, ms), fn });
-    return this.#ids;
-  }
-  clearTimeout(id: unknown): void {
-    this.#timers.delete(id as number);
-  }
-  /** When the earliest timer is due (Infinity when none is). */
-  nextAt(): number {
-    return Math.min(...[...this.#timers.values()].map((x) => x.at));
-  }
-  /** Moves the clock to the earliest timer and runs it. */
-  runNext(): void {
-    const [id, timer] = [...this.#timers].reduce((a, b) => (b[1].at < a[1].at ? b : a));
-    this.#timers.delete(id);
-    this.#now = Math.max(this.#now, timer.at);
-    timer.fn();
-  }
-  set(time: number): void {
-    this.#now = Math.max(this.#now, time);
-  }
-}
-
-t.test('waiting on a 1 s chain (a logical clock): at most 3 calls per block, each block seen within 1/16 of a block time', async (t) => {
-  const clock = new LogicalClock();
-  const paced = new Map<string, number>();
-  let inFlight = 0;
-  // The same chain, through a transport that counts the calls and knows when none is on the wire.
-  const client = createPublicClient({
-    chain: chainFor(31_337, anvil.rpcUrl),
-    transport: custom({
-      async request({ method, params }: { method: string; params?: unknown[] }) {
-        paced.set(method, (paced.get(method) ?? 0) + 1);
-        inFlight++;
-        try {
-          return await rpcCall(anvil.rpcUrl, method, params ?? []);
-        } finally {
-          inFlight--;
-        }
-      },
-    }),
-  });
-  const w = new BlockWatcher({ client, pollMs: 20, timeoutMs: 60_000, log, clock });
-  t.teardown(() => w.stop());
-  /** Until the watcher's calls are answered and it waits on the clock again. */
-  async function settle(): Promise<void> {
-    for (let quiet = 0; quiet < 5; ) {
-      await new Promise((r) => setImmediate(r));
-      quiet = inFlight === 0 ? quiet + 1 : 0;
-    }
-  }
-  // Blocks one second apart by their timestamps, and from now one every 1,000 ms of the clock, at 370 ms past.
-  await rpcCall(anvil.rpcUrl, 'anvil_mine', ['0x41', '0x1']);
-  let timestamp = BigInt((await rpcCall<{ timestamp: Hex }>(anvil.rpcUrl, 'eth_getBlockByNumber', ['latest', false])).timestamp);
-  const minedAt = new Map<bigint, number>();
-  let nextBlock = 370;
-  let seen = -1n;
-  const lateness: number[] = [];
-  async function runUntil(until: number): Promise<void> {
-    for (;;) {
-      const at = Math.min(clock.nextAt(), nextBlock);
-      if (at > until) break;
-      if (nextBlock <= clock.nextAt()) {
-        clock.set(nextBlock);
-        await rpcCall(anvil.rpcUrl, 'evm_setNextBlockTimestamp', [Number(++timestamp)]);
-        minedAt.set(BigInt(await rpcCall<Hex>(anvil.rpcUrl, 'evm_mine', []).then(() => rpcCall<Hex>(anvil.rpcUrl, 'eth_blockNumber', []))), nextBlock);
-        nextBlock += 1000;
-      } else {
-        clock.runNext();
-        await settle();
-      }
-      const head = w.head?.block ?? -1n;
-      if (head > seen && minedAt.has(head)) lateness.push(clock.now() - (minedAt.get(head) as number));
-      seen = head;
-    }
-    clock.set(until);
-  }
-
-  const never = w.receipt([`0x${'77'.repeat(32)}`]);
-  await settle();
-  await runUntil(10_000);
-  t.equal(w.blockMs, 1000, 'the block time, from the timestamps');
-  const before = new Map(paced);
-  lateness.length = 0;
-  await runUntil(30_000);
-  const during = Object.fromEntries([...paced].map(([m, n]) => [m, n - (before.get(m) ?? 0)]));
-  const total = Object.values(during).reduce((a, b) => a + b, 0);
-  t.ok(total <= 3 * 20, `${total} calls over 20 blocks of waiting: ${JSON.stringify(during)} (at a fixed 20 ms poll: over 1,000)`);
-  t.equal(during.eth_getBlockReceipts, 20, "each block's receipts fetched once");
-  t.equal(lateness.length, 20, 'every block seen');
-  t.ok(Math.max(...lateness) <= 1000 / 16, `each seen at most ${Math.max(...lateness)} ms (logical) after it was mined`);
-
-  // A transaction sent now is awaited like any other: handed over at the next block's first read.
-  const hash = await send();
-  const sentAt = clock.now();
-  let gotAt: number | undefined;
-  const receipt = w.receipt([hash]).then((r) => {
-    gotAt = clock.now();
-    return r;
-  });
-  await settle();
-  await runUntil(32_000);
-  t.equal((await receipt)?.status, 'success', 'its receipt');
-  t.ok(gotAt !== undefined && gotAt - 30_370 <= 1000 / 16, `handed over ${(gotAt ?? 0) - sentAt} ms after the send, for a block mined 370 ms after it`);
-  w.stop();
-  t.equal(await never, undefined);
 });

@@ -1,38 +1,16 @@
 import { formatTransactionReceipt, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import type { Logger } from '../log/logger.ts';
-import { HeadPace } from './head-pace.ts';
 
-/** The waits before the quick rounds that follow a new hash not yet mined (then the paced reads again). */
+/** The waits before the quick rounds that follow a new hash not yet mined (then the poll interval again). */
 const FOLLOW_UP_MS = [5, 15];
-/** The longest wait between head reads while something is awaited, whatever the block time. */
-const MAX_WAIT_MS = 1000;
-/** The most blocks whose timestamps give the block time (their span over their count), and how many new blocks go by before it is read again when the span said nothing. */
-const TIMED_BLOCKS = 64n;
-
-/** The watcher's time: its waits, its timeouts and the times it tells its pace (tests drive a logical one). */
-export interface WatcherClock {
-  now(): number;
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-export const systemClock: WatcherClock = {
-  now: () => Date.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
 
 export interface BlockWatcherOptions {
   client: PublicClient<Transport, Chain>;
-  /**
-   * The shortest wait between head reads while some transaction is awaited (never any while none is), and the wait
-   * while the block time is not learned yet; once it is, the head is read once or twice per block (see HeadPace).
-   */
+  /** How often the chain head is read while some transaction is awaited (never while none is). */
   pollMs: number;
   /** Bound of every RPC call the watcher makes, on top of the client's own transport timeout. */
   timeoutMs: number;
   log: Logger;
-  clock?: WatcherClock;
 }
 
 interface Waiter {
@@ -63,37 +41,24 @@ export class BlockWatcher {
   #nudged = false;
   /** Quick rounds still due because a new hash was not mined yet when first looked up. */
   #followUps = 0;
-  /** When a new hash was last found not mined yet: the rounds after it back off from then (see #nextWaitMs). */
-  #unseenAt: number | undefined;
   #wake: (() => void) | undefined;
   #blockReceipts = true;
   #head: { block: bigint; atMs: number } | undefined;
-  readonly #clock: WatcherClock;
-  readonly #pace: HeadPace;
-  /** The head at which the block time was last read from timestamps. */
-  #timedAt: bigint | undefined;
 
   constructor(opts: BlockWatcherOptions) {
     this.#o = opts;
-    this.#clock = opts.clock ?? systemClock;
-    this.#pace = new HeadPace({ pollMs: opts.pollMs, maxMs: Math.max(opts.pollMs, MAX_WAIT_MS) });
-  }
-
-  /** The block time learned from the heads seen arriving (ms), or undefined before it is. */
-  get blockMs(): number | undefined {
-    return this.#pace.blockMs;
   }
 
   /**
    * The highest block this watcher has seen (a head it read, or the block of a receipt it handed out) and when
-   * (on its clock, `Date.now()` by default); undefined before its first. Others may read the head from here rather than ask the chain again.
+   * (`Date.now()`); undefined before its first. Others may read the head from here rather than ask the chain again.
    */
   get head(): { block: bigint; atMs: number } | undefined {
     return this.#head;
   }
 
   #saw(block: bigint): void {
-    if (this.#head === undefined || block >= this.#head.block) this.#head = { block, atMs: this.#clock.now() };
+    if (this.#head === undefined || block >= this.#head.block) this.#head = { block, atMs: Date.now() };
   }
 
   /** Transactions awaited now. */
@@ -112,19 +77,19 @@ export class BlockWatcher {
   receipt(hashes: readonly Hex[], opts: { signal?: AbortSignal; waitMs?: number } = {}): Promise<TransactionReceipt | undefined> {
     if (this.#stopped || opts.signal?.aborted || hashes.length === 0) return Promise.resolve(undefined);
     return new Promise((resolve) => {
-      let timer: unknown;
+      let timer: NodeJS.Timeout | undefined;
       const onAbort = () => waiter.resolve(undefined);
       const waiter: Waiter = {
         hashes: [...new Set(hashes.map((h) => h.toLowerCase() as Hex))],
         resolve: (receipt) => {
-          if (timer !== undefined) this.#clock.clearTimeout(timer);
+          clearTimeout(timer);
           opts.signal?.removeEventListener('abort', onAbort);
           this.#forget(waiter);
           resolve(receipt);
         },
       };
       opts.signal?.addEventListener('abort', onAbort, { once: true });
-      if (opts.waitMs !== undefined) timer = this.#clock.setTimeout(onAbort, opts.waitMs);
+      if (opts.waitMs !== undefined) timer = setTimeout(onAbort, opts.waitMs);
       for (const h of waiter.hashes) {
         let set = this.#waiters.get(h);
         if (!set) {
@@ -176,7 +141,7 @@ export class BlockWatcher {
           this.#o.log.warn('block watcher round failed', { chain: this.#o.client.chain.id, error: err });
         }
         if (this.#stopped || this.#waiters.size === 0) break;
-        if (!this.#nudged) await this.#sleep(this.#nextWaitMs());
+        if (!this.#nudged) await this.#sleep(this.#followUps > 0 ? Math.min(this.#o.pollMs, FOLLOW_UP_MS[FOLLOW_UP_MS.length - this.#followUps--] as number) : this.#o.pollMs);
       }
     } finally {
       this.#running = false;
@@ -185,28 +150,14 @@ export class BlockWatcher {
     }
   }
 
-  /**
-   * Until the next round: when the pace expects the next block (from the block time and the heads seen arrive).
-   * After a new hash was found not mined yet, sooner, unless the chain keeps its block time: a chain that mines as
-   * it is sent to mines it within milliseconds, so a quick look or two, then waits of a quarter of the time since,
-   * up to the paced one.
-   */
-  #nextWaitMs(): number {
-    const now = this.#clock.now();
-    const paced = this.#pace.nextDelayMs(now);
-    const quick = this.#followUps > 0 ? (FOLLOW_UP_MS[FOLLOW_UP_MS.length - this.#followUps--] as number) : undefined;
-    if (this.#unseenAt === undefined || this.#pace.steady) return paced;
-    return Math.min(paced, quick ?? Math.max(this.#o.pollMs, (now - this.#unseenAt) / 4));
-  }
-
   #sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
-        this.#clock.clearTimeout(timer);
+        clearTimeout(timer);
         this.#wake = undefined;
         resolve();
       };
-      const timer = this.#clock.setTimeout(done, ms);
+      const timer = setTimeout(done, ms);
       this.#wake = done;
     });
   }
@@ -215,17 +166,9 @@ export class BlockWatcher {
     // A fresh hash is looked up alongside the head read: mined already (on an automining chain it is), it is
     // answered within one round trip.
     const early = [...this.#fresh];
-    const startedAt = this.#clock.now();
-    let answeredAt = startedAt;
-    const read = this.#call(() => this.#o.client.getBlockNumber({ cacheTime: 0 })).then((head) => {
-      answeredAt = this.#clock.now();
-      return head;
-    });
-    const [head, found] = await Promise.all([read, Promise.allSettled(early.map((hash) => this.#lookUp(hash)))]);
+    const [head, found] = await Promise.all([this.#call(() => this.#o.client.getBlockNumber({ cacheTime: 0 })), Promise.allSettled(early.map((hash) => this.#lookUp(hash)))]);
     if (this.#stopped) return;
-    this.#pace.saw(head, startedAt, answeredAt);
     this.#saw(head);
-    if (this.#pace.blockMs === undefined && head >= 2n && (this.#timedAt === undefined || head >= this.#timedAt + TIMED_BLOCKS)) await this.#learnBlockTime(head);
     const unseen: Hex[] = [];
     found.forEach((outcome, i) => {
       const hash = early[i] as Hex;
@@ -261,28 +204,7 @@ export class BlockWatcher {
     if (failed) throw new Error('a receipt lookup failed; its blocks are looked at again');
     this.#scanned = head;
     // Just sent and not mined yet: an automining chain mines it within milliseconds, so look again soon.
-    if (unseen.some((h) => this.#waiters.has(h))) {
-      this.#followUps = FOLLOW_UP_MS.length;
-      this.#unseenAt = this.#clock.now();
-    }
-  }
-
-  /**
-   * The block time from the timestamps of the head and a block up to {@link TIMED_BLOCKS} before it: exact on a chain
-   * that mines on a timer, however coarse its timestamps. Blocks all in one second (mined as they are sent) say
-   * nothing: the pace then backs off from the last new head, and the timestamps are read again some blocks later.
-   */
-  async #learnBlockTime(head: bigint): Promise<void> {
-    this.#timedAt = head;
-    const span = head < TIMED_BLOCKS ? head : TIMED_BLOCKS;
-    try {
-      const [last, first] = await Promise.all([head, head - span].map((n) => this.#call(() => this.#o.client.getBlock({ blockNumber: n }))));
-      if (!last || !first) return;
-      this.#pace.blockMs = (Number(last.timestamp - first.timestamp) * 1000) / Number(span);
-      if (this.#pace.blockMs !== undefined) this.#o.log.debug('block time learned from timestamps', { chain: this.#o.client.chain.id, blockMs: this.#pace.blockMs });
-    } catch (err) {
-      this.#o.log.warn('could not read block timestamps for the block time', { chain: this.#o.client.chain.id, error: err });
-    }
+    if (unseen.some((h) => this.#waiters.has(h))) this.#followUps = FOLLOW_UP_MS.length;
   }
 
   #deliver(receipt: TransactionReceipt): void {
@@ -311,10 +233,10 @@ export class BlockWatcher {
   }
 
   #call<T>(fn: () => Promise<T>): Promise<T> {
-    let timer: unknown;
+    let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = this.#clock.setTimeout(() => reject(new Error(`RPC call took longer than ${this.#o.timeoutMs} ms`)), this.#o.timeoutMs);
+      timer = setTimeout(() => reject(new Error(`RPC call took longer than ${this.#o.timeoutMs} ms`)), this.#o.timeoutMs);
     });
-    return Promise.race([fn(), timeout]).finally(() => this.#clock.clearTimeout(timer));
+    return Promise.race([fn(), timeout]).finally(() => clearTimeout(timer));
   }
 }
