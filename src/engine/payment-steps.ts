@@ -16,7 +16,7 @@ import { DEFAULT_CONSUMED_LOOKBACK_BLOCKS, type EngineOptions } from './engine-o
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { isFinished, leavesNoRecord, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RevertBudget, RevertEvent } from './revert-budget.ts';
-import { SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
+import { courierOn, SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
 import { checkPayment, revertReason, settlementCallOf, simulatePayment, type Verdict } from './verify-payment.ts';
 
 /** How often the consumption read is tried before the failure stands (the buyer's retry reads again). */
@@ -265,15 +265,7 @@ export class PaymentSteps {
   }
 
   #courier(record: PaymentRecord): Courier {
-    const network = record.network;
-    return {
-      pool: this.#o.relayers(network),
-      client: this.#o.inspector(network).client,
-      watcher: this.#o.watcher(network),
-      reorgs: this.#o.reorgs?.(network),
-      pollMs: this.#o.pollMs,
-      log: this.#o.log.child({ payment: record.id }),
-    };
+    return courierOn(this.#o, record.network, this.#o.log.child({ payment: record.id }));
   }
 
   async #settledBy(record: PaymentRecord, receipt: TransactionReceipt, tx: SignedTx): Promise<StepResult> {

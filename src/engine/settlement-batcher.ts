@@ -258,15 +258,13 @@ export class SettlementBatcher {
   }
 
   #courier(network: string, batch: string): Courier {
-    return {
-      pool: this.#o.relayers(network),
-      client: this.#o.inspector(network).client,
-      watcher: this.#o.watcher(network),
-      reorgs: this.#o.reorgs?.(network),
-      pollMs: this.#o.pollMs,
-      log: this.#o.log.child({ batch }),
-    };
+    return courierOn(this.#o, network, this.#o.log.child({ batch }));
   }
+}
+
+/** The courier of a chain's settlements: its relayers, client, block watcher and reorg guard (batches and single payments alike). */
+export function courierOn(o: Pick<BatcherOptions, 'relayers' | 'inspector' | 'watcher' | 'reorgs' | 'pollMs'>, network: string, log: Courier['log']): Courier {
+  return { pool: o.relayers(network), client: o.inspector(network).client, watcher: o.watcher(network), reorgs: o.reorgs?.(network), pollMs: o.pollMs, log };
 }
 
 /** Batches are per chain and per scheme of settlement. */
