@@ -22,7 +22,7 @@ export const DEVNET_ROLES = {
    * Funded, minters of every devnet stablecoin, never used by the service: tests take one each. Those at or above
    * `fundedAccounts` get their gas from the deployment (anvil_setBalance), so the gasless roles below stay gasless.
    */
-  testers: [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94],
+  testers: [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98],
   gaslessBuyer: 45,
   merchants: [50, 51, 52, 53],
 } as const;

@@ -75,6 +75,12 @@ export const TESTER_SLOTS = {
   // test/cluster-fencing.test.ts and test/cluster-catalog.test.ts
   clusterFencing: 33,
   clusterCatalog: 34,
+  // payment channels (batch-settlement): the gateway's door tests, the hostile channel tests, the facilitator's tests
+  channels: 35,
+  channelsHostile: 36,
+  channelsFacilitator: 37,
+  // the cluster's fault tests (a database restarted, connections cut, a node killed between receipt and record)
+  clusterFaults: 38,
 } as const;
 
 export function tester(slot: keyof typeof TESTER_SLOTS): Account {
