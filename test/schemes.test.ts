@@ -100,7 +100,7 @@ t.test('EIP-3009: the pure checks, in the reference order, with its reason codes
   t.ok(ok.ok, 'a matching authorization passes');
   if (ok.ok) {
     t.same({ payer: ok.payer, payee: ok.payee, amount: ok.amount }, { payer: PAYER, payee: PAYEE, amount: 1000n });
-    t.same(ok.job.domain, { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: TOKEN }, "the signature is checked against the token's domain on its chain");
+    t.same(ok.job?.domain, { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: TOKEN }, "the signature is checked against the token's domain on its chain");
     t.equal(ok.call.to, TOKEN, 'settled by the token itself');
   }
   t.equal(reasonOf(eip3009Scheme.check(input(eip3009Req, permit2Payload(), base))), 'invalid_exact_evm_scheme', 'a Permit2 payload for EIP-3009 requirements');
@@ -124,7 +124,7 @@ t.test('Permit2: the pure checks, in the reference order, with its reason codes'
   t.ok(ok.ok, 'a matching witness permit passes');
   if (ok.ok) {
     t.same({ payer: ok.payer, payee: ok.payee, amount: ok.amount }, { payer: PAYER, payee: PAYEE, amount: 1000n });
-    t.same(ok.job.domain, { chainId: 4663, verifyingContract: PERMIT2 }, "the signature is checked against the chain's Permit2");
+    t.same(ok.job?.domain, { chainId: 4663, verifyingContract: PERMIT2 }, "the signature is checked against the chain's Permit2");
     t.equal(ok.call.to, PROXY, 'settled through the exact-permit proxy');
   }
   t.equal(reasonOf(permit2Scheme.check(input(permit2Req, eip3009Payload(), stock))), 'unsupported_payload_type', 'an EIP-3009 payload for Permit2 requirements');
