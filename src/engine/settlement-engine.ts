@@ -17,7 +17,7 @@ import { SettlementAdmission } from './settlement-admission.ts';
 import { checkPayment, precheckPayment, simulatePayment, type Precheck, type Verdict } from './verify-payment.ts';
 import { batchRouteOf } from './batch-settlement-route.ts';
 import { BATCH_SETTLEMENT_SCHEME } from '../schemes/batch-settlement/domain.ts';
-import { BatchReason } from '../schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../verify/batch-settlement-reasons.ts';
 import { verifyVoucherPayload } from '../schemes/batch-settlement/voucher-verify.ts';
 
 /** The engine's collections, and the rank that keeps each record from going backwards (given to the store as it opens). */
