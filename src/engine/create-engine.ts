@@ -23,6 +23,7 @@ import { guardUntil, REORG_OUTCOMES, ReorgGuard, reorgChainOf, type WatchedTx } 
 import type { AdmissionLimits } from './settlement-admission.ts';
 import { DEFAULT_ADMISSION, SettlementEngine } from './settlement-engine.ts';
 import { DEFAULT_REVERT_BUDGET, REFUSAL_KINDS, type RevertBudgetLimits } from './revert-budget.ts';
+import { BatchReason } from '../schemes/batch-settlement/reasons.ts';
 import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS } from '../chain/canonical.ts';
 
 export interface EngineConfig {
@@ -151,7 +152,7 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
   metrics.declareShedding(caip2s, SHED_REASONS);
   metrics.declareRevertRefusals(REFUSAL_KINDS);
   // Every reason the engine can answer with: the verifications series start at zero with each.
-  metrics.declareVerifications(SETTLEMENT_REASONS);
+  metrics.declareVerifications([...SETTLEMENT_REASONS, ...Object.values(BatchReason)]);
   const signatures = new SignatureVerifier({ threads: config.signatureThreads });
   const inspectors = new Map<string, ChainInspector>();
   const relayers = new Map<string, RelayerPool>();
