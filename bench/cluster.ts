@@ -17,6 +17,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import pg from 'pg';
 import { parseUnits, type Address } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { DEVNET_ROLES, devnetPrivateKey } from '../src/devnet/accounts.ts';
@@ -33,15 +34,17 @@ import { SigningPool } from './sign.ts';
 import { offerOf, ROUTE, upstreamServer } from './stacks.ts';
 
 const opts = benchOptions({
-  full: { seconds: '10', 'node-rate': '30', buyers: '50', 'block-time': '0', 'poll-ms': '20' },
-  quick: { seconds: '3', 'node-rate': '8', buyers: '10', 'block-time': '0', 'poll-ms': '20' },
-  tiny: { seconds: '1', 'node-rate': '3', buyers: '2', 'block-time': '0', 'poll-ms': '20' },
+  full: { seconds: '10', 'node-rate': '30', buyers: '50', 'block-time': '0', 'poll-ms': '20', 'pg-statements': '0' },
+  quick: { seconds: '3', 'node-rate': '8', buyers: '10', 'block-time': '0', 'poll-ms': '20', 'pg-statements': '0' },
+  tiny: { seconds: '1', 'node-rate': '3', buyers: '2', 'block-time': '0', 'poll-ms': '20', 'pg-statements': '0' },
 });
 const SECONDS = opts.number('seconds', { fraction: true, min: 0.1 });
 const NODE_RATE = opts.number('node-rate', { fraction: true, min: 0.1 });
 const BUYERS = opts.number('buyers');
 const BLOCK_TIME = opts.number('block-time', { min: 0 });
 const POLL_MS = opts.number('poll-ms', { min: 10 });
+/** 1: PostgreSQL counts every statement (pg_stat_statements, which costs it some CPU), listed per paid request. */
+const PG_STATEMENTS = opts.number('pg-statements', { min: 0 }) === 1;
 const CAIP = CAIP2.base;
 /** After a run's last answer, how long its processes are still measured: writes and timers that follow the answers. */
 const TAIL_MS = 1000;
@@ -93,9 +96,21 @@ export interface ClusterRun {
   /** CPU seconds over the run, and CPU milliseconds per request answered 200: the gateways, PostgreSQL (0 without), both. */
   cpuSeconds: { gateways: number; postgres: number; total: number };
   cpuMsPerPaid: { gateways: number; postgres: number; total: number };
+  /** PostgreSQL only: write transactions committed (transaction ids drawn) per request answered 200, and with `--pg-statements 1` the statements. */
+  perPaid?: { writeCommits: number; statements?: number; byStatement?: Array<{ calls: number; perPaid: number; query: string }> };
 }
 
-async function measure(name: string, n: ReturnType<typeof networkOf>, nodes: Node[], postmaster: number | undefined, signer: SigningPool, buyers: Buyer[]): Promise<ClusterRun> {
+/** What PostgreSQL did during a run: write transactions (ids drawn) and, counted, the statements it ran. */
+async function databaseWork(db: pg.Client): Promise<{ xid: number; statements: Array<{ calls: number; query: string }> }> {
+  const xid = Number((await db.query<{ x: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x')).rows[0]?.x ?? 0);
+  if (!PG_STATEMENTS) return { xid, statements: [] };
+  const { rows } = await db.query<{ calls: string; query: string }>(
+    "SELECT calls::text AS calls, regexp_replace(query, '\\s+', ' ', 'g') AS query FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_current_snapshot%'",
+  );
+  return { xid, statements: rows.map((r) => ({ calls: Number(r.calls), query: r.query })) };
+}
+
+async function measure(name: string, n: ReturnType<typeof networkOf>, nodes: Node[], postmaster: number | undefined, signer: SigningPool, buyers: Buyer[], db?: pg.Client): Promise<ClusterRun> {
   const targets: PaidTarget[] = await Promise.all(nodes.map(async (node) => ({ server: { url: node.url, processes: {}, stop: async () => {} }, offer: await offerOf(node.url, CAIP) })));
   for (const target of targets) await warmUp(signer, target, buyers, Math.min(buyers.length, 8));
   const count = Math.max(1, Math.round(NODE_RATE * SECONDS));
@@ -109,10 +124,13 @@ async function measure(name: string, n: ReturnType<typeof networkOf>, nodes: Nod
     const postgres = postmaster === undefined ? 0 : (processCpuSeconds(postmaster) ?? 0);
     return { gateways, postgres };
   };
+  if (db && PG_STATEMENTS) await db.query('SELECT pg_stat_statements_reset()');
+  const workBefore = db ? await databaseWork(db) : undefined;
   const before = cpu();
   const runs = await Promise.all(requests.map((r) => openLoop(r, NODE_RATE, { timeoutMs: 30_000, maxConnections: 256 })));
   await new Promise((r) => setTimeout(r, TAIL_MS));
   const after = cpu();
+  const workAfter = db ? await databaseWork(db) : undefined;
   const outcomes: Record<string, number> = {};
   for (const r of runs) for (const [k, v] of Object.entries(r.outcomes)) outcomes[k] = (outcomes[k] ?? 0) + v;
   const paid = outcomes['200'] ?? 0;
@@ -139,6 +157,19 @@ async function measure(name: string, n: ReturnType<typeof networkOf>, nodes: Nod
     cpuSeconds: { ...used, total: round(used.gateways + used.postgres) },
     cpuMsPerPaid: { gateways: per(used.gateways), postgres: per(used.postgres), total: per(used.gateways + used.postgres) },
   };
+  if (workBefore && workAfter && paid > 0) {
+    const statements = workAfter.statements.reduce((a, r) => a + r.calls, 0);
+    run.perPaid = {
+      writeCommits: round((workAfter.xid - workBefore.xid) / paid, 2),
+      ...(PG_STATEMENTS
+        ? {
+            statements: round(statements / paid, 2),
+            byStatement: workAfter.statements.sort((a, b) => b.calls - a.calls).map((r) => ({ calls: r.calls, perPaid: round(r.calls / paid, 2), query: r.query.slice(0, 160) })),
+          }
+        : {}),
+    };
+    progress(`${name}: per paid request ${run.perPaid.writeCommits} write commits${PG_STATEMENTS ? `, ${run.perPaid.statements} statements` : ''}`);
+  }
   progress(`${name}: ${run.paid} of ${run.sent} paid (${run.paidPerSecond}/s), p99 ${run.p99ms} ms, ${run.cpuMsPerPaid.total} ms CPU per paid (${run.cpuMsPerPaid.postgres} of it PostgreSQL)`);
   return run;
 }
@@ -164,9 +195,16 @@ try {
   const lmdbTwo = await measure('LMDB, two nodes', n, pair, undefined, signer, buyers);
   for (const node of pair) await node.stop();
 
-  const postgres = await startEmbeddedPostgres({ dir: tempDir('bench-cluster-pg'), settings: { max_connections: '100' } });
+  const postgres = await startEmbeddedPostgres({
+    dir: tempDir('bench-cluster-pg'),
+    settings: { max_connections: '100', ...(PG_STATEMENTS ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } : {}) },
+  });
   stops.push(() => postgres.stop());
   const url = await postgres.createDatabase('gate402');
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  stops.push(() => db.end());
+  if (PG_STATEMENTS) await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   const nodes: Node[] = [];
   for (const [i, relayers] of [
     [0, 1],
@@ -176,7 +214,7 @@ try {
     nodes.push(node);
     stops.push(() => node.stop());
   }
-  const postgresTwo = await measure('PostgreSQL, two nodes', n, nodes, postmasterOf(postgres.dataDir), signer, buyers);
+  const postgresTwo = await measure('PostgreSQL, two nodes', n, nodes, postmasterOf(postgres.dataDir), signer, buyers, db);
   const ratio = (a: number, b: number) => (b > 0 ? Number((a / b).toFixed(2)) : 0);
   const clusterVsTwoLmdb = ratio(postgresTwo.cpuMsPerPaid.total, lmdbTwo.cpuMsPerPaid.total);
   progress(

@@ -94,7 +94,10 @@ export class SettlementBatcher {
         const record = { ...batch, state, updatedAt: this.#clock() };
         const grown = snapshot.matches({ sending: 'signed' }) || snapshot.matches({ sent: 'replaced' });
         const members = grown ? seatedRecords(snapshot.context, state === 'sending' ? 'broadcasting' : 'inFlight') : [];
-        return { key: `${state}|${batch.txs.length}`, value: { batch: record, members } };
+        // `sending` and `sent` of one trail share a key: the record written before the send already resumes at `sent`
+        // (by its trail), so the send's success writes nothing; a replacement (a grown trail) is written before it goes.
+        const step = state === 'sent' ? 'sending' : state;
+        return { key: `${step}|${batch.txs.length}`, value: { batch: record, members } };
       },
       write: ({ batch, members }) => opts.persist(batch, members),
       done: (id, snapshot, state) => {

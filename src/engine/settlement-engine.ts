@@ -34,8 +34,11 @@ const NO_NETWORKS: ReadonlySet<string> = new Set();
 /** The schemes of channel deposits, counted apart (`gate402_channel_deposits_total`). */
 const depositSchemes: ReadonlySet<string> = new Set(['deposit-eip3009', 'deposit-permit2']);
 
-/** States after the claim: the record exists and each of them is written as it is entered. */
-const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'reconciling', 'releasing', 'settled', 'failed', 'stalled']);
+/**
+ * The payment states whose entry is written (the claim writes `claiming` with the nonce claim). Not `simulating`: a
+ * record at `claiming` or `simulating` resumes the same way (verified again), so it would add nothing a restart needs.
+ */
+const DURABLE_STATES = new Set(['broadcasting', 'inFlight', 'reconciling', 'releasing', 'settled', 'failed', 'stalled']);
 
 /**
  * Settles x402 payments: one XState actor per payment, its record durable at every step, nonces claimed before
@@ -74,14 +77,20 @@ export class SettlementEngine implements Settlement {
     this.#host = new DurableHost({
       machine: steps.machine,
       log: opts.log,
-      // Every state after the claim, as it is entered, and every grown trail before its transaction is sent.
+      // What a restart needs after the claim: every grown trail before its transaction is sent, and each later state.
       durable: (snapshot, state) => {
         if (!DURABLE_STATES.has(state)) return undefined;
         const record = snapshot.context.record;
         // Entering the send with nothing signed yet, the record is the simulated one: the first signed version is
         // the next write, and the send waits for it. (A batch member's record was written with its batch.)
         if (state === 'broadcasting' && record.txs.length === 0) return undefined;
-        return { key: `${state}|${record.txs.length}`, value: { ...record, state } };
+        // A batch member entering `inFlight` was written `broadcasting` with its batch's trail: a restart resumes
+        // both alike (at `inFlight`, by the batch's trail), so nothing new is written until it ends.
+        if (state === 'inFlight' && record.txs.length === 0 && record.batch !== undefined) return undefined;
+        // Nor for a payment of its own: `broadcasting` and `inFlight` of one trail share a key (the record written
+        // before the send already resumes in flight); a grown trail is a new key, written before it is sent.
+        const step = state === 'inFlight' ? 'broadcasting' : state;
+        return { key: `${step}|${record.txs.length}`, value: { ...record, state } };
       },
       write: (record) => steps.write(record),
       started: (actor) => {

@@ -13,7 +13,10 @@ export interface NonceClaims {
   claim(key: string, holder: string, withClaim?: () => void): Promise<ClaimResult>;
   /** Gives a claim up (the payment failed without settling), if `holder` still holds it. */
   release(key: string, holder: string): Promise<boolean>;
-  /** Moves a stale claim (its payment failed, or died before writing a record) from `from` to `to`, atomically. */
-  takeover(key: string, from: string, to: string): Promise<boolean>;
+  /**
+   * Moves a stale claim (its payment failed, or died before writing a record) from `from` to `to`, atomically.
+   * `withTakeover`, as `withClaim` of {@link claim}: its `putWithin` writes go with the takeover, only if it succeeds.
+   */
+  takeover(key: string, from: string, to: string, withTakeover?: () => void): Promise<boolean>;
   holder(key: string): Promise<string | undefined>;
 }

@@ -192,11 +192,14 @@ export async function served(p: Purchase, s: Settled, claim: ServingClaim, call:
   try {
     const result = await call();
     const answer = calledUpstream(p, result);
-    recorded(p, s, claim, result);
-    if (answer === undefined) return await failedAfterPayment(p, s, claim, !result.ok ? result.error.message : `status ${result.value.status}`);
+    const record = paidRequest(p, s, claim, result);
+    if (answer === undefined) {
+      recorded(p, record);
+      return await failedAfterPayment(p, s, claim, !result.ok ? result.error.message : `status ${result.value.status}`);
+    }
     const response: HttpResponse = { status: answer.status, headers: paidAnswerHeaders(answer.headers, s.receipt), body: answer.status === 204 ? new Uint8Array(0) : answer.body };
     await hooks.beforeServed?.(response);
-    return await markedServed(p, claim, response);
+    return await markedServed(p, claim, response, record);
   } catch (err) {
     return failedAfterPayment(p, s, claim, err instanceof Error ? err.message : String(err));
   }
@@ -212,9 +215,8 @@ function calledUpstream(p: Purchase, result: UpstreamResult): UpstreamAnswer | u
   return failed ? undefined : answer;
 }
 
-/** Record: the paid request, kept for reconciliation (not waited for: a failed write is logged). */
-function recorded(p: Purchase, s: Settled, claim: ServingClaim, result: UpstreamResult): void {
-  const { deps } = p;
+/** The paid request's record, kept for reconciliation, and the key it is filed under. */
+function paidRequest(p: Purchase, s: Settled, claim: ServingClaim, result: UpstreamResult): { key: string; record: PaidRequestRecord } {
   const record: PaidRequestRecord = {
     merchant: p.merchant.slug,
     route: p.route.route,
@@ -225,15 +227,23 @@ function recorded(p: Purchase, s: Settled, claim: ServingClaim, result: Upstream
     transaction: s.settlement.transaction,
     upstreamStatus: result.ok ? result.value.status : 'failed',
     latencyMs: Math.round(latencyOf(result)),
-    at: deps.now(),
+    at: p.deps.now(),
   };
-  const key = `${String(record.at).padStart(15, '0')}-${claim.id}`;
+  return { key: `${String(record.at).padStart(15, '0')}-${claim.id}`, record };
+}
+
+/** Record a paid request whose upstream failed (not waited for: a failed write is logged). */
+function recorded(p: Purchase, { key, record }: { key: string; record: PaidRequestRecord }): void {
+  const { deps } = p;
   void deps.stores.records.put(key, record).catch((err: unknown) => deps.log.error('could not record a paid request', { payment: p.key, error: err }));
 }
 
-/** Mark served: the payment is spent once the answer is ready, durably, before it goes out; counted once. */
-async function markedServed(p: Purchase, claim: ServingClaim, response: HttpResponse): Promise<HttpResponse> {
-  if (!(await markServed(p.deps.stores.served, claim))) return refused(p, USED);
+/**
+ * Mark served: the payment is spent once the answer is ready, durably, before it goes out; counted once. The paid
+ * request's record is written in the same commit as the served mark (one write, not two).
+ */
+async function markedServed(p: Purchase, claim: ServingClaim, response: HttpResponse, paid: { key: string; record: PaidRequestRecord }): Promise<HttpResponse> {
+  if (!(await markServed(p.deps.stores.served, claim, () => p.deps.stores.records.putWithin(paid.key, paid.record)))) return refused(p, USED);
   p.deps.metrics.revenue(p.merchant.slug, p.credential.protocol, Number(p.route.priceUsd));
   return response;
 }

@@ -78,9 +78,12 @@ export async function claimForServing(claims: NonceClaims, key: string, live: Bo
   return (await claims.takeover(key, first.holder, holder)) ? { key, holder, id } : undefined;
 }
 
-/** The upstream answered and the answer goes out: the payment is spent for good. */
-export async function markServed(claims: NonceClaims, claim: ServingClaim): Promise<boolean> {
-  return claims.takeover(claim.key, claim.holder, claim.id);
+/**
+ * The upstream answered and the answer goes out: the payment is spent for good. `withServed` may `putWithin` records
+ * that are written in the same commit, only if the claim is still this serve's (the paid request's record).
+ */
+export async function markServed(claims: NonceClaims, claim: ServingClaim, withServed?: () => void): Promise<boolean> {
+  return claims.takeover(claim.key, claim.holder, claim.id, withServed);
 }
 
 /** The call failed: the buyer may send the same credential again. */

@@ -42,11 +42,13 @@ export class LmdbClaims implements NonceClaims {
     return done === true;
   }
 
-  async takeover(key: string, from: string, to: string): Promise<boolean> {
+  async takeover(key: string, from: string, to: string, withTakeover?: () => void): Promise<boolean> {
+    const writes = withTakeover ? this.#within.gather(withTakeover) : [];
     const done = await this.#durable(
       this.#db.transaction(() => {
         if (this.#db.get(key) !== from) return false;
         void this.#db.put(key, to);
+        for (const w of writes) void w.target.put(w.key, w.value);
         return true;
       }),
     );

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { FenceSource, LeaseToken } from '../fence.ts';
 import type { RecordOrders, Refused } from '../record-order.ts';
@@ -7,7 +8,8 @@ import { migrate } from './migrate.ts';
 import { PostgresClaims } from './postgres-claims.ts';
 import { PostgresCollection } from './postgres-collection.ts';
 import { WriteSet } from '../write-set.ts';
-import { PLAIN_UPSERT, passedFence, refusedWrites, upsertStatement } from './record-writes.ts';
+import { GroupCommit, type UpsertRow } from './group-commit.ts';
+import { PLAIN_UPSERT } from './record-writes.ts';
 
 export interface PostgresStoreOptions extends StoreOptions {
   /** Connections this process keeps at most (default 10). */
@@ -35,15 +37,36 @@ export interface Writer {
   lease(): LeaseToken | undefined;
   orders: RecordOrders | undefined;
   onRefused: ((collection: string, key: string, refused: Refused) => void) | undefined;
+  /** Record writes, a turn of the event loop's in one statement. */
+  group: GroupCommit;
 }
 
 /** Statements waiting for a connection beyond this many fail at once instead of queueing (memory stays bounded). */
 const MAX_WAITING = 10_000;
 
+/** Statement names by text: each connection parses and plans a statement once, then only binds and runs it. */
+const NAMES = new Map<string, string>();
+/** Distinct statement texts named at most (the texts are constants; a listing's few variants included): beyond, unnamed. */
+const MAX_NAMES = 256;
+
+/**
+ * The name a statement is prepared under (node-postgres prepares a named statement once per connection): from its
+ * text's hash, so one text always has one name and two texts never share one.
+ */
+export function statementName(text: string): string | undefined {
+  let name = NAMES.get(text);
+  if (name === undefined && NAMES.size < MAX_NAMES) {
+    name = `g402_${createHash('sha256').update(text).digest('base64url').slice(0, 22)}`;
+    NAMES.set(text, name);
+  }
+  return name;
+}
+
 /**
  * A store in a PostgreSQL database that any number of gate402 processes share. Every write is one statement, so one
- * transaction, acknowledged once committed (`synchronous_commit` on); every read asks the database, so a record or
- * claim another process wrote is seen. The migrations in `migrations/` are applied before it opens.
+ * transaction, acknowledged once committed (`synchronous_commit` on); the record writes of one turn of the event loop
+ * share one statement (`group-commit.ts`); hot statements are prepared once per connection. Every read asks the
+ * database, so a record or claim another process wrote is seen. The migrations in `migrations/` are applied before it opens.
  */
 export async function openPostgresStore(url: string, opts: PostgresStoreOptions = {}): Promise<PostgresStore> {
   const poolSize = opts.poolSize ?? 10;
@@ -66,7 +89,8 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   pool.on('error', () => {});
   const query = async <R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> => {
     if (pool.waitingCount >= MAX_WAITING) throw new Error(`the data store is saturated: ${pool.waitingCount} statements wait for a connection`);
-    return pool.query<R>(text, values);
+    const name = statementName(text);
+    return pool.query<R>(name === undefined ? { text, values } : { name, text, values });
   };
   const sql: Sql = {
     read: async <R extends pg.QueryResultRow>(text: string, values: unknown[]) => {
@@ -98,7 +122,12 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   }
   const within = new WriteSet<string>();
   let fence: FenceSource = () => undefined;
-  const writer: Writer = { lease: () => fence(), orders: opts.orders, onRefused: opts.onRefused };
+  const group = new GroupCommit(
+    async (text, values) => (await sql.write<UpsertRow>(text, values)).rows[0],
+    opts.orders,
+    (err) => !isUnavailable(err),
+  );
+  const writer: Writer = { lease: () => fence(), orders: opts.orders, onRefused: opts.onRefused, group };
   return {
     pool,
     kind: 'postgres',
@@ -109,11 +138,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     atomically: async (write) => {
       const writes = within.gather(write);
       if (!writes.length) return;
-      const lease = fence();
-      const { text, values } = upsertStatement(writes, lease, opts.orders);
-      const { rows } = await sql.write<{ live: boolean; written: string[] }>(text, values);
-      passedFence(lease, rows[0]);
-      for (const r of refusedWrites(writes, rows[0]?.written ?? [], opts.orders)) opts.onRefused?.(r.collection, r.key, r.refused);
+      for (const r of await group.write(writes, fence())) opts.onRefused?.(r.collection, r.key, r.refused);
     },
     fence: (source) => {
       fence = source;

@@ -15,8 +15,12 @@ const CLAIM = (fenced: boolean, writes: boolean) => {
 const CLAIMS = { fenced: CLAIM(true, false), fencedWrites: CLAIM(true, true), alone: CLAIM(false, false), aloneWrites: CLAIM(false, true) };
 const RELEASE_FENCED = `WITH ${fenceCte(4)}, d AS (DELETE FROM claims WHERE space = $1 AND key = $2 AND holder = $3 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
   SELECT EXISTS (SELECT 1 FROM fence) AS live, EXISTS (SELECT 1 FROM d) AS done`;
-const TAKEOVER_FENCED = `WITH ${fenceCte(5)}, u AS (UPDATE claims SET holder = $4 WHERE space = $1 AND key = $2 AND holder = $3 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
-  SELECT EXISTS (SELECT 1 FROM fence) AS live, EXISTS (SELECT 1 FROM u) AS done`;
+/** A takeover (`$1` space, `$2` key, `$3` from, `$4` to) behind the fence in `$5`, `$6` (from `$10` with writes) when `fenced`, with `withTakeover` writes from `$5` when `writes`. */
+const TAKEOVER = (fenced: boolean, writes: boolean) => `WITH ${fenceCte(fenced ? (writes ? 10 : 5) : undefined)},
+  u AS (UPDATE claims SET holder = $4 WHERE space = $1 AND key = $2 AND holder = $3 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
+  ${writes ? `, w AS (${upsertRecords(5, 'EXISTS (SELECT 1 FROM u)')})` : ''}
+  SELECT EXISTS (SELECT 1 FROM fence) AS live, EXISTS (SELECT 1 FROM u) AS done${writes ? ", ARRAY(SELECT collection || '/' || key FROM w) AS written" : ''}`;
+const TAKEOVERS = { fenced: TAKEOVER(true, false), fencedWrites: TAKEOVER(true, true), aloneWrites: TAKEOVER(false, true) };
 
 /**
  * A set of claims in the `claims` table. A claim is one INSERT ... ON CONFLICT DO NOTHING, its `withClaim` writes in
@@ -64,12 +68,20 @@ export class PostgresClaims implements NonceClaims {
     return rows[0]?.done === true;
   }
 
-  async takeover(key: string, from: string, to: string): Promise<boolean> {
+  /** `withTakeover` runs before the takeover is tried and must only `putWithin`: its writes are applied only if the takeover succeeds. */
+  async takeover(key: string, from: string, to: string, withTakeover?: () => void): Promise<boolean> {
+    const writes = withTakeover ? this.#within.gather(withTakeover) : [];
     const lease = this.#w.lease();
-    if (!lease) return (await this.#sql.write('UPDATE claims SET holder = $4 WHERE space = $1 AND key = $2 AND holder = $3', [this.#space, key, from, to])).rowCount === 1;
-    const { rows } = await this.#sql.write<{ live: boolean; done: boolean }>(TAKEOVER_FENCED, [this.#space, key, from, to, ...fenceValues(lease)]);
+    if (!lease && writes.length === 0) {
+      return (await this.#sql.write('UPDATE claims SET holder = $4 WHERE space = $1 AND key = $2 AND holder = $3', [this.#space, key, from, to])).rowCount === 1;
+    }
+    const text = lease ? (writes.length ? TAKEOVERS.fencedWrites : TAKEOVERS.fenced) : TAKEOVERS.aloneWrites;
+    const values = [this.#space, key, from, to, ...(writes.length ? writeColumns(writes, this.#w.orders) : []), ...fenceValues(lease)];
+    const { rows } = await this.#sql.write<{ live: boolean; done: boolean; written?: string[] }>(text, values);
     passedFence(lease, rows[0]);
-    return rows[0]?.done === true;
+    const done = rows[0]?.done === true;
+    if (done) for (const r of refusedWrites(writes, rows[0]?.written ?? [], this.#w.orders)) this.#w.onRefused?.(r.collection, r.key, r.refused);
+    return done;
   }
 
   async holder(key: string): Promise<string | undefined> {

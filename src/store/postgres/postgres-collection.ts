@@ -1,24 +1,14 @@
 import type { DurableCollection } from '../durable-collection.ts';
-import { rankedOf, type PutResult, type RecordOrder, type Refused, WRITTEN } from '../record-order.ts';
+import { type PutResult, WRITTEN } from '../record-order.ts';
 import type { WriteSet } from '../write-set.ts';
 import type { Sql, Writer } from './open-postgres-store.ts';
-import { fenceCte, fenceValues, PLAIN_UPSERT, passedFence } from './record-writes.ts';
+import { fenceCte, fenceValues, passedFence } from './record-writes.ts';
 
 /** Rows read per round trip while listing: memory stays bounded however large the collection. */
 const PAGE = 256;
 /** The highest code point: every key that starts with a prefix sorts below `prefix + TOP` (keys compare as "C"). */
 const TOP = '\u{10ffff}';
 
-/** Upserts one row (`$1` collection, `$2` key, `$3` value, `$4` rank, `$5` series) unless the stored one is newer. */
-const PUT = (fenced: boolean) => `WITH ${fenceCte(fenced ? 6 : undefined)},
-  w AS (INSERT INTO records AS r (collection, key, value, rank, series) SELECT $1, $2, $3::json, $4::bigint, $5::text WHERE EXISTS (SELECT 1 FROM fence)
-        ON CONFLICT (collection, key) DO UPDATE SET value = EXCLUDED.value, rank = EXCLUDED.rank, series = EXCLUDED.series
-        WHERE r.rank IS NULL OR EXCLUDED.rank IS NULL OR r.series IS DISTINCT FROM EXCLUDED.series OR r.rank <= EXCLUDED.rank
-        RETURNING 1)
-  SELECT EXISTS (SELECT 1 FROM fence) AS live, EXISTS (SELECT 1 FROM w) AS written,
-    CASE WHEN EXISTS (SELECT 1 FROM w) THEN NULL ELSE (SELECT rank FROM records WHERE collection = $1 AND key = $2)::float8 END AS "storedRank"`;
-const PUT_FENCED = PUT(true);
-const PUT_ALONE = PUT(false);
 const REMOVE_FENCED = `WITH ${fenceCte(3)}, d AS (DELETE FROM records WHERE collection = $1 AND key = $2 AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
   SELECT EXISTS (SELECT 1 FROM fence) AS live`;
 
@@ -28,42 +18,24 @@ export class PostgresCollection<T> implements DurableCollection<T> {
   readonly #sql: Sql;
   readonly #within: WriteSet<string>;
   readonly #w: Writer;
-  readonly #order: RecordOrder<T> | undefined;
 
   constructor(name: string, sql: Sql, within: WriteSet<string>, writer: Writer) {
     this.#name = name;
     this.#sql = sql;
     this.#within = within;
     this.#w = writer;
-    this.#order = writer.orders?.[name] as RecordOrder<T> | undefined;
   }
 
   async put(key: string, value: T): Promise<void> {
     await this.putIfNewer(key, value);
   }
 
+  /** Goes with the other record writes of this turn of the event loop, in one statement (see `group-commit.ts`). */
   async putIfNewer(key: string, value: T): Promise<PutResult> {
-    const lease = this.#w.lease();
-    if (!lease && !this.#order) {
-      await this.#sql.write(PLAIN_UPSERT, [this.#name, key, JSON.stringify(value)]);
-      return WRITTEN;
-    }
-    const { rank, series } = rankedOf(this.#order, value);
-    const { rows } = await this.#sql.write<{ live: boolean; written: boolean; storedRank: number | null }>(lease ? PUT_FENCED : PUT_ALONE, [
-      this.#name,
-      key,
-      JSON.stringify(value),
-      rank ?? null,
-      series ?? null,
-      ...fenceValues(lease),
-    ]);
-    const row = rows[0];
-    passedFence(lease, row);
-    if (row?.written) return WRITTEN;
-    // Not written past a live fence: the stored record is newer.
-    const refused: Refused = { written: false, reason: 'backward', storedRank: row?.storedRank ?? Number.NaN, rank: rank ?? Number.NaN };
-    this.#w.onRefused?.(this.#name, key, refused);
-    return refused;
+    const refused = (await this.#w.group.write([{ target: this.#name, key, value }], this.#w.lease()))[0];
+    if (!refused) return WRITTEN;
+    this.#w.onRefused?.(this.#name, key, refused.refused);
+    return refused.refused;
   }
 
   putWithin(key: string, value: T): void {

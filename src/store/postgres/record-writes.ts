@@ -52,23 +52,46 @@ export const upsertRecords = (first: number, condition = 'true'): string =>
    ON CONFLICT (collection, key) DO UPDATE SET value = EXCLUDED.value, rank = EXCLUDED.rank, series = EXCLUDED.series WHERE ${NOT_BACKWARD}
    RETURNING r.collection, r.key`;
 
-/** Writes `writes` (fenced when `lease` is given) in one statement; answers which were refused as backward. */
+/**
+ * Writes `writes` (fenced when `lease` is given) in one statement; answers which were written and, when some were
+ * not, the stored rank of each refused one (`collection/key rank`, read in the statement's snapshot: the row that
+ * refused it, unchanged by it).
+ */
 export function upsertStatement(writes: RecordWrite<string>[], lease: LeaseToken | undefined, orders: RecordOrders | undefined): { text: string; values: unknown[] } {
   const fence = lease ? 6 : undefined;
   return {
     text: `WITH ${fenceCte(fence)}, w AS (${upsertRecords(1, 'EXISTS (SELECT 1 FROM fence)')})
-           SELECT EXISTS (SELECT 1 FROM fence) AS live, ARRAY(SELECT collection || '/' || key FROM w) AS written`,
+           SELECT EXISTS (SELECT 1 FROM fence) AS live, ARRAY(SELECT collection || '/' || key FROM w) AS written,
+             CASE WHEN (SELECT count(*) FROM w) = cardinality($2::text[]) OR NOT EXISTS (SELECT 1 FROM fence) THEN NULL ELSE
+               ARRAY(SELECT s.rank::text || ' ' || s.collection || '/' || s.key FROM records s JOIN unnest($1::text[], $2::text[]) AS i(c, k) ON s.collection = i.c AND s.key = i.k
+                     WHERE s.rank IS NOT NULL AND NOT EXISTS (SELECT 1 FROM w WHERE w.collection = i.c AND w.key = i.k)) END AS stored`,
     values: [...writeColumns(writes, orders), ...fenceValues(lease)],
   };
 }
 
+/** The stored ranks {@link upsertStatement} answers (`rank collection/key`), by `collection/key`. */
+export function storedRanks(stored: readonly string[] | null | undefined): Map<string, number> {
+  const ranks = new Map<string, number>();
+  for (const s of stored ?? []) {
+    const space = s.indexOf(' ');
+    ranks.set(s.slice(space + 1), Number(s.slice(0, space)));
+  }
+  return ranks;
+}
+
 /** The writes of `writes` an ordered collection refused (not among `written`, as `collection/key`), as `onRefused` is told them. */
-export function refusedWrites(writes: RecordWrite<string>[], written: readonly string[], orders: RecordOrders | undefined): Array<{ collection: string; key: string; refused: Refused }> {
-  if (written.length === writes.length) return [];
+export function refusedWrites(
+  writes: RecordWrite<string>[],
+  written: readonly string[],
+  orders: RecordOrders | undefined,
+  stored: ReadonlyMap<string, number> = new Map(),
+): Array<{ collection: string; key: string; refused: Refused }> {
   const done = new Set(written);
+  if (writes.every((w) => done.has(`${w.target}/${w.key}`))) return [];
   return writes.flatMap((w) => {
-    if (done.has(`${w.target}/${w.key}`)) return [];
+    const id = `${w.target}/${w.key}`;
+    if (done.has(id)) return [];
     const { rank } = rankedOf(orders?.[w.target] as never, w.value as never);
-    return [{ collection: w.target, key: w.key, refused: { written: false as const, reason: 'backward' as const, storedRank: Number.NaN, rank: rank ?? Number.NaN } }];
+    return [{ collection: w.target, key: w.key, refused: { written: false as const, reason: 'backward' as const, storedRank: stored.get(id) ?? Number.NaN, rank: rank ?? Number.NaN } }];
   });
 }

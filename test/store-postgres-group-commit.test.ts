@@ -1,0 +1,102 @@
+// Group commit on PostgreSQL: the record writes made in one turn of the event loop (puts of many payments, a batch
+// written atomically) go in one statement, so one commit, which the database's transaction counter shows; each caller
+// is still told its own outcome (a backward write refused to its own caller, with the stored rank), a key written
+// twice in one turn lands in order, a fenced group writes nothing and rejects every caller, and one bad row fails only
+// its own write.
+import pg from 'pg';
+import t from 'tap';
+import { RECORD_ORDERS } from '../src/cli/record-orders.ts';
+import type { PaymentRecord } from '../src/engine/payment-record.ts';
+import type { LeaseToken } from '../src/store/fence.ts';
+import { openStore } from '../src/store/open-store.ts';
+import { Leases } from '../src/store/postgres/leases.ts';
+import type { PutResult, Refused } from '../src/store/record-order.ts';
+import { startPostgres } from './helpers/postgres.ts';
+
+const db = await startPostgres();
+t.teardown(() => db.stop());
+const admin = new pg.Client({ connectionString: db.url });
+await admin.connect();
+t.teardown(() => admin.end());
+
+const payment = (id: string, state: string, attempt = 'a1'): PaymentRecord =>
+  ({ id, attempt, network: 'eip155:1', payer: '0x1', fingerprint: 'f', request: { big: 'x'.repeat(200) }, state, txs: [], createdAt: 1, updatedAt: 1 }) as unknown as PaymentRecord;
+
+/** The next transaction id: write transactions draw one each, reads none. */
+const nextXid = async () => Number((await admin.query<{ x: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x')).rows[0]?.x);
+
+t.test('the writes of one turn are one commit; each caller learns its own outcome', async (t) => {
+  const refused: Refused[] = [];
+  const store = await openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4, orders: RECORD_ORDERS, onRefused: (_c, _k, r) => void refused.push(r) });
+  t.teardown(() => store.close());
+  const payments = store.collection<PaymentRecord>('payments');
+  const batches = store.collection<{ id: string; state: string; txs: []; members: string[] }>('payment-batches');
+  await payments.put('settled-one', payment('settled-one', 'settled'));
+
+  const before = await nextXid();
+  const results: Array<Promise<PutResult | undefined>> = [];
+  for (let i = 0; i < 20; i++) results.push(payments.putIfNewer(`p${i}`, payment(`p${i}`, 'broadcasting')));
+  // A backward write in the same turn: refused, and told to its own caller only.
+  results.push(payments.putIfNewer('settled-one', payment('settled-one', 'broadcasting')));
+  results.push(
+    store
+      .atomically(() => {
+        batches.putWithin('b1', { id: 'b1', state: 'mined', txs: [], members: ['p0', 'p1'] });
+        payments.putWithin('m1', payment('m1', 'settled'));
+      })
+      .then(() => undefined),
+  );
+  const outcomes = await Promise.all(results);
+  const after = await nextXid();
+  t.equal(after - before, 1, '22 callers, 23 rows: one write transaction');
+  for (let i = 0; i < 20; i++) t.same(outcomes[i], { written: true }, `p${i} written`);
+  t.match(outcomes[20], { written: false, reason: 'backward' }, 'the backward write refused, to its caller');
+  const storedRank = (outcomes[20] as Refused).storedRank;
+  t.ok(storedRank > (outcomes[20] as Refused).rank, `told with the stored rank (${storedRank})`);
+  t.equal(refused.length, 1, 'and told to the store owner once');
+  t.equal((await payments.get('settled-one'))?.state, 'settled', 'the settled record stays');
+  t.equal((await payments.get('m1'))?.state, 'settled', "the atomic caller's writes landed");
+  t.equal((await batches.get('b1'))?.state, 'mined');
+  t.equal((await payments.get('p19'))?.state, 'broadcasting');
+});
+
+t.test('one key written twice in a turn lands in order; a bad row fails only its own caller', async (t) => {
+  const store = await openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4, orders: RECORD_ORDERS });
+  t.teardown(() => store.close());
+  const payments = store.collection<PaymentRecord>('payments');
+  const plain = store.collection<unknown>('plain');
+  const first = payments.put('twice', payment('twice', 'broadcasting'));
+  const second = payments.put('twice', payment('twice', 'settled'));
+  await Promise.all([first, second]);
+  t.equal((await payments.get('twice'))?.state, 'settled', 'the later write is the one that stays');
+  // A string PostgreSQL's json type refuses (a lone surrogate escape) beside good writes of the same turn.
+  const bad = plain.put('bad', { s: '\ud800' });
+  const good = plain.put('good', { s: 'fine' });
+  const other = payments.put('other', payment('other', 'inFlight'));
+  const [b, g, o] = await Promise.allSettled([bad, good, other]);
+  t.equal(g.status, 'fulfilled', 'a good write of the same turn lands');
+  t.equal(o.status, 'fulfilled', 'and another');
+  t.same(await plain.get('good'), { s: 'fine' });
+  if (b.status === 'rejected') t.pass('the bad row failed its own write');
+  else t.same(await plain.get('bad'), { s: '\ud800' }, 'or, taken by the database, it is stored as written');
+});
+
+t.test('a fenced group writes nothing and rejects every caller as fenced', async (t) => {
+  const store = await openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4, orders: RECORD_ORDERS });
+  t.teardown(() => store.close());
+  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  t.teardown(() => pool.end());
+  const leases = new Leases(pool, { node: 'g1', boot: 'g1-boot' }, { leaseMs: 60_000, timeoutMs: 5000 });
+  const taken = await leases.take('node:g1');
+  if (!taken.ok) throw new Error('could not take the lease');
+  let lease: LeaseToken | undefined = { name: 'node:g1', epoch: taken.value.epoch };
+  store.fence(() => lease);
+  const payments = store.collection<PaymentRecord>('payments');
+  await payments.put('live', payment('live', 'broadcasting'));
+  t.equal((await payments.get('live'))?.state, 'broadcasting', 'with the lease live, a grouped write lands');
+  lease = { name: 'node:g1', epoch: taken.value.epoch + 1000 };
+  const writes = [payments.put('f1', payment('f1', 'settled')), payments.put('f2', payment('f2', 'settled')), store.atomically(() => payments.putWithin('f3', payment('f3', 'settled')))];
+  for (const w of writes) await t.rejects(w, { code: 'fenced' }, 'each caller told it was fenced');
+  t.equal(await payments.get('f1'), undefined, 'nothing landed');
+  t.equal(await payments.get('f3'), undefined);
+});
