@@ -11,15 +11,24 @@ export interface RpcGate {
   hold(pick: (call: RpcCall) => boolean): void;
   release(): void;
   readonly held: number;
+  /**
+   * From now on each answer the chain gives passes `inspect` before it goes back (undefined: none is inspected); the
+   * answer waits while `inspect` runs, so a test can act between the chain's answer and the service's next step.
+   */
+  inspect(fn: ((calls: RpcCall[] | undefined, answer: string) => Promise<void> | void) | undefined): void;
   close(): Promise<void>;
 }
 
 export async function startRpcGate(upstream: string): Promise<RpcGate> {
   let pick: ((call: RpcCall) => boolean) | undefined;
   let waiting: Array<() => void> = [];
+  let inspector: ((calls: RpcCall[] | undefined, answer: string) => Promise<void> | void) | undefined;
   const relay = await startRpcRelay(() => upstream, {
     async beforeForward(calls) {
       if (pick && calls?.some((c) => pick!(c))) await new Promise<void>((resolve) => waiting.push(resolve));
+    },
+    async afterForward(calls, answer) {
+      if (inspector) await inspector(calls, answer.toString('utf8'));
     },
   });
   const release = () => {
@@ -34,6 +43,9 @@ export async function startRpcGate(upstream: string): Promise<RpcGate> {
       pick = p;
     },
     release,
+    inspect(fn) {
+      inspector = fn;
+    },
     get held() {
       return waiting.length;
     },

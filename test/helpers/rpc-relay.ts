@@ -9,6 +9,8 @@ export interface RpcRelayHooks {
   beforeForward?(calls: RpcCall[] | undefined): Promise<void> | void;
   /** May replace the node's answer once the node has taken the request (an answer lost on its way back, say). */
   answer?(calls: RpcCall[] | undefined): { status: number; body: string } | undefined;
+  /** Told of the node's answer before it goes back to the service; may hold it (a receipt kept on its way back, say). */
+  afterForward?(calls: RpcCall[] | undefined, answer: Buffer): Promise<void> | void;
 }
 
 export interface RpcRelay {
@@ -42,6 +44,7 @@ export async function startRpcRelay(targetFor: (path: string) => string | undefi
     }
     const node = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     const bytes = Buffer.from(await node.arrayBuffer());
+    await hooks.afterForward?.(calls, bytes);
     const replaced = hooks.answer?.(calls);
     if (res.destroyed) return;
     if (replaced) res.writeHead(replaced.status, { 'content-type': 'text/plain' }).end(replaced.body);

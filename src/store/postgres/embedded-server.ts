@@ -21,6 +21,8 @@ export interface EmbeddedPostgres {
   dropDatabase(name: string): Promise<void>;
   /** Stops the server (a fast shutdown: open sessions are ended, committed data stays). */
   stop(): Promise<void>;
+  /** Starts the stopped server again, on its data directory and port (an outage a test makes, then ends). */
+  restart(): Promise<void>;
 }
 
 export interface EmbeddedPostgresOptions {
@@ -65,13 +67,19 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   for (let attempt = 1; ; attempt++) {
     const port = opts.port || (await freePort());
     const started = await launch(bin.postgres, ['-D', dataDir, '-p', String(port), ...args], { owner, env, timeoutMs, onLog: opts.onLog });
-    if (started.ok) return server(started.child, port, dataDir, password);
+    const relaunch = async (): Promise<ChildProcess> => {
+      const again = await launch(bin.postgres, ['-D', dataDir, '-p', String(port), ...args], { owner, env, timeoutMs, onLog: opts.onLog });
+      if (!again.ok) throw new Error(`PostgreSQL did not start again: ${again.output.trim().split('\n').slice(-3).join(' | ')}`);
+      return again.child;
+    };
+    if (started.ok) return server(started.child, port, dataDir, password, relaunch);
     if (!started.portTaken || opts.port || attempt >= 5) throw new Error(`PostgreSQL did not start: ${started.output.trim().split('\n').slice(-3).join(' | ')}`);
   }
 }
 
-function server(child: ChildProcess, port: number, dataDir: string, password: string): EmbeddedPostgres {
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+function server(first: ChildProcess, port: number, dataDir: string, password: string, relaunch: () => Promise<ChildProcess>): EmbeddedPostgres {
+  let child = first;
+  let exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const onExit = (): void => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGQUIT');
   };
@@ -101,6 +109,12 @@ function server(child: ChildProcess, port: number, dataDir: string, password: st
       process.removeListener('exit', onExit);
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
       await exited;
+    },
+    restart: async () => {
+      if (child.exitCode === null && child.signalCode === null) throw new Error('PostgreSQL is still running');
+      child = await relaunch();
+      exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      process.once('exit', onExit);
     },
   };
 }
