@@ -42,8 +42,14 @@ async function relayerNonces(): Promise<number[]> {
 
 t.test('the official client lists the three kinds', async (t) => {
   const supported = await client.getSupported();
-  t.same(supported.kinds.map((k) => k.network).sort(), [...SUPPORTED_NETWORKS].sort());
-  for (const k of supported.kinds) t.same([k.x402Version, k.scheme], [2, 'exact']);
+  const exact = supported.kinds.filter((k) => k.scheme === 'exact');
+  t.same(exact.map((k) => k.network).sort(), [...SUPPORTED_NETWORKS].sort());
+  for (const k of exact) t.same([k.x402Version, k.scheme], [2, 'exact']);
+  // Beside them, batch-settlement wherever its contracts stand (every devnet chain): test/batch-settlement-facilitator.test.ts.
+  t.same(
+    supported.kinds.filter((k) => k.scheme !== 'exact').map((k) => [k.x402Version, k.scheme]),
+    SUPPORTED_NETWORKS.map(() => [2, 'batch-settlement']),
+  );
   t.same(supported.extensions, supportedExtensionKeys(), 'the extensions gate402 implements');
   t.ok(supported.extensions.includes('bazaar'));
   t.same(supported.signers['eip155:*']?.map((a) => a.toLowerCase()).sort(), relayerIndices.map((i) => devnetAccount(i).address.toLowerCase()).sort());

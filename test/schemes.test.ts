@@ -66,7 +66,8 @@ t.test('the registry picks the scheme of requirements and of payloads', async (t
   t.throws(() => schemeOfPayload({ ...eip3009Payload(), ...permit2Payload() } as unknown as Eip3009Payload), TypeError, 'nor is a payload of two shapes');
   t.same(
     SCHEMES.map((s) => s.name),
-    ['eip3009', 'permit2'],
+    ['deposit-eip3009', 'deposit-permit2', 'eip3009', 'permit2'],
+    'the batch-settlement deposits first: their requirements name no exact transfer method either',
   );
   t.equal(schemeNamed('permit2'), permit2Scheme);
   t.equal(eip3009Scheme.payer(eip3009Payload()), PAYER);
@@ -100,7 +101,7 @@ t.test('EIP-3009: the pure checks, in the reference order, with its reason codes
   t.ok(ok.ok, 'a matching authorization passes');
   if (ok.ok) {
     t.same({ payer: ok.payer, payee: ok.payee, amount: ok.amount }, { payer: PAYER, payee: PAYEE, amount: 1000n });
-    t.same(ok.job.domain, { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: TOKEN }, "the signature is checked against the token's domain on its chain");
+    t.same(ok.job?.domain, { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: TOKEN }, "the signature is checked against the token's domain on its chain");
     t.equal(ok.call.to, TOKEN, 'settled by the token itself');
   }
   t.equal(reasonOf(eip3009Scheme.check(input(eip3009Req, permit2Payload(), base))), 'invalid_exact_evm_scheme', 'a Permit2 payload for EIP-3009 requirements');
@@ -124,7 +125,7 @@ t.test('Permit2: the pure checks, in the reference order, with its reason codes'
   t.ok(ok.ok, 'a matching witness permit passes');
   if (ok.ok) {
     t.same({ payer: ok.payer, payee: ok.payee, amount: ok.amount }, { payer: PAYER, payee: PAYEE, amount: 1000n });
-    t.same(ok.job.domain, { chainId: 4663, verifyingContract: PERMIT2 }, "the signature is checked against the chain's Permit2");
+    t.same(ok.job?.domain, { chainId: 4663, verifyingContract: PERMIT2 }, "the signature is checked against the chain's Permit2");
     t.equal(ok.call.to, PROXY, 'settled through the exact-permit proxy');
   }
   t.equal(reasonOf(permit2Scheme.check(input(permit2Req, eip3009Payload(), stock))), 'unsupported_payload_type', 'an EIP-3009 payload for Permit2 requirements');
@@ -244,6 +245,14 @@ t.test('each scheme names its reasons where every scheme has one', async (t) => 
   t.same(
     SCHEMES.map((s) => [s.name, s.reasons.signature, s.reasons.amountMismatch, s.reasons.nonceUsed, s.assetCheckedFirst]),
     [
+      [
+        'deposit-eip3009',
+        'invalid_batch_settlement_evm_receive_authorization_signature',
+        'invalid_batch_settlement_evm_deposit_payload',
+        'invalid_batch_settlement_evm_deposit_simulation_failed',
+        false,
+      ],
+      ['deposit-permit2', 'invalid_batch_settlement_evm_permit2_invalid_signature', 'invalid_batch_settlement_evm_deposit_payload', 'invalid_batch_settlement_evm_deposit_simulation_failed', true],
       ['eip3009', 'invalid_exact_evm_signature', 'invalid_exact_evm_payload_authorization_value_mismatch', 'invalid_exact_evm_nonce_already_used', false],
       ['permit2', 'invalid_permit2_signature', 'permit2_amount_mismatch', 'permit2_invalid_nonce', true],
     ],

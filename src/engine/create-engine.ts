@@ -23,6 +23,7 @@ import { guardUntil, REORG_OUTCOMES, ReorgGuard, reorgChainOf, type WatchedTx } 
 import type { AdmissionLimits } from './settlement-admission.ts';
 import { DEFAULT_ADMISSION, SettlementEngine } from './settlement-engine.ts';
 import { DEFAULT_REVERT_BUDGET, REFUSAL_KINDS, type RevertBudgetLimits } from './revert-budget.ts';
+import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS } from '../chain/canonical.ts';
 
 export interface EngineConfig {
   dataDir: string;
@@ -174,8 +175,10 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
       new ReorgGuard({ chainId: n.chainId, chain, watched: reorgWatch, depth: config.reorgDepth, log: log.child({ network: n.caip2 }), onOutcome: (o) => metrics.reorgedTransaction(n.caip2, o) }),
     );
   }
+  const batchSettlementNetworks = await channelContractNetworks(inspectors, log);
   const engine = new SettlementEngine({
     networks,
+    batchSettlementNetworks,
     store,
     signatures,
     inspector: (caip2) => pick(inspectors, caip2),
@@ -247,4 +250,24 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
       await stopParts();
     },
   };
+}
+
+/**
+ * The networks where the x402 `batch-settlement` contracts stand at their canonical addresses (the settlement
+ * contract and a deposit collector), read once at start: the scheme is listed and served there only. A chain that
+ * cannot be read is left out, and said so.
+ */
+async function channelContractNetworks(inspectors: Map<string, ChainInspector>, log: Logger): Promise<Set<string>> {
+  const found = new Set<string>();
+  await Promise.all(
+    [...inspectors].map(async ([caip2, inspector]) => {
+      try {
+        const [settlement, erc3009, permit2] = await Promise.all([BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS].map((a) => inspector.hasCode(a)));
+        if (settlement && (erc3009 || permit2)) found.add(caip2);
+      } catch (error) {
+        log.warn('could not read whether the batch-settlement contracts are deployed: the scheme is not served there', { network: caip2, error });
+      }
+    }),
+  );
+  return found;
 }

@@ -46,6 +46,11 @@ export interface EngineOptions extends VerifyDeps {
   clockMs?: () => number;
   /** This node's name in a cluster: its payments carry it, and it resumes on start only its own (alone: every one). */
   node?: string;
+  /**
+   * The networks where the x402 `batch-settlement` contracts stand at their canonical addresses (read at start): its
+   * deposits are settled and its vouchers verified there only. None: the scheme is not served.
+   */
+  batchSettlementNetworks?: ReadonlySet<string>;
 }
 
 export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement' | 'revertedSettlement' | 'revertRefusal'> & Partial<Pick<Metrics, 'paymentShed'>>;

@@ -278,7 +278,7 @@ export class PaymentSteps {
     if (!ChainInspector.transferMatches(receipt, expect)) {
       return err(scheme.reasons.transferEventMismatch, `settlement ${receipt.transactionHash} did not log the expected Transfer`);
     }
-    const result: SettleResponse = { success: true, transaction: receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };
+    const result: SettleResponse = { success: true, transaction: receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer, ...(await this.#details(record)) };
     if (record.contract)
       await this.#budget
         .settled(record.contract.codeHash, receipt.transactionHash)
@@ -318,8 +318,15 @@ export class PaymentSteps {
       await this.#reverted(record, share, mined.receipt.transactionHash);
       return err(await this.#revertReason(record, own, failed), `call ${index} of batch ${mined.receipt.transactionHash} did not settle`);
     }
-    const result: SettleResponse = { success: true, transaction: mined.receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer };
+    const result: SettleResponse = { success: true, transaction: mined.receipt.transactionHash, network: record.network as `eip155:${string}`, payer: record.payer, ...(await this.#details(record)) };
     return ok({ record: { ...record, result } });
+  }
+
+  /** What the payment's scheme adds to its settled answer (a channel deposit: the amount and the channel's state). */
+  async #details(record: PaymentRecord): Promise<Pick<SettleResponse, 'amount' | 'extra'>> {
+    const scheme = schemeOfPayload(record.request.paymentPayload.payload);
+    if (!scheme.settledDetails) return {};
+    return scheme.settledDetails(this.#o.inspector(record.network), record.request).catch(() => ({}));
   }
 
   /** Why a payment's call reverts, read from the chain; `fallback` when nothing there explains it. */
@@ -357,7 +364,7 @@ export class PaymentSteps {
     }
     log.warn('the settlement failed, but the authorization was consumed by a transaction that paid the payee: settled by it', { tx: found.transaction, failure: record.failure });
     const payer = record.payer || auth.from;
-    const result: SettleResponse = { success: true, transaction: found.transaction, network: record.network as `eip155:${string}`, payer };
+    const result: SettleResponse = { success: true, transaction: found.transaction, network: record.network as `eip155:${string}`, payer, ...(await this.#details(record)) };
     const { failure: _, ...rest } = record;
     return ok({ record: { ...rest, payer, result } });
   }

@@ -15,6 +15,10 @@ import { PaymentRecovery } from './recovery.ts';
 import { RevertBudget } from './revert-budget.ts';
 import { SettlementAdmission } from './settlement-admission.ts';
 import { checkPayment, precheckPayment, simulatePayment, type Precheck, type Verdict } from './verify-payment.ts';
+import { batchRouteOf } from './batch-settlement-route.ts';
+import { BATCH_SETTLEMENT_SCHEME } from '../schemes/batch-settlement/domain.ts';
+import { BatchReason } from '../schemes/batch-settlement/reasons.ts';
+import { verifyVoucherPayload } from '../schemes/batch-settlement/voucher-verify.ts';
 
 /** The engine's collections, and the rank that keeps each record from going backwards (given to the store as it opens). */
 const PAYMENTS = 'payments';
@@ -24,6 +28,8 @@ export const ENGINE_RECORD_ORDERS: RecordOrders = { [PAYMENTS]: paymentRecordOrd
 export { DEFAULT_ADMISSION, DEFAULT_CONSUMED_LOOKBACK_BLOCKS, type EngineMetrics, type EngineOptions } from './engine-options.ts';
 export type { AdmitHook } from './payment-intake.ts';
 export type { Precheck } from './verify-payment.ts';
+
+const NO_NETWORKS: ReadonlySet<string> = new Set();
 
 /** States after the claim: the record exists and each of them is written as it is entered. */
 const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'reconciling', 'releasing', 'settled', 'failed', 'stalled']);
@@ -102,8 +108,12 @@ export class SettlementEngine implements Settlement {
   readonly supported = (): SupportedResponse => {
     const networks = this.#o.networks.all();
     const signers = [...new Set(networks.flatMap((n) => this.#o.relayers(n.caip2).addresses))];
+    const channels = this.#batchNetworks;
     return {
-      kinds: networks.map((n) => ({ x402Version: 2 as const, scheme: 'exact' as const, network: n.caip2 as `eip155:${string}` })),
+      kinds: [
+        ...networks.map((n) => ({ x402Version: 2 as const, scheme: 'exact' as const, network: n.caip2 as `eip155:${string}` })),
+        ...networks.filter((n) => channels.has(n.caip2)).map((n) => ({ x402Version: 2 as const, scheme: BATCH_SETTLEMENT_SCHEME, network: n.caip2 as `eip155:${string}` })),
+      ],
       extensions: supportedExtensionKeys(),
       signers: { 'eip155:*': signers },
     };
@@ -111,10 +121,13 @@ export class SettlementEngine implements Settlement {
 
   /** Checks one payment without settling it: the checks, the revert budget, then (unless switched off) simulation. */
   readonly verify = async (request: VerifyRequest): Promise<VerifyResponse> => {
+    const route = batchRouteOf(request, this.#batchNetworks);
+    if (route.kind === 'refused') return { isValid: false, invalidReason: route.code, invalidMessage: route.message };
+    if (route.kind === 'voucher') return verifyVoucherPayload(this.#o.inspector(request.paymentRequirements.network), request, route.payload);
     const steps = this.#steps;
     const checked = await steps.judged(await checkPayment(this.#o, request));
     const verdict = steps.counted(this.#o.simulateOnVerify ? await simulatePayment(this.#o, request, checked) : checked);
-    if (verdict.ok) return { isValid: true, payer: verdict.value.payer };
+    if (verdict.ok) return { isValid: true, payer: verdict.value.payer, ...(verdict.value.extra ? { extra: verdict.value.extra } : {}) };
     return { isValid: false, invalidReason: verdict.error.code, invalidMessage: verdict.error.message, ...(verdict.error.payer ? { payer: verdict.error.payer } : {}) };
   };
 
@@ -122,7 +135,27 @@ export class SettlementEngine implements Settlement {
    * Settles `request`, or answers what this engine already knows of it (see `PaymentIntake.settle`); `client` is the
    * request's address, whose share of the settlement queue is bounded.
    */
-  readonly settle = (request: VerifyRequest, client?: string): Promise<SettleResponse> => this.#intake.settle(request, undefined, client);
+  readonly settle = (request: VerifyRequest, client?: string): Promise<SettleResponse> => this.#refusedUnsettleable(request) ?? this.#intake.settle(request, undefined, client);
+
+  /** The networks whose `batch-settlement` contracts were found at start: deposits are settled and vouchers verified there. */
+  get #batchNetworks(): ReadonlySet<string> {
+    return this.#o.batchSettlementNetworks ?? NO_NETWORKS;
+  }
+
+  /**
+   * A `batch-settlement` request that /settle does not send (not a deposit: a voucher is claimed by its receiver,
+   * never settled one by one), answered as the official facilitator answers it; undefined for one that is settled.
+   */
+  #refusedUnsettleable(request: VerifyRequest): Promise<SettleResponse> | undefined {
+    const route = batchRouteOf(request, this.#batchNetworks);
+    if (route.kind === 'exact' || route.kind === 'deposit') return undefined;
+    const network = request.paymentRequirements.network as `eip155:${string}`;
+    const refused =
+      route.kind === 'refused'
+        ? { errorReason: route.code, errorMessage: route.message }
+        : { errorReason: BatchReason.payloadType, errorMessage: 'a voucher is not settled on its own: the receiver claims it', payer: route.payload.config.payer };
+    return Promise.resolve({ success: false, transaction: '', network, ...refused });
+  }
 
   /**
    * {@link settle}, with `admit` asked first about a payment the engine does not know yet (a retry of a known one
@@ -130,11 +163,21 @@ export class SettlementEngine implements Settlement {
    * facilitator's checks and payer quota.
    */
   settleAdmitting(request: VerifyRequest, admit: AdmitHook, client?: string): Promise<SettleResponse> {
-    return this.#intake.settle(request, admit, client);
+    return this.#refusedUnsettleable(request) ?? this.#intake.settle(request, admit, client);
   }
 
   /** Whether a new payment must be turned away now because its network's settlement is behind (see `PaymentIntake.shedding`). */
-  readonly shedding = (request: VerifyRequest, client?: string): Promise<Shed | undefined> => this.#intake.shedding(request, client);
+  readonly shedding = (request: VerifyRequest, client?: string): Promise<Shed | undefined> => (this.sendsPayment(request) ? this.#intake.shedding(request, client) : Promise.resolve(undefined));
+
+  /**
+   * Whether `request` is a payment this engine sends (an `exact` payment, or a channel deposit): what the
+   * facilitator's door judges and quotas. A voucher is verified against its channel only; a refused request is
+   * answered by `verify` and `settle` as they are.
+   */
+  sendsPayment(request: VerifyRequest): boolean {
+    const kind = batchRouteOf(request, this.#batchNetworks).kind;
+    return kind === 'exact' || kind === 'deposit';
+  }
 
   /** Payments this process is settling now. */
   get inFlight(): number {

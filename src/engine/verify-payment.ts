@@ -1,9 +1,9 @@
-import { bytesToHex, type Address, type Hex } from 'viem';
+import { bytesToHex, recoverAddress, type Address, type Hex } from 'viem';
 import type { StablecoinInfo } from '../chain/network-types.ts';
 import type { Network, NetworkRegistry } from '../chain/networks.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { schemeForRequirements, schemeOfPayload } from '../schemes/registry.ts';
-import type { PaymentScheme, SchemeName, SettlementCall } from '../schemes/scheme.ts';
+import type { PaymentScheme, SchemeName, SettlementCall, SignedMessage } from '../schemes/scheme.ts';
 import { checkPaymentTerms, type PaymentPolicy } from '../policy/payment-policy.ts';
 import { ok, type Err, type Ok } from '../protocol/result.ts';
 import { refusedPayer, type PaymentRefusal } from '../verify/checks.ts';
@@ -41,6 +41,8 @@ export interface Verified {
   signer: Signer;
   codeHash?: Hex;
   gas?: bigint;
+  /** What the scheme's chain checks found, answered as the verify answer's `extra` (a deposit's channel state). */
+  extra?: Record<string, unknown>;
 }
 
 export type Verdict = Ok<Verified> | Err<PaymentRefusal>;
@@ -60,7 +62,7 @@ export interface Prechecked {
   scheme: PaymentScheme;
   token: StablecoinInfo;
   call: SettlementCall;
-  job: VerifyJob;
+  signed: SignedMessage;
   signedByKey: boolean;
 }
 
@@ -82,11 +84,18 @@ export async function precheckPayment(deps: Pick<VerifyDeps, 'networks' | 'signa
   const scheme = schemeForRequirements(req);
   const checked = scheme.check({ requirements: req, accepted, payload: request.paymentPayload.payload, network, token, now: deps.now() });
   if (!checked.ok) return checked;
-  const { payer, job, call } = checked;
+  const { payer, call } = checked;
+  const signed: SignedMessage = checked.job ? { job: checked.job } : { digest: checked.digest, signature: checked.signature };
   const policed = await checkPaymentTerms(policy, { kind: scheme.name, payer, payee: checked.payee, amount: checked.amount, network: network.caip2 });
   if (!policed.ok) return refused(policed.error.code, policed.error.message, payer);
-  const signedByKey = sameAddress(await deps.signatures.verify(job), payer);
-  return ok({ payer, network, scheme, token, call, job, signedByKey });
+  const signedByKey = sameAddress(await signerOf(deps.signatures, signed), payer);
+  return ok({ payer, network, scheme, token, call, signed, signedByKey });
+}
+
+/** Who signed: the pool recovers a job; a digest is recovered here. Undefined for a signature no key made. */
+async function signerOf(signatures: SignatureRecoverer, signed: SignedMessage): Promise<Address | undefined> {
+  if (signed.job) return signatures.verify(signed.job);
+  return recoverAddress({ hash: signed.digest, signature: signed.signature }).catch(() => undefined);
 }
 
 const sameAddress = (a: string | undefined, b: string): boolean => a !== undefined && a.toLowerCase() === b.toLowerCase();
@@ -95,8 +104,10 @@ const sameAddress = (a: string | undefined, b: string): boolean => a !== undefin
 async function signedBy(inspector: ChainInspector, pre: Prechecked): Promise<Signer | undefined> {
   if (pre.signedByKey) return 'key';
   if (!(await inspector.hasCode(pre.payer))) return undefined;
-  const digest = jobDigest(pre.job);
-  return digest !== undefined && (await inspector.erc1271Valid(pre.payer, bytesToHex(digest), pre.job.signature)) ? 'contract' : undefined;
+  const { signed } = pre;
+  const digest = signed.job ? jobDigest(signed.job) : signed.digest;
+  const signature = signed.job ? signed.job.signature : signed.signature;
+  return digest !== undefined && (await inspector.erc1271Valid(pre.payer, typeof digest === 'string' ? digest : bytesToHex(digest), signature)) ? 'contract' : undefined;
 }
 
 /**
@@ -116,7 +127,11 @@ export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Pr
   if (!scheme.assetCheckedFirst && !(await inspector.hasCode(token.address))) return assetMissing();
   // A contract's code hash was read with its code (cached): no RPC more.
   const codeHash = signer === 'contract' ? await inspector.codeHash(payer) : undefined;
-  return ok({ payer, network: pre.network.caip2, kind: scheme.name, call: pre.call, signer, ...(codeHash ? { codeHash } : {}) });
+  // The scheme's own chain checks (a deposit's voucher, balance and channel), after those the reference makes first.
+  const onChain = scheme.chainCheck ? await scheme.chainCheck(inspector, request, payer) : undefined;
+  if (onChain && !onChain.ok) return onChain;
+  const extra = onChain?.value;
+  return ok({ payer, network: pre.network.caip2, kind: scheme.name, call: pre.call, signer, ...(codeHash ? { codeHash } : {}), ...(extra ? { extra } : {}) });
 }
 
 /** Runs exactly the settlement call a passed verdict would send; on a revert, says why as the reference would. */

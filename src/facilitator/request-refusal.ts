@@ -11,6 +11,7 @@ import { parseJsonBytes } from '../protocol/x402/codec.ts';
 import { ok, type CodecError, type Err, type Ok } from '../protocol/result.ts';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { GatewayReason, RequestReason } from '../verify/reasons.ts';
+import { asksBatchSettlement, decodeBatchRequest } from '../schemes/batch-settlement/request.ts';
 
 /** Not a verify request: a 400 with what was wrong. */
 export interface Malformed {
@@ -51,12 +52,23 @@ export function admitRequest(body: Uint8Array, maxBodyBytes: number, networks: N
     const value = json.ok ? json.value : undefined;
     if (!isObject(value) || !isObject(value.paymentPayload) || !isObject(value.paymentRequirements)) return { ok: false, error: { kind: 'malformed', error: decoded.error } };
     const network = typeof value.paymentRequirements.network === 'string' ? value.paymentRequirements.network.slice(0, 64) : '';
+    // The `batch-settlement` scheme has a codec of its own (its payloads are judged by the engine, in its reasons).
+    if (asksBatchSettlement(value)) {
+      const batch = decodeBatchRequest(value);
+      if (!batch.ok) return { ok: false, error: { kind: 'refused', code: batch.error.code, message: batch.error.message, network } };
+      return served(batch.value, networks);
+    }
     return { ok: false, error: { kind: 'refused', code: reasonOf(decoded.error), message: decoded.error.message, network } };
   }
-  const req = decoded.value.paymentRequirements;
+  return served(decoded.value, networks);
+}
+
+/** The request, unless its network or asset is not settled here. */
+function served(request: VerifyRequest, networks: NetworkRegistry): Ok<VerifyRequest> | Err<Unjudged> {
+  const req = request.paymentRequirements;
   if (!networks.has(req.network)) return { ok: false, error: { kind: 'refused', code: RequestReason.invalidNetwork, message: `network ${req.network} is not served here`, network: req.network } };
   if (!networks.stablecoinOn(req.network, req.asset)) {
     return { ok: false, error: { kind: 'refused', code: GatewayReason.unsupportedAsset, message: `asset ${req.asset} is not settled on ${req.network}`, network: req.network } };
   }
-  return ok(decoded.value);
+  return ok(request);
 }

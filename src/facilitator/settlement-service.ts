@@ -39,7 +39,8 @@ export function settlementService(
       const d = decode(body, 'verify');
       if (!d.ok) return d.error;
       try {
-        const admitted = admission ? await admission.admit(d.value) : undefined;
+        // A voucher is only read against its channel (nothing is sent for it): the door's quota is for payments sent.
+        const admitted = admission && engine.sendsPayment(d.value) ? await admission.admit(d.value) : undefined;
         if (admitted && !admitted.ok) {
           return {
             status: 200,

@@ -1,11 +1,15 @@
 import type { Address, Hex } from 'viem';
 import type { ExactEvmPayload, PaymentRequirements } from '../protocol/x402/types.ts';
+import { erc3009DepositScheme, permit2DepositScheme } from './batch-settlement/deposit-scheme.ts';
 import { eip3009Scheme } from './eip3009/scheme.ts';
 import { permit2Scheme } from './permit2/scheme.ts';
 import type { PaymentScheme, SchemeName, SettlementCall } from './scheme.ts';
 
-/** Every scheme gate402 verifies and settles. A new scheme is a folder beside these and one entry here. */
-export const SCHEMES: readonly PaymentScheme[] = [eip3009Scheme, permit2Scheme];
+/**
+ * Every scheme gate402 verifies and settles. A new scheme is a folder beside these and one entry here. The channel
+ * deposits come first: their requirements (`scheme: batch-settlement`) name no `exact` transfer method either.
+ */
+export const SCHEMES: readonly PaymentScheme[] = [erc3009DepositScheme, permit2DepositScheme, eip3009Scheme, permit2Scheme];
 
 /** The scheme requirements ask for: the one their `extra.assetTransferMethod` names, else EIP-3009 (the reference's default). */
 export function schemeForRequirements(requirements: PaymentRequirements): PaymentScheme {

@@ -1,9 +1,9 @@
 import type { Address, Chain, Hex, PublicClient, TransactionReceipt, Transport } from 'viem';
 import type { StablecoinInfo } from '../chain/network-types.ts';
 import type { Network } from '../chain/networks.ts';
-import type { ExactEvmPayload, PaymentRequirements, VerifyRequest } from '../protocol/x402/types.ts';
+import type { ExactEvmPayload, PaymentRequirements, SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { InvalidReason } from '../verify/reasons.ts';
-import type { Err } from '../protocol/result.ts';
+import type { Err, Ok } from '../protocol/result.ts';
 import type { PaymentRefusal } from '../verify/checks.ts';
 import type { VerifyJob } from '../verify/signature/jobs.ts';
 
@@ -49,9 +49,17 @@ export interface PaymentScheme {
   diagnoseRevert(chain: ChainReads, call: SettlementCall, payload: ExactEvmPayload): Promise<InvalidReason>;
   /** Whether the payment's authorization was consumed on chain, by whoever sent it, and by which transaction. */
   consumption(reads: ConsumptionReads, payload: ExactEvmPayload, call: SettlementCall): Promise<Consumption>;
+  /**
+   * Checks a scheme makes on chain beyond the signature and the asset's code, after them (a channel deposit: the
+   * voucher's signature, the payer's balance, the channel's state); its value is the verify answer's `extra`.
+   */
+  chainCheck?(reads: ChainReads, request: VerifyRequest, payer: Address): Promise<Ok<Record<string, unknown> | undefined> | Err<PaymentRefusal>>;
+  /** What a settled answer carries beyond the transaction (a deposit: `amount` and the channel's state), read once it mined. */
+  settledDetails?(reads: ChainReads, request: VerifyRequest): Promise<Pick<SettleResponse, 'amount' | 'extra'>>;
 }
 
-export type SchemeName = 'eip3009' | 'permit2';
+/** `deposit-*`: the deposit of an x402 `batch-settlement` channel, by each of its two collectors. */
+export type SchemeName = 'eip3009' | 'permit2' | 'deposit-eip3009' | 'deposit-permit2';
 
 export interface SchemeReasons {
   /** The signature is neither the payer's key's nor vouched for by the payer contract. */
@@ -106,17 +114,21 @@ export interface CheckInput {
 }
 
 export type Checked =
-  | {
+  | ({
       ok: true;
       payer: Address;
       /** Who is paid how much, as signed (what the payment policy judges). */
       payee: Address;
       amount: bigint;
-      /** The signature recovery job (the signature pool's binary records are built from it). */
-      job: VerifyJob;
       call: SettlementCall;
-    }
+    } & SignedMessage)
   | Err<PaymentRefusal>;
+
+/**
+ * What the payer signed: a job of the signature pool (whose binary records know the `exact` messages), or the EIP-712
+ * digest of another message and its signature (recovered on the calling thread: deposits are rare).
+ */
+export type SignedMessage = { job: VerifyJob; digest?: undefined } | { job?: undefined; digest: Hex; signature: Hex };
 
 /** Where a settlement call goes: the chain's contracts and its configured stablecoin. */
 export interface SettlementSite {
@@ -130,6 +142,8 @@ export type ChainReader = PublicClient<Transport, Chain>;
 export interface ChainReads {
   readonly client: ChainReader;
   hasCode(address: Address): Promise<boolean>;
+  /** ERC-1271: the contract at `owner` vouches for `signature` over `digest`. */
+  erc1271Valid?(owner: Address, digest: Hex, signature: Hex): Promise<boolean>;
 }
 
 /** What a consumption read is given: the chain, its contracts, and how far back to search its logs. */

@@ -1,3 +1,5 @@
+import { BatchReason, type BatchReasonCode } from '../schemes/batch-settlement/reasons.ts';
+
 /**
  * Machine-readable `invalidReason` codes, as the reference facilitator of `@x402/evm` names them
  * (protocols.md sections 2 and 3), plus the few gate402 adds where the reference has none.
@@ -99,7 +101,7 @@ export const SettleFailureReason = {
 } as const;
 
 type Values<T> = T[keyof T];
-export type InvalidReason = Values<typeof Eip3009Reason> | Values<typeof Permit2Reason> | Values<typeof RequestReason> | Values<typeof GatewayReason>;
+export type InvalidReason = Values<typeof Eip3009Reason> | Values<typeof Permit2Reason> | Values<typeof RequestReason> | Values<typeof GatewayReason> | BatchReasonCode;
 
 /** Every reason a settlement step can fail with: a verification's, or the settling side's own. */
 export type SettleReason = InvalidReason | Values<typeof SettleFailureReason>;
@@ -109,5 +111,12 @@ export type SettleReason = InvalidReason | Values<typeof SettleFailureReason>;
  * settlement, the `reason` label of its verification metric): what metrics pre-declare. Each once.
  */
 export const SETTLEMENT_REASONS: readonly SettleReason[] = [
-  ...new Set<SettleReason>([...Object.values(Eip3009Reason), ...Object.values(Permit2Reason), ...Object.values(RequestReason), ...Object.values(GatewayReason), ...Object.values(SettleFailureReason)]),
+  ...new Set<SettleReason>([
+    ...Object.values(Eip3009Reason),
+    ...Object.values(Permit2Reason),
+    ...Object.values(RequestReason),
+    ...Object.values(GatewayReason),
+    ...Object.values(SettleFailureReason),
+    ...Object.values(BatchReason),
+  ]),
 ];

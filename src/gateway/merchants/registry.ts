@@ -28,21 +28,21 @@
 import type { Hex } from 'viem';
 import type { Merchant, Upstream } from '../catalog/merchant.ts';
 import { canonicalJson } from '../../protocol/mpp/canonical-json.ts';
-import { ok, type Err, type HttpFailure, type Ok } from '../../protocol/result.ts';
+import { ok } from '../../protocol/result.ts';
 import { parseJsonBytes } from '../../protocol/x402/codec.ts';
 import type { Logger } from '../../log/logger.ts';
-import type { DurableCollection } from '../../store/durable-collection.ts';
-import type { NonceClaims } from '../../store/nonce-claims.ts';
 import { BOOT } from '../../cluster/boot.ts';
-import { checkUpstreamUrl, UpstreamAllowlist, type Resolver } from '../upstream-guard/guard.ts';
+import { UpstreamAllowlist, type Resolver } from '../upstream-guard/guard.ts';
 import { FileReferences } from './file-references.ts';
 import { MerchantFiles } from './files.ts';
 import { KeyedLock } from './keyed-lock.ts';
+import { admitUpstream } from './registration-upstream.ts';
+import type { BuiltinSeedReport, MerchantRegistryOptions, RegistryResult } from './registry-options.ts';
 import { MERCHANT_VERSION_CLAIMS, MerchantRecords, type MerchantRecord } from './merchant-records.ts';
-import { refuse, type RegistryFailureStatus, type RegistryRefusalCode } from './registry-refusals.ts';
+import { refuse } from './registry-refusals.ts';
 import { recoverRegistrationSigner } from './signature.ts';
-import type { RegistrationAction, ValidatedRegistration, ValidatedUpsert } from './types.ts';
-import { DEFAULT_UPLOAD_BUDGETS, FILE_SWEEP_GRACE_MS, MerchantUploads, type FileSweepReport, type UploadBudget, type UploadBudgets } from './uploads.ts';
+import type { ValidatedRegistration, ValidatedUpsert } from './types.ts';
+import { DEFAULT_UPLOAD_BUDGETS, FILE_SWEEP_GRACE_MS, MerchantUploads, type FileSweepReport, type UploadBudgets } from './uploads.ts';
 import type { Floor, PriceFloorSource } from '../../policy/price-floor.ts';
 import { resolveLimits, type RegistrationLimits } from './registration-limits.ts';
 import { checkMerchantSize, checkRoutesAboveFloors, DEFAULT_MERCHANT_SIZE_LIMITS, validateRegistrationRequest, type Checked, type MerchantSizeLimits } from './validate.ts';
@@ -53,61 +53,7 @@ export const MERCHANTS_COLLECTION = 'merchants';
 /** Conditional writes of one slug lost in a row before the registry gives up (each loss means another writer wrote). */
 const WRITE_ATTEMPTS = 8;
 
-export type RegistryResult = Ok<{ action: RegistrationAction; merchant: Merchant }> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus; budget?: UploadBudget }>;
-
-export interface BuiltinSeedReport {
-  /** Slugs inserted or changed. */
-  written: string[];
-  unchanged: string[];
-  /** Slugs held by a self-registered merchant: that merchant is kept and the built-in one skipped. */
-  conflicts: string[];
-}
-
-export interface MerchantRegistryOptions {
-  /** `openStore(...)` (its collections, and its claims: every write of a slug claims its next version). */
-  store: { collection<T>(name: string): DurableCollection<T>; claims(name: string): NonceClaims };
-  /** Networks the gateway settles on (a `NetworkRegistry`). */
-  networks: { has(caip2: string): boolean };
-  /** Where uploaded files are stored, content-addressed. */
-  filesDir: string;
-  /** Disk budgets of uploads (default {@link DEFAULT_UPLOAD_BUDGETS}). */
-  uploadBudgets?: Partial<UploadBudgets>;
-  /**
-   * How old a reference without its merchant, or a temporary file, must be before {@link MerchantRegistry.sweepFiles}
-   * removes it: 0 for a gateway alone with its store (nothing else writes meanwhile), {@link FILE_SWEEP_GRACE_MS} when
-   * it shares one (`written` given): another gateway's registration may be under way.
-   */
-  sweepGraceMs?: number;
-  /** Hosts / IPs / CIDRs an upstream may use although they are private (e.g. `127.0.0.1` for the devnet). */
-  upstreamAllowlist?: UpstreamAllowlist | readonly string[];
-  /** DNS for the registration-time upstream check (injectable for tests). */
-  resolve?: Resolver;
-  resolveTimeoutMs?: number;
-  limits?: Partial<RegistrationLimits>;
-  log?: Logger;
-  /**
-   * Told each slug written, once the write is durable: in a cluster it tells the other nodes, whose registries
-   * {@link MerchantRegistry.forget} it (their cached record is stale).
-   */
-  written?: (slug: string) => Promise<void>;
-  /**
-   * Most live merchants one wallet (payTo, which signs) may hold; a registration past it is refused 403. Built-in
-   * merchants are not counted. Default {@link DEFAULT_MAX_MERCHANTS_PER_WALLET}.
-   */
-  maxMerchantsPerWallet?: number;
-  /**
-   * Serve a cached merchant at most this long (ms) before reading it from the store again: the bound on how long a
-   * change another node made can go unseen when its notification is lost (`GATE402_MERCHANT_REVALIDATE_MS`).
-   * Undefined: never (the store has no other writer).
-   */
-  revalidateMs?: number;
-  /** Monotonic milliseconds for the cache's revalidation (tests drive it). */
-  now?: () => number;
-  /** Bounds on a merchant's size (its text in total), refused 400 at registration and update. */
-  size?: Partial<MerchantSizeLimits>;
-  /** The live price floor of each network: a register or update with a route below it is refused (400). */
-  priceFloor?: PriceFloorSource;
-}
+export type { BuiltinSeedReport, MerchantRegistryOptions, RegistryResult } from './registry-options.ts';
 
 function sameAddress(a: string, b: string): boolean {
   return a.toLowerCase() === b.toLowerCase();
@@ -319,7 +265,13 @@ export class MerchantRegistry {
         return ok({ action: 'delete' as const, merchant: current! });
       }
       if (upstream === undefined) {
-        const stored = await this.#storeUpstream(registration, now);
+        const stored = await admitUpstream(registration, now, {
+          allowlist: this.#allowlist,
+          uploads: this.#uploads,
+          ...(this.#resolve ? { resolve: this.#resolve } : {}),
+          ...(this.#resolveTimeoutMs !== undefined ? { resolveTimeoutMs: this.#resolveTimeoutMs } : {}),
+          ...(this.#log ? { log: this.#log } : {}),
+        });
         if (!stored.ok) return stored;
         upstream = stored.value;
       }
@@ -351,27 +303,6 @@ export class MerchantRegistry {
       r.routes,
       floors.filter((f): f is Floor => f !== undefined),
     );
-  }
-
-  /** Checks (DNS) or stores (file) the upstream. Runs after every other check, so a refusal stores nothing. */
-  async #storeUpstream(r: ValidatedUpsert, now: number): Promise<Ok<Upstream> | Err<HttpFailure<RegistryRefusalCode> & { status: RegistryFailureStatus; budget?: UploadBudget }>> {
-    const u = r.upstream;
-    if (u.kind === 'url') {
-      const check = await checkUpstreamUrl(u.baseUrl, {
-        allowlist: this.#allowlist,
-        ...(this.#resolve ? { resolve: this.#resolve } : {}),
-        ...(this.#resolveTimeoutMs !== undefined ? { resolveTimeoutMs: this.#resolveTimeoutMs } : {}),
-      });
-      if (!check.ok) {
-        this.#log?.warn('merchant upstream refused', { slug: r.slug, code: check.error.code, detail: check.error.detail });
-        return refuse(400, check.error.message);
-      }
-      return ok({ kind: 'url', baseUrl: u.baseUrl, secretHeaders: { ...u.secretHeaders } });
-    }
-    const stored = await this.#uploads.store(r.slug, r.payTo, u.content, now);
-    if (!stored.ok) return stored;
-    const { sha256, size } = stored.value;
-    return ok({ kind: 'file', sha256, contentType: u.contentType, size, fileName: u.fileName });
   }
 
   /** What a crash left behind among the uploaded files, collected, as a gateway starts (see `uploads.ts`). */

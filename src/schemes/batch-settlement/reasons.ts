@@ -41,6 +41,12 @@ export const BatchReason = {
   channelBusy: 'invalid_batch_settlement_evm_channel_busy',
   missingChannel: 'invalid_batch_settlement_evm_missing_channel',
   nothingToSettle: 'invalid_batch_settlement_evm_nothing_to_settle',
+  // Codes the official facilitator (@x402/evm 2.27.0) answers with beyond the spec's table.
+  insufficientBalance: 'invalid_batch_settlement_evm_insufficient_balance',
+  permit2AllowanceRequired: 'invalid_batch_settlement_evm_permit2_allowance_required',
+  depositSimulationFailed: 'invalid_batch_settlement_evm_deposit_simulation_failed',
+  depositTransactionFailed: 'invalid_batch_settlement_evm_deposit_transaction_failed',
+  rpcReadFailed: 'invalid_batch_settlement_evm_rpc_read_failed',
 } as const;
 
 export type BatchReasonCode = (typeof BatchReason)[keyof typeof BatchReason];
