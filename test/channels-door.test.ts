@@ -11,12 +11,15 @@ import { openStore } from '../src/store/open-store.ts';
 import { channelBuyer, countingUpstream, decodedCredential } from './helpers/channel-buyer.ts';
 import { clientsFor, freshAccount, network, tester, testDevnet } from './helpers/devnet.ts';
 import { relayerTxCount, spawnPaidGateway } from './helpers/paid-gateway.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 
 const manifest = testDevnet();
 const upstream = await countingUpstream();
 t.teardown(() => upstream.close());
-const { gw, relayers } = await spawnPaidGateway(manifest, upstream.origin);
+// A data directory of the test's own: the channel record is read from it once the gateway has stopped.
+const dataDir = tempDir('channels-door');
+const { gw, relayers } = await spawnPaidGateway(manifest, upstream.origin, {}, { dataDir });
 t.teardown(() => gw.stop());
 
 const N = 200;
@@ -67,7 +70,7 @@ t.test(`a deposit, then ${N} vouchers: one transaction, an upstream call per req
   t.equal(contractAfter - contractBefore, depositAmount, 'into the channel contract');
 
   await gw.stop();
-  const store = await openStore({ dataDir: gw.dataDir });
+  const store = await openStore({ dataDir });
   t.teardown(() => store.close());
   const channelId = (decodedCredential(buyer.sent[0] as string).payload.voucher as { channelId: Hex }).channelId;
   const held = await new ChannelLedger(store.claims(CHANNEL_RECORDS)).read(channelId);

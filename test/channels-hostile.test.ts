@@ -15,12 +15,15 @@ import { openStore } from '../src/store/open-store.ts';
 import { channelBuyer, countingUpstream, decodedCredential, encodedCredential } from './helpers/channel-buyer.ts';
 import { freshAccount, network, tester, testDevnet } from './helpers/devnet.ts';
 import { spawnPaidGateway } from './helpers/paid-gateway.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 import { fundedPayer } from './helpers/payments.ts';
 
 const manifest = testDevnet();
 const upstream = await countingUpstream();
 t.teardown(() => upstream.close());
-const first = await spawnPaidGateway(manifest, upstream.origin);
+// A data directory of the test's own: it outlives the killed gateway, and its restart reads it.
+const dataDir = tempDir('channels-hostile');
+const first = await spawnPaidGateway(manifest, upstream.origin, {}, { dataDir });
 let gw = first.gw;
 t.teardown(() => gw.stop());
 
@@ -149,7 +152,7 @@ t.test('SIGKILL between the write-ahead and the serve: after a restart the vouch
   await stuck;
   upstream.hang = false;
   t.equal(upstream.calls, before + 1, 'the killed request reached the upstream once');
-  gw = (await spawnPaidGateway(manifest, upstream.origin, {}, { relayerKeys: first.relayerKeys, relayers: first.relayers, dataDir: gw.dataDir, port: gw.port })).gw;
+  gw = (await spawnPaidGateway(manifest, upstream.origin, {}, { relayerKeys: first.relayerKeys, relayers: first.relayers, dataDir, port: gw.port })).gw;
   const res = await buyer.pay(url());
   t.equal(res.status, 200, await res.clone().text());
   t.match(
@@ -159,7 +162,7 @@ t.test('SIGKILL between the write-ahead and the serve: after a restart the vouch
   );
   t.equal(upstream.calls, before + 2, 'the killed voucher is not served again');
   await gw.stop();
-  const store = await openStore({ dataDir: gw.dataDir });
+  const store = await openStore({ dataDir });
   t.teardown(() => store.close());
   const held = await new ChannelLedger(store.claims(CHANNEL_RECORDS)).read(channelId);
   t.same([held?.record.charged, held?.record.pending], [String(7n * PRICE), undefined], 'the record: 7 prices charged, nothing pending');
