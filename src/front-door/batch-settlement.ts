@@ -45,12 +45,17 @@ export function channelOffers(terms: Pick<RouteTerms, 'offers'>): BatchSettlemen
   return (terms.offers as unknown as Array<{ scheme: string }>).filter((o) => o.scheme === BATCH_SETTLEMENT_SCHEME) as unknown as BatchSettlementRequirements[];
 }
 
-/** The route's terms with the offer of `network` carrying the channel's state: what a corrective 402 is made from. */
+/**
+ * The route's terms with the offer of the credential's network carrying the channel's state: what a corrective 402 is
+ * made from. The corrected offer goes first among the channel offers: the official client recovers from the FIRST
+ * `batch-settlement` entry of `accepts`, whatever its network.
+ */
 export function correctiveTerms(terms: RouteTerms, offer: BatchSettlementRequirements, channelState: ChannelStateExtra, voucherState: VoucherStateExtra | undefined): RouteTerms {
-  const corrected = correctiveRequirements(offer, channelState, voucherState);
-  const offers = terms.offers.map((o) =>
-    (o as unknown as BatchSettlementRequirements) === offer || ((o.scheme as string) === BATCH_SETTLEMENT_SCHEME && o.network === offer.network) ? (corrected as unknown as PaymentRequirements) : o,
-  );
+  const corrected = correctiveRequirements(offer, channelState, voucherState) as unknown as PaymentRequirements;
+  const isChannel = (o: PaymentRequirements) => (o.scheme as string) === BATCH_SETTLEMENT_SCHEME;
+  const others = terms.offers.filter((o) => !isChannel(o) || o.network !== offer.network);
+  const at = others.findIndex(isChannel);
+  const offers = at === -1 ? [...others, corrected] : [...others.slice(0, at), corrected, ...others.slice(at)];
   return { ...terms, offers };
 }
 
