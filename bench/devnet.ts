@@ -30,11 +30,12 @@ export interface BenchDevnet {
 export async function benchDevnet(manifestPath?: string): Promise<BenchDevnet> {
   if (manifestPath !== undefined) {
     const manifest = readManifest(manifestPath);
-    // Each liveness probe gives the chains a second to answer, which a loaded machine can miss: asked 5 times.
+    // A loaded machine can keep the chains from answering within a second: asked 5 times, each probe waiting twice as
+    // long as the one before (1 s to 8 s).
     let live = false;
     for (let attempt = 0; attempt < 5 && !live; attempt++) {
       if (attempt > 0) await new Promise((r) => setTimeout(r, 1000));
-      live = await manifestIsLive(manifest);
+      live = await manifestIsLive(manifest, Math.min(8000, 1000 * 2 ** attempt));
     }
     if (!live) throw new Error(`the devnet of ${manifestPath} is not running`);
     return { manifest, manifestPath, stop: async () => {} };

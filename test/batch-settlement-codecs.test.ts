@@ -15,7 +15,7 @@ import { channelIdOf, type ChannelConfig } from '../src/schemes/batch-settlement
 import { claimRowFor, planClaim, type ClaimableChannel } from '../src/schemes/batch-settlement/claim-plan.ts';
 import { classifyVoucherStep, checkVoucherAgainstChannel } from '../src/schemes/batch-settlement/cumulative.ts';
 import { parseBatchPayload, type DepositPayload } from '../src/schemes/batch-settlement/payload.ts';
-import { BatchReason } from '../src/schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../src/verify/batch-settlement-reasons.ts';
 import { batchSettlementRequirements, correctiveRequirements, type BatchSettlementRequirements } from '../src/schemes/batch-settlement/requirements.ts';
 import { classifyVoucherSignature, voucherTypedData } from '../src/schemes/batch-settlement/voucher.ts';
 

@@ -21,7 +21,7 @@ import { claimBatchTypedData, voucherClaimArgs, type VoucherClaim } from '../src
 import { checkVoucherAgainstChannel } from '../src/schemes/batch-settlement/cumulative.ts';
 import { depositCallArgs } from '../src/schemes/batch-settlement/deposit-call.ts';
 import { parseBatchPayload, type BatchPayload, type DepositPayload } from '../src/schemes/batch-settlement/payload.ts';
-import { BatchReason } from '../src/schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../src/verify/batch-settlement-reasons.ts';
 import { refundTypedData } from '../src/schemes/batch-settlement/refund.ts';
 import { batchSettlementRequirements, type BatchSettlementRequirements } from '../src/schemes/batch-settlement/requirements.ts';
 import { classifyVoucherSignature, voucherTypedData } from '../src/schemes/batch-settlement/voucher.ts';

@@ -64,8 +64,11 @@ const settleUntilFinal = async (fac: SpawnedFacilitator, body: unknown): Promise
   }
 };
 
-const fac = await spawnFacilitator({ manifestPath: devnet.manifestPath, env });
-t.teardown(() => fac.stop());
+// Its records in a directory of this file's: the last test kills it and starts another on the same records.
+const dataDir = tempDir('channels-facilitator');
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+const fac = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+t.teardown(() => fac.stop('SIGKILL'));
 const official = new HTTPFacilitatorClient({ url: fac.url });
 
 t.test('/supported lists batch-settlement on every devnet chain, where its contracts stand', async (t) => {
@@ -161,10 +164,7 @@ t.test('a malformed batch-settlement body is a clear 200 refusal, never a 5xx', 
 });
 
 t.test('a facilitator killed after broadcasting a deposit finishes it from its record: one deposit, one transaction', async (t) => {
-  const dataDir = tempDir('channels-facilitator');
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
-  t.teardown(() => first.stop('SIGKILL'));
+  const first = fac;
   const payer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
   const offer = offerOn(base, newMerchant(), { price: PRICE, deposit: DEPOSIT, method: 'eip3009' });
   const payment = await officialChannelPayment(officialChannelClient(base, payer), offer);

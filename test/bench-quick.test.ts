@@ -11,16 +11,16 @@ import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
 // The bench on its smallest loads (`--tiny`), into a results directory of its own. Benchmarks are not timed tests, so
-// the suite runs only the cheapest scenario that still starts gate402 and settles on both chains (EIP-3009 and
-// Permit2, alone and batched): `gas`. The stock desk end to end is test/stock-buy.test.ts's; the `stock` scenario is
-// out of the default run while one CI failure of it is not understood (all three tiny orders answered
-// `402 rejected (permit2_insufficient_balance)` after the `gas` scenario on the same devnet; not reproduced since). Every
+// the suite runs only the cheapest scenarios that still start gate402, settle on both chains (EIP-3009 and Permit2,
+// alone and batched) and run the stock desk end to end: `gas` and `stock`, one after the other on one devnet. Every
 // bench script is type-checked by `npm run typecheck`; every scenario runs with GATE402_BENCH_ALL=1 (about 3 min):
 //   GATE402_BENCH_ALL=1 npx tap test/bench-quick.test.ts
 // The bench sets the block time of its chains, which would stall every other test on the shared devnet, so it runs
-// on a devnet of this file's own (and funds its buyers there; the `bench` tester slot stays unused).
+// on a devnet of this file's own (and funds its buyers there; the `bench` tester slot stays unused). Each scenario's
+// `gate402 start --manifest` reuses that devnet: on a loaded machine it once took it for dead, started chains of its
+// own, and every stock order was refused there for a balance the buyer held on this one (see src/devnet/run.ts).
 const ALL = ['challenge', 'verify', 'paid', 'capacity', 'gas', 'stock', 'cluster', 'scaling'];
-const SCENARIOS = process.env.GATE402_BENCH_ALL === '1' ? ALL : ['gas'];
+const SCENARIOS = process.env.GATE402_BENCH_ALL === '1' ? ALL : ['gas', 'stock'];
 const ran = (scenario: string) => SCENARIOS.includes(scenario);
 const skipped = { skip: 'not run in the suite (GATE402_BENCH_ALL=1 runs it)' };
 const dir = tempDir('bench-test');

@@ -8,7 +8,7 @@ import type { Address } from 'viem';
 import type { VerifyRequest } from '../protocol/x402/types.ts';
 import { BATCH_SETTLEMENT_SCHEME } from '../schemes/batch-settlement/domain.ts';
 import { parseBatchPayload, type RefundPayload, type VoucherPayload } from '../schemes/batch-settlement/payload.ts';
-import { BatchReason } from '../schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../verify/batch-settlement-reasons.ts';
 import { RequestReason } from '../verify/reasons.ts';
 
 export type BatchRoute = { kind: 'exact' } | { kind: 'deposit' } | { kind: 'voucher'; payload: VoucherPayload | RefundPayload } | { kind: 'refused'; code: string; message: string; payer?: Address };

@@ -53,7 +53,7 @@ export interface EngineOptions extends VerifyDeps {
   batchSettlementNetworks?: ReadonlySet<string>;
 }
 
-export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement' | 'revertedSettlement' | 'revertRefusal'> & Partial<Pick<Metrics, 'paymentShed'>>;
+export type EngineMetrics = Pick<Metrics, 'verification' | 'watchActor' | 'settlement' | 'revertedSettlement' | 'revertRefusal'> & Partial<Pick<Metrics, 'paymentShed' | 'channelDeposit'>>;
 
 /** Unless configured: 128 payments queued per network, the oldest for at most 500 ms, 64 unmined transactions per relayer. */
 export const DEFAULT_ADMISSION: AdmissionLimits = { maxQueued: 128, maxWaitMs: 500, maxTxsPerRelayer: 64 };

@@ -17,8 +17,9 @@ import { SettlementAdmission } from './settlement-admission.ts';
 import { checkPayment, precheckPayment, simulatePayment, type Precheck, type Verdict } from './verify-payment.ts';
 import { batchRouteOf } from './batch-settlement-route.ts';
 import { BATCH_SETTLEMENT_SCHEME } from '../schemes/batch-settlement/domain.ts';
-import { BatchReason } from '../schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../verify/batch-settlement-reasons.ts';
 import { verifyVoucherPayload } from '../schemes/batch-settlement/voucher-verify.ts';
+import { schemeOfPayload } from '../schemes/registry.ts';
 
 /** The engine's collections, and the rank that keeps each record from going backwards (given to the store as it opens). */
 const PAYMENTS = 'payments';
@@ -30,6 +31,8 @@ export type { AdmitHook } from './payment-intake.ts';
 export type { Precheck } from './verify-payment.ts';
 
 const NO_NETWORKS: ReadonlySet<string> = new Set();
+/** The schemes of channel deposits, counted apart (`gate402_channel_deposits_total`). */
+const depositSchemes: ReadonlySet<string> = new Set(['deposit-eip3009', 'deposit-permit2']);
 
 /** States after the claim: the record exists and each of them is written as it is entered. */
 const DURABLE_STATES = new Set(['simulating', 'broadcasting', 'inFlight', 'reconciling', 'releasing', 'settled', 'failed', 'stalled']);
@@ -96,7 +99,9 @@ export class SettlementEngine implements Settlement {
         steps.ended(id, record);
         this.#intake.ended(record, state);
         this.#recovery.ended(id, record);
-        opts.metrics.settlement(opts.networks.has(record.network) ? record.network : 'other', state, (clock() - record.createdAt) / 1000);
+        const network = opts.networks.has(record.network) ? record.network : 'other';
+        opts.metrics.settlement(network, state, (clock() - record.createdAt) / 1000);
+        if (depositSchemes.has(schemeOfPayload(record.request.paymentPayload.payload).name)) opts.metrics.channelDeposit?.(network, state, record.failure?.reason ?? 'none');
       },
     });
     const fair = new FairAdmission(opts, clock);

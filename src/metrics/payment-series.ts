@@ -21,6 +21,11 @@ export interface PaymentSeries {
   paymentShed(network: string, reason: string): void;
   /** A settlement (or a batch member's call) that passed simulation reverted on chain, burning `gas` of our relayers'. */
   revertedSettlement(network: string, gas: bigint): void;
+  /**
+   * A `batch-settlement` channel deposit's actor finished in `outcome` (settled, failed, rejected, duplicate,
+   * stalled); `reason` is its failure's code, or `none`.
+   */
+  channelDeposit(network: string, outcome: string, reason: string): void;
   /** A contract payer refused by the revert budget (`kind`: payer_banned, code_banned, payer_gas, code_gas, total_gas, code_busy). */
   revertRefusal(kind: string): void;
   /** The payments in flight, read at scrape time (each source given is read). */
@@ -86,6 +91,12 @@ export function paymentSeries(kit: MetricKit, clock: () => number): PaymentSerie
     labelNames: ['kind'],
   });
 
+  const channelDeposits = kit.counter({
+    name: 'gate402_channel_deposits_total',
+    help: 'Deposits into x402 batch-settlement payment channels that /settle (or a paid route) finished, by network, outcome (settled, failed, rejected before anything was sent, duplicate: answered from the record, stalled) and reason (the refusal or failure code, none when settled)',
+    labelNames: ['network', 'outcome', 'reason'],
+  });
+
   const pendingSources: Array<() => number> = [];
   kit.gauge({
     name: 'gate402_payments_pending',
@@ -97,6 +108,9 @@ export function paymentSeries(kit: MetricKit, clock: () => number): PaymentSerie
   });
 
   return {
+    channelDeposit(network, outcome, reason) {
+      channelDeposits.labels(network, outcome, reason).inc();
+    },
     verification(valid, reason) {
       verifications.labels(valid ? 'valid' : 'invalid', valid ? 'none' : reason).inc();
     },

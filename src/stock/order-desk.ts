@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { encodeFunctionData, erc20Abi, maxUint256, type Address } from 'viem';
+import type { Address } from 'viem';
 import { fromPromise, type SnapshotFrom } from 'xstate';
 import { DurableHost, topState } from '../actors/durable-host.ts';
 import type { RelayerPool } from '../tx/relayer-pool.ts';
 import type { ReorgGuard } from '../tx/reorg-guard.ts';
-import { awaitMined, resend, sendDurably, sleep, type Courier } from '../tx/courier.ts';
+import { resend, sleep, type Courier } from '../tx/courier.ts';
 import { nonceKeyOf } from '../schemes/payment-identity.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
 import type { Logger } from '../log/logger.ts';
@@ -13,12 +13,12 @@ import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
 import type { Store } from '../store/open-store.ts';
-import { StockMarket, type PaymentEvidence } from './market.ts';
+import type { StockMarket } from './market.ts';
 import { orderMachine } from './order-machine.ts';
-import { FINAL_ORDER_STATES, orderFailed, type OrderState, type OrderStep, type StockOrder } from './order-record.ts';
+import { settleOrderPayment } from './order-payment.ts';
+import { FINAL_ORDER_STATES, type OrderState, type OrderStep, type StockOrder } from './order-record.ts';
+import { OrderSteps } from './order-steps.ts';
 import type { SignedTx } from '../tx/trail.ts';
-import { ok } from '../protocol/result.ts';
-import { SETTLEMENT_SHED } from '../ports/settlement.ts';
 import type { BuyInput } from './terms.ts';
 
 export interface StockDeskOptions {
@@ -52,18 +52,6 @@ function orderOf(snapshot: SnapshotFrom<typeof orderMachine>): StockOrder {
   return { ...snapshot.context.order, state: topState(snapshot.value) as OrderState };
 }
 
-/** When the order's payment can no longer settle: its Permit2 deadline, in ms (0 for another kind of payment). */
-function permitDeadlineMs(order: StockOrder): number {
-  const payload = order.payment.paymentPayload.payload;
-  return 'permit2Authorization' in payload ? Number(payload.permit2Authorization.deadline) * 1000 : 0;
-}
-
-/** The wait a shed answer asks for (its Retry-After), from 1 to 30 s. */
-function retryAfterMs(r: SettleResponse): number {
-  const seconds = r.extra?.retryAfterSeconds;
-  return Math.min(30, Math.max(1, typeof seconds === 'number' && Number.isFinite(seconds) ? seconds : 1)) * 1000;
-}
-
 /** Feed keys sort by time: newest first is a reverse range scan, not a sort. */
 const feedKey = (order: Pick<StockOrder, 'createdAt' | 'id'>) => `${String(order.createdAt).padStart(15, '0')}-${order.id}`;
 
@@ -95,6 +83,10 @@ export class StockDesk {
   readonly #host: DurableHost<typeof orderMachine, StockOrder>;
   readonly #abort = new AbortController();
   readonly #now: () => number;
+  /** The desk's relayer on the stock chain, as every send and confirmation goes through it. */
+  readonly #courier: Courier;
+  /** What each order does on the stock chain after its payment (see `order-steps.ts`). */
+  readonly #steps: OrderSteps;
 
   constructor(opts: StockDeskOptions) {
     this.#o = opts;
@@ -105,17 +97,30 @@ export class StockDesk {
     this.#payments = opts.store.claims('stock-order-payments');
     this.#inbox = opts.store.collection<{ id: string }>('stock-order-inbox');
     this.#now = opts.now ?? Date.now;
+    const desk = this.address;
+    this.#courier = { pool: opts.pool, client: this.market.client, pollMs: opts.pollMs, log: opts.log, ...(opts.reorgs ? { reorgs: opts.reorgs } : {}) };
+    this.#steps = new OrderSteps({
+      market: this.market,
+      courier: this.#courier,
+      desk,
+      trail: (id, of, txs) => this.#host.record(id, { type: 'trail', of, txs }),
+      swapDeadlineSeconds: opts.swapDeadlineSeconds,
+      log: opts.log,
+      now: this.#now,
+    });
+    const payment = { settle: opts.settle, market: this.market, desk, pollMs: opts.pollMs, log: opts.log, now: this.#now };
+    const steps = this.#steps;
     const step = (fn: (o: StockOrder, signal: AbortSignal) => Promise<OrderStep>) =>
       fromPromise<OrderStep, { order: StockOrder }>(({ input, signal }) => fn(input.order, AbortSignal.any([signal, this.#abort.signal])));
     const machine = orderMachine.provide({
       actors: {
-        settle: step((o, signal) => this.#settleStep(o, signal)),
-        checkPool: step((o) => this.#checkPoolStep(o)),
-        quote: step((o) => this.#quoteStep(o)),
-        swap: step((o) => this.#swapStep(o)),
-        confirmSwap: step((o, signal) => this.#confirmSwapStep(o, signal)),
-        refund: step((o) => this.#refundStep(o)),
-        confirmRefund: step((o, signal) => this.#confirmRefundStep(o, signal)),
+        settle: step((o, signal) => settleOrderPayment(payment, o, signal)),
+        checkPool: step((o) => steps.checkPool(o)),
+        quote: step((o) => steps.quote(o)),
+        swap: step((o) => steps.swap(o)),
+        confirmSwap: step((o, signal) => steps.confirmSwap(o, signal)),
+        refund: step((o) => steps.refund(o)),
+        confirmRefund: step((o, signal) => steps.confirmRefund(o, signal)),
       },
     });
     this.#host = new DurableHost({
@@ -149,10 +154,6 @@ export class StockDesk {
     return this.#o.pool.addresses[0] as Address;
   }
 
-  get #courier(): Courier {
-    return { pool: this.#o.pool, client: this.market.client, pollMs: this.#o.pollMs, log: this.#o.log, ...(this.#o.reorgs ? { reorgs: this.#o.reorgs } : {}) };
-  }
-
   /**
    * Re-sends what unfinished orders had signed (and `trails`, the desk's other signed transactions still in flight:
    * gas sponsorships), learns the desk's nonce, approves the router once, resumes every order, then runs orders.
@@ -167,7 +168,7 @@ export class StockDesk {
       const tx = txs.at(-1);
       if (tx) this.#o.pool.adopt(tx);
     }
-    await this.#approveRouter();
+    await this.#steps.approveRouter(this.#abort.signal);
     for (const o of unfinished) {
       this.#o.log.info('resuming stock order', { order: o.id, state: o.state });
       this.#spawn(o);
@@ -328,169 +329,5 @@ export class StockDesk {
 
   async #write(order: StockOrder): Promise<void> {
     await this.#orders.put(order.id, { ...order, updatedAt: this.#now() });
-  }
-
-  /**
-   * Settles the payment; a pending settlement is waited for, never paid again. A settlement that reports failure
-   * (or throws) is not taken at its word: the chain is asked whether the payment reached the desk anyway (copied
-   * from the mempool and sent by someone else first, or our own send that landed despite an error). If it did, the
-   * order goes on as settled; it is rejected ("nothing charged") only when the chain shows the desk holds nothing
-   * of it. While the chain cannot be asked, the order waits in `settling`.
-   */
-  async #settleStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
-    let thrown = 0;
-    for (;;) {
-      if (signal.aborted) throw new Error('stopped while settling');
-      let r: SettleResponse | undefined;
-      try {
-        r = await this.#o.settle(order.payment);
-      } catch (err) {
-        this.#o.log.warn('settlement threw; the chain is asked whether the payment moved', { order: order.id, error: err });
-      }
-      if (r?.success) return ok({ ...order, payer: (r.payer as Address | undefined) ?? order.payer, settlement: r });
-      if (r?.status === 'pending') {
-        await sleep(this.#o.pollMs, signal);
-        continue;
-      }
-      // Turned away for backpressure (the settlement queue is behind) before anything was verified or charged: no
-      // refusal of this payment. The order waits in `settling` for the Retry-After the answer names and asks again,
-      // while the payment's permit is still valid; past it, the settlement's own answer decides.
-      if (r?.errorReason === SETTLEMENT_SHED && this.#now() < permitDeadlineMs(order)) {
-        this.#o.log.info('settlement shed; the order asks again after its Retry-After', { order: order.id, reason: r.extra?.reason });
-        await sleep(retryAfterMs(r), signal);
-        continue;
-      }
-      let evidence: PaymentEvidence;
-      try {
-        evidence = await this.#paymentEvidence(order);
-      } catch (err) {
-        this.#o.log.warn('cannot tell whether a payment moved; asking again', { order: order.id, error: err });
-        await sleep(Math.max(this.#o.pollMs, 1000), signal);
-        continue;
-      }
-      if (evidence.moved) {
-        this.#o.log.warn('the settlement reported failure, but the payment reached the desk: the order goes on', {
-          order: order.id,
-          reported: r?.errorReason ?? 'an error',
-          transaction: evidence.transaction,
-        });
-        const settlement: SettleResponse = { success: true, transaction: evidence.transaction, network: order.network as SettleResponse['network'], payer: order.payer };
-        return ok({ ...order, settlement });
-      }
-      // A settlement that threw is asked again a few times while the payment has not moved: it may yet settle.
-      if (r === undefined && ++thrown < 5) {
-        await sleep(Math.max(this.#o.pollMs, 500), signal);
-        continue;
-      }
-      const reason = r?.errorReason ?? 'settlement_error';
-      const message = `${r?.errorMessage ?? 'the settlement failed'}${evidence.nonceUsed ? ' (the permit nonce is used, but no transfer of this payment to the desk is on chain)' : ''}`;
-      return orderFailed(reason, message, r ? { ...order, settlement: r } : order);
-    }
-  }
-
-  /** What the chain says of this order's payment: a Permit2 witness transfer to the desk. */
-  async #paymentEvidence(order: StockOrder): Promise<PaymentEvidence> {
-    const payload = order.payment.paymentPayload.payload;
-    if (!('permit2Authorization' in payload)) throw new Error('a stock order is paid with Permit2');
-    const p = payload.permit2Authorization;
-    return this.market.permit2Evidence(
-      { from: p.from as Address, to: this.address, amount: BigInt(order.amount), nonce: BigInt(p.nonce) },
-      order.sinceBlock === undefined ? undefined : BigInt(order.sinceBlock),
-    );
-  }
-
-  async #checkPoolStep(order: StockOrder): Promise<OrderStep> {
-    const stock = this.#stock(order);
-    const check = await this.market.verifyPool(stock);
-    return check.ok ? ok(order) : orderFailed(check.error.code, check.error.message);
-  }
-
-  /** Re-quotes on chain right before the swap: below the floor, the order is refunded without swapping. */
-  async #quoteStep(order: StockOrder): Promise<OrderStep> {
-    const shares = await this.market.quote(this.#stock(order), BigInt(order.amount));
-    const next = { ...order, requotedShares: shares.toString() };
-    if (shares < BigInt(order.minShares)) {
-      return orderFailed('below_slippage_floor', `the pool now gives ${shares} shares, below the floor of ${order.minShares}`, next);
-    }
-    return ok(next);
-  }
-
-  /** Signs the swap (floor as amountOutMinimum, the recipient as receiver), stores it, then sends it. */
-  async #swapStep(order: StockOrder): Promise<OrderStep> {
-    const deadline = BigInt(Math.floor(this.#now() / 1000) + this.#o.swapDeadlineSeconds);
-    const call = this.market.swapCall(this.#stock(order), BigInt(order.amount), BigInt(order.minShares), order.recipient, deadline);
-    let gas: bigint;
-    try {
-      gas = await this.market.client.estimateGas({ account: this.address, ...call });
-    } catch (err) {
-      return orderFailed('swap_would_revert', `the swap would revert: ${String((err as Error).message).split('\n')[0]}`);
-    }
-    const current = order;
-    const sent = await sendDurably(this.#courier, { ...call, gas: (gas * 13n) / 10n }, order.swapTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'swapTxs', txs }));
-    if (sent.ok) return ok({ ...current, swapTxs: sent.value });
-    // Refused by the node: unless it is there after all (a timed-out send that arrived), nothing will mine.
-    const last = sent.error.txs.at(-1);
-    if (
-      last &&
-      (await this.market.client.getTransaction({ hash: last.hash }).then(
-        () => true,
-        () => false,
-      ))
-    )
-      return ok({ ...current, swapTxs: sent.error.txs });
-    return orderFailed('swap_not_sent', sent.error.message, { ...current, swapTxs: [] });
-  }
-
-  async #confirmSwapStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
-    const mined = await awaitMined(this.#courier, order.swapTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'swapTxs', txs }), signal);
-    const next = { ...order, swapTxs: mined.txs, swapTx: mined.receipt.transactionHash };
-    if (mined.receipt.status !== 'success') return orderFailed('swap_reverted', `swap ${mined.receipt.transactionHash} reverted (the price moved below the floor, or the deadline passed)`, next);
-    return ok({ ...next, delivered: StockMarket.delivered(mined.receipt, order.stock, order.recipient).toString() });
-  }
-
-  /** Stablecoin B back to the payer. */
-  async #refundStep(order: StockOrder): Promise<OrderStep> {
-    // Failed attempts leave no trail behind (refused or reverted); one left here was signed: confirm it, sign nothing.
-    if (order.refundTxs.length) return ok(order);
-    const base = { ...order, refundAttempts: order.refundAttempts + 1 };
-    const call = this.market.refundCall(order.payer, BigInt(order.amount));
-    const current = base;
-    try {
-      const sent = await sendDurably(this.#courier, { ...call, gas: 120_000n }, [], (txs) => this.#host.record(order.id, { type: 'trail', of: 'refundTxs', txs }));
-      if (sent.ok) return ok({ ...current, refundTxs: sent.value });
-      this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, why: sent.error.message });
-      return orderFailed(order.failure?.reason ?? 'refund_not_sent', sent.error.message, { ...current, refundTxs: [] });
-    } catch (err) {
-      this.#o.log.error('a refund could not be sent; it stays queued', { order: order.id, attempt: current.refundAttempts, error: err });
-      return orderFailed(order.failure?.reason ?? 'refund_not_sent', String(err), { ...current, refundTxs: [] });
-    }
-  }
-
-  async #confirmRefundStep(order: StockOrder, signal: AbortSignal): Promise<OrderStep> {
-    const current = order;
-    const mined = await awaitMined(this.#courier, order.refundTxs, (txs) => this.#host.record(order.id, { type: 'trail', of: 'refundTxs', txs }), signal);
-    if (mined.receipt.status !== 'success') {
-      this.#o.log.error('a refund reverted; it is tried again', { order: order.id, tx: mined.receipt.transactionHash });
-      return orderFailed('refund_reverted', `refund ${mined.receipt.transactionHash} reverted`, { ...current, refundTxs: [] });
-    }
-    return ok({ ...current, refundTxs: mined.txs, refundTx: mined.receipt.transactionHash });
-  }
-
-  #stock(order: StockOrder) {
-    const stock = this.market.stocks.find((s) => s.address.toLowerCase() === order.stock.toLowerCase());
-    if (!stock) throw new Error(`stock ${order.symbol} is no longer listed`);
-    return stock;
-  }
-
-  /** The router pulls stablecoin B from the desk: one approval, once. */
-  async #approveRouter(): Promise<void> {
-    const router = this.market.uniswap.router;
-    if ((await this.market.allowance(this.market.stable, this.address, router)) >= maxUint256 / 2n) return;
-    const data = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [router, maxUint256] });
-    const sent = await sendDurably(this.#courier, { to: this.market.stable, data, gas: 100_000n }, [], async () => {});
-    if (!sent.ok) throw new Error(`the stock desk could not approve the router: ${sent.error.message}`);
-    const mined = await awaitMined(this.#courier, sent.value, async () => {}, this.#abort.signal);
-    if (mined.receipt.status !== 'success') throw new Error('the stock desk router approval reverted');
-    this.#o.log.info('stock desk approved the router', { desk: this.address, router, tx: mined.receipt.transactionHash });
   }
 }

@@ -1,4 +1,4 @@
-import { BatchReason, type BatchReasonCode } from '../schemes/batch-settlement/reasons.ts';
+import { BatchReason, type BatchReasonCode } from './batch-settlement-reasons.ts';
 
 /**
  * Machine-readable `invalidReason` codes, as the reference facilitator of `@x402/evm` names them

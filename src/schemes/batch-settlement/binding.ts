@@ -11,7 +11,7 @@ import { sameAddress } from '../../verify/checks.ts';
 import { channelIdOf, type ChannelConfig } from './channel-config.ts';
 import { BATCH_SETTLEMENT_SCHEME, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY } from './domain.ts';
 import type { DepositPayload } from './payload.ts';
-import { BatchReason, type BatchReasonCode } from './reasons.ts';
+import { BatchReason, type BatchReasonCode } from '../../verify/batch-settlement-reasons.ts';
 import { transferMethodOf, type BatchSettlementRequirements } from './requirements.ts';
 
 /** Seconds an authorization must still be valid for when it is checked (as the official facilitator requires). */

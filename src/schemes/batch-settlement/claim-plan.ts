@@ -9,7 +9,7 @@ import { err, ok, type Result } from '../../protocol/result.ts';
 import type { ChannelConfig } from './channel-config.ts';
 import type { VoucherClaim } from './claim-batch.ts';
 import { withdrawDeadline } from './cumulative.ts';
-import { BatchReason, type BatchReasonCode } from './reasons.ts';
+import { BatchReason, type BatchReasonCode } from '../../verify/batch-settlement-reasons.ts';
 
 /** What a server holds of one channel, for claiming. */
 export interface ClaimableChannel {

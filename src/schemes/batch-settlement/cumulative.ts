@@ -3,7 +3,7 @@
  * server's channel record (next, replayed, equal, lower, skipped), and whether the chain's channel can honour it.
  */
 import { err, ok, type Result } from '../../protocol/result.ts';
-import { BatchReason, type BatchReasonCode } from './reasons.ts';
+import { BatchReason, type BatchReasonCode } from '../../verify/batch-settlement-reasons.ts';
 
 /**
  * A voucher's ceiling against the server's record of the channel:

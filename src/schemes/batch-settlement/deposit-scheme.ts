@@ -26,7 +26,7 @@ import { erc3009DepositTypedData, permit2DepositTypedData } from './deposit-call
 import { decodeDepositCall, depositSettlementCall, type DepositMethod } from './deposit-settlement-call.ts';
 import { BATCH_SETTLEMENT_SCHEME } from './domain.ts';
 import { parseBatchPayload, type DepositPayload } from './payload.ts';
-import { BatchReason } from './reasons.ts';
+import { BatchReason } from '../../verify/batch-settlement-reasons.ts';
 import { transferMethodOf, type BatchSettlementRequirements } from './requirements.ts';
 import { voucherSignedFor } from './voucher-signature.ts';
 

@@ -11,7 +11,7 @@ import { ADDRESS_PATTERN, BYTES32_PATTERN, SIGNATURE_PATTERN, UINT256_PATTERN } 
 import { err, ok, type Result } from '../../protocol/result.ts';
 import type { ChannelConfig } from './channel-config.ts';
 import { MAX_UINT128 } from './domain.ts';
-import { BatchReason, type BatchReasonCode } from './reasons.ts';
+import { BatchReason, type BatchReasonCode } from '../../verify/batch-settlement-reasons.ts';
 import type { SignedVoucher } from './voucher.ts';
 
 export interface Erc3009DepositAuthorization {

@@ -11,7 +11,7 @@ import type { ChainReads } from '../scheme.ts';
 import { checkChannelBinding } from './binding.ts';
 import { channelStateOf, readChannel } from './channel-reads.ts';
 import type { RefundPayload, VoucherPayload } from './payload.ts';
-import { BatchReason } from './reasons.ts';
+import { BatchReason } from '../../verify/batch-settlement-reasons.ts';
 import type { BatchSettlementRequirements } from './requirements.ts';
 import { voucherSignedFor } from './voucher-signature.ts';
 
