@@ -21,7 +21,7 @@ import type { Settlement } from '../src/ports/settlement.ts';
 import { ok } from '../src/protocol/result.ts';
 import type { SettleResponse, VerifyRequest } from '../src/protocol/x402/types.ts';
 import type { OnchainChannel } from '../src/schemes/batch-settlement/cumulative.ts';
-import { BatchReason } from '../src/schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../src/verify/batch-settlement-reasons.ts';
 import { gate, harness, merchant, type Harness } from './support/paid-route-harness.ts';
 
 const AUTHORIZER = privateKeyToAccount(generatePrivateKey()).address;

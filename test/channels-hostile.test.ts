@@ -10,7 +10,7 @@ import { parseUnits, type Hex } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { ChannelLedger, CHANNEL_RECORDS } from '../src/channels/channel-ledger.ts';
 import { channelIdOf, type ChannelConfig } from '../src/schemes/batch-settlement/channel-config.ts';
-import { BatchReason } from '../src/schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../src/verify/batch-settlement-reasons.ts';
 import { openStore } from '../src/store/open-store.ts';
 import { channelBuyer, countingUpstream, decodedCredential, encodedCredential } from './helpers/channel-buyer.ts';
 import { freshAccount, network, tester, testDevnet } from './helpers/devnet.ts';

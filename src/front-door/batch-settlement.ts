@@ -17,7 +17,7 @@ import type { PaymentPayload, PaymentRequirements, SettleResponse, VerifyRequest
 import { checkChannelBinding, checkOfferEnvelope } from '../schemes/batch-settlement/binding.ts';
 import { BATCH_SETTLEMENT_SCHEME } from '../schemes/batch-settlement/domain.ts';
 import { parseBatchPayload, type BatchPayload } from '../schemes/batch-settlement/payload.ts';
-import { BatchReason } from '../schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../verify/batch-settlement-reasons.ts';
 import { correctiveRequirements, sameOffer, type BatchSettlementRequirements, type ChannelStateExtra, type VoucherStateExtra } from '../schemes/batch-settlement/requirements.ts';
 import type { Door, DoorRefusal, PaidCredential, Reading, RouteTerms } from './door.ts';
 import { x402CredentialHeader } from './x402.ts';

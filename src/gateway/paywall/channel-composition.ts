@@ -1,5 +1,5 @@
 /**
- * Payment channels as the gateway runs them: their settings (`GATE402_CHANNEL_*`) and the paywall's part made from
+ * Payment channels as the gateway runs them: their settings (the receiver authorizer key and the withdraw delay) and the paywall's part made from
  * them (the channel records in the Store, the chain reader, the offers' terms).
  */
 import type { Hex } from 'viem';

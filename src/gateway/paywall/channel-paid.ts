@@ -20,7 +20,7 @@ import { SETTLEMENT_SHED } from '../../ports/settlement.ts';
 import type { UpstreamCall } from '../../ports/upstream.ts';
 import type { SettleResponse } from '../../protocol/x402/types.ts';
 import { classifyVoucherStep, type OnchainChannel } from '../../schemes/batch-settlement/cumulative.ts';
-import { BatchReason } from '../../schemes/batch-settlement/reasons.ts';
+import { BatchReason } from '../../verify/batch-settlement-reasons.ts';
 import type { ChannelStateExtra, VoucherStateExtra } from '../../schemes/batch-settlement/requirements.ts';
 import { classifyVoucherSignature } from '../../schemes/batch-settlement/voucher.ts';
 import { behind, json, paidUnserved, pending as pendingAnswer, shedOf } from './answers.ts';
