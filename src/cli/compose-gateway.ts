@@ -13,6 +13,8 @@ import { merchantHandlers } from '../gateway/merchants/http.ts';
 import type { MerchantRegistry } from '../gateway/merchants/registry.ts';
 import { registrationBodyLimit } from '../gateway/merchants/validate.ts';
 import { gatewayConfigFromEnv, type RunningGateway, runGateway } from '../gateway/run-gateway.ts';
+import { channelOfferTerms, requireChannelKey } from '../gateway/paywall/channel-composition.ts';
+import { takesChannels } from '../gateway/paywall/channel-offers.ts';
 import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';
@@ -55,7 +57,7 @@ export interface ComposedGateway {
 
 export async function composeGateway(c: GatewayComposition): Promise<ComposedGateway> {
   const { env, networks, devnet, log, metrics } = c;
-  const config = gatewayConfigFromEnv(env, devnet ? { receiptKey: devnet.receiptKey } : {});
+  const config = gatewayConfigFromEnv(env, devnet ? { receiptKey: devnet.receiptKey, channelAuthorizerKey: devnet.channelAuthorizerKey } : {});
   let upstreams: DevnetUpstreams | undefined;
   if (devnet) {
     upstreams = await devnet.upstreams(env);
@@ -89,6 +91,8 @@ export async function composeGateway(c: GatewayComposition): Promise<ComposedGat
       : [];
   const snapshot = await seedMerchants(registry, builtin, log);
   c.closeLater(async () => snapshot.close());
+  requireChannelKey(config.channels, (await registry.list()).flatMap((m) => m.routes).filter(takesChannels).length);
+  const channelOffers = channelOfferTerms(config.channels);
   const handlers = merchantHandlers({ registry, snapshot });
   // The pages offer a wallet the stock chain's RPC when it does not know the chain: on the devnet, its own.
   const web = webConfigFromEnv(env, devnet ? { walletRpcUrl: devnet.walletRpcUrl } : {});
@@ -123,7 +127,7 @@ export async function composeGateway(c: GatewayComposition): Promise<ComposedGat
     config,
   );
   c.closeLater(() => gateway.close());
-  return { gateway, listing: () => snapshot.built('bazaar-resources', (view) => bazaarResources(view.merchants as Merchant[], config.baseUrl, networks)) };
+  return { gateway, listing: () => snapshot.built('bazaar-resources', (view) => bazaarResources(view.merchants as Merchant[], config.baseUrl, networks, channelOffers)) };
 }
 
 /** Seeds the built-in merchants, sweeps files a crash left unreferenced, and reads the merchants once per change. */

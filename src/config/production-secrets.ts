@@ -34,6 +34,8 @@ export function requireProductionSecrets(env: NodeJS.ProcessEnv, parts: Parts, n
   key('GATE402_RELAYER_KEYS', 'the relayers that pay settlement gas', true);
   if (!parts.gateway) return;
   key('GATE402_GATEWAY_KEY', 'the key that signs MPP receipts');
+  // Payment channels' receiver authorizer: optional (required only once a route takes channels), never a public key.
+  if (envString(env, 'GATE402_CHANNEL_AUTHORIZER_KEY', '')) key('GATE402_CHANNEL_AUTHORIZER_KEY', "the payment channels' receiver authorizer");
   const secret = env.GATE402_MPP_SECRET?.trim() ?? '';
   if (Buffer.byteLength(secret, 'utf8') < MIN_MPP_SECRET_BYTES) {
     throw new ConfigError(`GATE402_MPP_SECRET is required off the devnet: at least ${MIN_MPP_SECRET_BYTES} bytes of secret (it binds MPP challenges and stock quotes)`);

@@ -22,6 +22,8 @@ import type { DevnetManifest } from './manifest.ts';
 
 /** DEVNET ONLY: the key that signs MPP receipts on the embedded default (derived from the public test mnemonic). */
 const DEVNET_RECEIPT_KEY_INDEX = 60;
+/** DEVNET ONLY: the receiver authorizer of payment channels on the embedded default (from the public test mnemonic). */
+const DEVNET_CHANNEL_AUTHORIZER_KEY_INDEX = 61;
 /** DEVNET ONLY: the secret header the built-in catalog sends to its local fixture upstreams. */
 export const DEVNET_UPSTREAM_SECRET = 'devnet-fixture-key-not-a-secret';
 
@@ -47,6 +49,8 @@ export interface ServiceDevnet {
   deskAccount: LocalAccount;
   /** The MPP receipt key used when no GATE402_GATEWAY_KEY is given. */
   receiptKey: Hex;
+  /** The payment channels' receiver authorizer used when no GATE402_CHANNEL_AUTHORIZER_KEY is given. */
+  channelAuthorizerKey: Hex;
   /** The stock chain's RPC, offered to wallets by the pages. */
   walletRpcUrl: string | undefined;
   /**
@@ -67,6 +71,7 @@ export function serviceDevnet(manifest: DevnetManifest): ServiceDevnet {
     relayers: DEVNET_ROLES.relayers.map((i) => devnetAccount(i)),
     deskAccount: devnetAccount(DEVNET_ROLES.stockDesk),
     receiptKey: devnetPrivateKey(DEVNET_RECEIPT_KEY_INDEX) as Hex,
+    channelAuthorizerKey: devnetPrivateKey(DEVNET_CHANNEL_AUTHORIZER_KEY_INDEX) as Hex,
     walletRpcUrl: manifest.networks[CAIP2.stockChain]?.rpcUrl,
     async upstreams(env) {
       const fixtureBase = envString(env, 'GATE402_CATALOG_UPSTREAM_BASE', '');

@@ -15,6 +15,8 @@ import { discoveryRoutes } from './discovery/routes.ts';
 import { CircuitBreakers } from '../resilience/circuit-breaker.ts';
 import { mppDoor } from '../front-door/mpp.ts';
 import { x402Door } from '../front-door/x402.ts';
+import { channelDoor } from '../front-door/batch-settlement.ts';
+import { channelConfigFromEnv, paywallChannels, type ChannelConfig } from './paywall/channel-composition.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
 import { PaymentIds, type PaymentIdRecord } from './paywall/payment-ids.ts';
@@ -62,9 +64,11 @@ export interface GatewayConfig {
    * directory tells no changes. With a registry (which tells each change) documents are rebuilt on change only.
    */
   discoveryCacheMs: number;
+  /** Payment channels (x402 `batch-settlement`): the receiver authorizer's key (none: no route offers them) and the withdraw delay. */
+  channels: ChannelConfig;
 }
 
-export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receiptKey?: Hex; upstreamAllowlist?: string[] } = {}): GatewayConfig {
+export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receiptKey?: Hex; upstreamAllowlist?: string[]; channelAuthorizerKey?: Hex } = {}): GatewayConfig {
   const host = envHost(env, 'GATE402_GATEWAY_HOST', '127.0.0.1');
   const port = envInt(env, 'GATE402_GATEWAY_PORT', 8402, { min: 0, max: 65535 });
   const receiptKey = envString(env, 'GATE402_GATEWAY_KEY', defaults.receiptKey ?? '') as Hex;
@@ -101,6 +105,7 @@ export function gatewayConfigFromEnv(env: NodeJS.ProcessEnv, defaults: { receipt
       retentionMs: envInt(env, 'GATE402_PAYMENT_ID_RETENTION_SECONDS', 86_400, { min: 60, max: 30 * 86_400 }) * 1000,
     },
     discoveryCacheMs: envInt(env, 'GATE402_DISCOVERY_CACHE_MS', 5000, { min: 0, max: 3_600_000 }),
+    channels: channelConfigFromEnv(env, defaults.channelAuthorizerKey),
   };
 }
 
@@ -171,9 +176,13 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     paymentIds.sweep().catch((err: unknown) => parts.log.error('could not forget expired payment identifiers', { error: err }));
   }, 60_000);
   sweeping.unref();
+  const channels = paywallChannels(config.channels, parts);
+  const doors = [x402Door({ baseUrl: config.baseUrl }), mppDoor({ key: config.mppKey, realm: config.realm, receiptKey: config.receiptKey, now: Date.now })];
   const paid = paidRouteHandler({
     settlement: parts.settlement,
-    doors: [x402Door({ baseUrl: config.baseUrl }), mppDoor({ key: config.mppKey, realm: config.realm, receiptKey: config.receiptKey, now: Date.now })],
+    // The channel door first: its credentials are x402's, which the x402 door would refuse as of another scheme.
+    doors: channels ? [channelDoor(), ...doors] : doors,
+    ...(channels ? { channels } : {}),
     merchant: (slug) => parts.merchants.get(slug),
     networks: parts.networks,
     stores: {

@@ -13,6 +13,8 @@ import type { Door } from '../../src/front-door/door.ts';
 import { mppDoor } from '../../src/front-door/mpp.ts';
 import { x402Door } from '../../src/front-door/x402.ts';
 import type { Merchant } from '../../src/gateway/catalog/merchant.ts';
+import type { PaywallChannels } from '../../src/gateway/paywall/channel-paid.ts';
+import type { Store } from '../../src/store/store.ts';
 import { paidRouteHandler, type PaidRequestRecord } from '../../src/gateway/paywall/paid-route.ts';
 import { PaymentIds, type PaymentIdRecord } from '../../src/gateway/paywall/payment-ids.ts';
 import type { HttpRequest, HttpResponse } from '../../src/http/server.ts';
@@ -119,7 +121,17 @@ export interface Harness {
   offer?: PaymentRequirements;
 }
 
-export function harness(t: Test, opts: { doors?: (defaults: Door[]) => Door[]; breaker?: { threshold: number; openMs: number }; breakers?: CircuitBreakers } = {}): Harness {
+export function harness(
+  t: Test,
+  opts: {
+    doors?: (defaults: Door[]) => Door[];
+    breaker?: { threshold: number; openMs: number };
+    breakers?: CircuitBreakers;
+    channels?: (store: Store) => PaywallChannels;
+    merchant?: Merchant;
+    settlement?: Settlement;
+  } = {},
+): Harness {
   const dir = tempDir('paid-route');
   const store = openLmdbStore(dir);
   t.teardown(async () => {
@@ -139,10 +151,12 @@ export function harness(t: Test, opts: { doors?: (defaults: Door[]) => Door[]; b
     { maxBodyBytes: 65_536, retentionMs: 3_600_000, leaseMs: 60_000, waitMs: 1_000, maxWaiting: 16 },
     now,
   );
+  const shop = opts.merchant ?? merchant;
   const handler = paidRouteHandler({
-    settlement,
+    settlement: opts.settlement ?? settlement,
+    ...(opts.channels ? { channels: opts.channels(store) } : {}),
     doors: opts.doors ? opts.doors(defaults) : defaults,
-    merchant: (slug) => (slug === merchant.slug ? merchant : undefined),
+    merchant: (slug) => (slug === shop.slug ? shop : undefined),
     networks,
     stores: { served: store.claims('served'), paymentIds, records },
     upstream: { dispatcher: undefined as never, readFile: async () => undefined, internal: upstream.internal, timeoutMs: 5_000, maxBytes: 1 << 20 },

@@ -108,6 +108,12 @@ export interface BuiltinCatalogOptions {
   now: number;
 }
 
+/**
+ * Built-in routes that also take x402 `batch-settlement` payment channels (offered after their `exact` offers): the
+ * cheap, often-called ones, where one deposit and a voucher per call save a transfer per call.
+ */
+export const CHANNEL_ROUTES: ReadonlySet<string> = new Set(['catjoke-joke', 'weather-forecast', 'fx-latest', 'words-define']);
+
 function catalogRoute(r: CatalogRouteRecord): MerchantRoute {
   const text = ROUTE_TEXTS[r.operationId]!;
   return {
@@ -119,6 +125,7 @@ function catalogRoute(r: CatalogRouteRecord): MerchantRoute {
     input: r.input,
     operationId: r.operationId,
     shape: structuredClone(text.shape),
+    ...(CHANNEL_ROUTES.has(r.operationId) ? { batchSettlement: true } : {}),
   };
 }
 

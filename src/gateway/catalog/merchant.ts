@@ -70,6 +70,11 @@ export interface MerchantRoute {
    * anything is charged. Absent or false: the id is optional (a payment with one is still deduplicated).
    */
   requirePaymentId?: boolean;
+  /**
+   * Also accept x402 `batch-settlement` (payment channels: one deposit, then a signed voucher per request), offered
+   * after the route's `exact` offers. Absent or false: `exact` only.
+   */
+  batchSettlement?: boolean;
 }
 
 /**
@@ -131,6 +136,7 @@ function copyRoute(r: MerchantRoute): MerchantRoute {
     input: r.input,
     operationId: r.operationId,
     ...(r.shape !== undefined ? { shape: structuredClone(r.shape) } : {}),
+    ...(r.batchSettlement === true ? { batchSettlement: true } : {}),
   };
 }
 

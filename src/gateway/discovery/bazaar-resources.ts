@@ -7,6 +7,7 @@ import type { NetworkRegistry } from '../../chain/networks.ts';
 import { declaredExtensions } from '../../protocol/x402/extensions/index.ts';
 import type { PaymentRequirements } from '../../protocol/x402/types.ts';
 import { routePath, type Merchant } from '../catalog/merchant.ts';
+import type { ChannelOfferTerms } from '../paywall/channel-offers.ts';
 import { offersFor } from '../paywall/offers.ts';
 import { normalizeBaseUrl } from './openapi.ts';
 import { paidResourceDescription } from './paid-resource.ts';
@@ -30,14 +31,14 @@ function serviceName(name: string): string | undefined {
   return ascii.length > 0 ? ascii.slice(0, 32) : undefined;
 }
 
-export function bazaarResources(merchants: Merchant[], baseUrl: string, networks: NetworkRegistry): BazaarResource[] {
+export function bazaarResources(merchants: Merchant[], baseUrl: string, networks: NetworkRegistry, channels?: ChannelOfferTerms): BazaarResource[] {
   const base = normalizeBaseUrl(baseUrl);
   const out: BazaarResource[] = [];
   for (const m of merchants) {
     const name = serviceName(m.name);
     const mimeType = m.upstream.kind === 'file' ? m.upstream.contentType : 'application/json';
     for (const r of m.routes) {
-      const accepts = offersFor(m, r, networks);
+      const accepts = offersFor(m, r, networks, channels);
       if (accepts.length === 0) continue; // on no configured network: not payable here
       for (const method of r.methods) {
         out.push({

@@ -40,6 +40,7 @@ const routeSchema: SchemaObject = {
     description: text(MAX_ROUTE_DESCRIPTION, true),
     input: text(MAX_INPUT, true),
     requirePaymentId: { type: 'boolean' },
+    batchSettlement: { type: 'boolean' },
   },
 };
 

@@ -17,6 +17,8 @@ export interface RouteInput {
   input: string;
   /** Refuse x402 payments without a `payment-identifier` id (see `MerchantRoute.requirePaymentId`). */
   requirePaymentId?: boolean;
+  /** Also accept x402 `batch-settlement` payment channels (see `MerchantRoute.batchSettlement`). */
+  batchSettlement?: boolean;
 }
 
 /**

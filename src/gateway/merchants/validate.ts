@@ -168,6 +168,7 @@ function checkRoutes(slug: string, routes: RouteInput[], limits: RegistrationLim
       input: r.input,
       operationId: `${slug}-${r.route}`,
       ...(r.requirePaymentId === true ? { requirePaymentId: true } : {}),
+      ...(r.batchSettlement === true ? { batchSettlement: true } : {}),
     });
   }
   return good(out);

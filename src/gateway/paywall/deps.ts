@@ -8,6 +8,7 @@ import type { CircuitBreakers } from '../../resilience/circuit-breaker.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
 import type { Merchant } from '../catalog/merchant.ts';
+import type { PaywallChannels } from './channel-paid.ts';
 import type { InternalUpstream } from './forward.ts';
 import type { PaymentIds } from './payment-ids.ts';
 import type { BootLiveness } from './served-claims.ts';
@@ -62,6 +63,8 @@ export interface PaywallMetrics {
 export interface PaywallDeps {
   /** Verifies, sheds and settles payments (the local engine, or remote facilitators): asked through the port only. */
   settlement: Pick<Settlement, 'verify' | 'settle' | 'shedding'>;
+  /** Payment channels (x402 `batch-settlement`): absent, no route offers them. */
+  channels?: PaywallChannels;
   /** The ways to pay, in order of precedence: the first that recognises a request's payment headers reads them. */
   doors: readonly Door[];
   /** Synchronously when the merchant is at hand (cached): an unpaid request's 402 is answered without waiting. */

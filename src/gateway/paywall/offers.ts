@@ -6,6 +6,7 @@ import type { PaymentRequirements } from '../../protocol/x402/types.ts';
 import { eip3009Scheme } from '../../schemes/eip3009/scheme.ts';
 import { permit2Scheme } from '../../schemes/permit2/scheme.ts';
 import { amountAtomic, type Merchant, type MerchantRoute } from '../catalog/merchant.ts';
+import { channelOffersFor, type ChannelOfferTerms } from './channel-offers.ts';
 
 /** A buyer's signature must stay valid this long: the spec's 300-second window for the stock chain's permits. */
 export const MAX_TIMEOUT_SECONDS = 300;
@@ -14,7 +15,7 @@ export const MAX_TIMEOUT_SECONDS = 300;
  * The x402 offers of one paid route: Permit2 with stablecoin B on the stock chain (the spec's listed settlement),
  * then EIP-3009 on each other network the merchant accepts, in the order of the merchant's list.
  */
-export function offersFor(merchant: Merchant, route: MerchantRoute, networks: NetworkRegistry): PaymentRequirements[] {
+export function offersFor(merchant: Merchant, route: MerchantRoute, networks: NetworkRegistry, channels?: ChannelOfferTerms): PaymentRequirements[] {
   const amount = amountAtomic(route).toString();
   const offers: PaymentRequirements[] = [];
   const ordered = [...merchant.networks].sort((a, b) => (a === CAIP2.stockChain ? -1 : b === CAIP2.stockChain ? 1 : 0));
@@ -23,6 +24,8 @@ export function offersFor(merchant: Merchant, route: MerchantRoute, networks: Ne
     if (!n) continue;
     offers.push(offerOn(n, merchant.payTo, amount));
   }
+  // Payment channels, when the route takes them: after every `exact` offer.
+  offers.push(...channelOffersFor(merchant, route, networks, channels));
   return offers;
 }
 

@@ -13,7 +13,9 @@ import { uncharged } from '../../protocol/result.ts';
 import type { BreakerTicket } from '../../resilience/circuit-breaker.ts';
 import { nonceKeyOf } from '../../schemes/payment-identity.ts';
 import { findRoute, type Merchant } from '../catalog/merchant.ts';
+import { CHANNEL_PROTOCOL, channelKeyOf, type ChannelCredential } from '../../front-door/batch-settlement.ts';
 import { json, unchargedAnswer } from './answers.ts';
+import { channelPaid } from './channel-paid.ts';
 import type { PaywallDeps } from './deps.ts';
 import { guardRefused } from './guard-refusal.ts';
 import { bodyBound, clientOf, claimed, postedDigest, preparedUpstream, sendsBody, served, settled, signedBeforeBody, unserved, unshed, type PaidHooks, type Purchase } from './paid-steps.ts';
@@ -27,7 +29,7 @@ export type { PaidRequestRecord, PaywallDeps } from './deps.ts';
 const NONE: Reading = { kind: 'none' };
 
 export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
-  const terms = new RouteTermsMemo(deps.networks);
+  const terms = new RouteTermsMemo(deps.networks, deps.channels?.offers);
   const required = new PaymentRequired({ doors: deps.doors, challengeTtlMs: deps.challengeTtlMs, now: deps.now, counted: (protocol) => deps.metrics.challengeIssued(protocol) });
   // Not `async`: the unpaid 402 is answered synchronously, before the server's route callback returns.
   const handle = (req: HttpRequest, slug: string, merchant: Merchant | undefined): Promise<HttpResponse> | HttpResponse => {
@@ -70,11 +72,13 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
         terms: t,
         door,
         credential: reading.credential,
-        key: nonceKeyOf(reading.credential.request),
+        key: reading.credential.protocol === CHANNEL_PROTOCOL ? channelKeyOf(reading.credential as ChannelCredential) : nonceKeyOf(reading.credential.request),
         client: clientOf(req),
         upstreamPath: upstreamRelativePath(route.route, segments),
         ticket,
       };
+      const channels = deps.channels;
+      if (p.credential.protocol === CHANNEL_PROTOCOL && channels) return holding(ticket, () => channelPaid(p, channels));
       return holding(ticket, () => (p.door.identifiesPayments ? paidWithId(p) : paid(p)));
     }
     // Unpaid or refused: a 402, for which a POST's challenge is bound to its body, read first.

@@ -206,7 +206,7 @@ export async function served(p: Purchase, s: Settled, claim: ServingClaim, call:
 }
 
 /** The upstream's answer, counted and reported to the breaker: passed on, or undefined when the call failed. */
-function calledUpstream(p: Purchase, result: UpstreamResult): UpstreamAnswer | undefined {
+export function calledUpstream(p: Purchase, result: UpstreamResult): UpstreamAnswer | undefined {
   const answer = result.ok ? answerable(result.value) : undefined;
   p.deps.metrics.upstreamCall(p.merchant.slug, result.ok ? result.value.status : 'error', latencyOf(result) / 1000);
   const failed = answer === undefined || answer.status >= 500;

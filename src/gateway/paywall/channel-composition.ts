@@ -1,0 +1,57 @@
+/**
+ * Payment channels as the gateway runs them: their settings (the receiver authorizer key and the withdraw delay) and the paywall's part made from
+ * them (the channel records in the Store, the chain reader, the offers' terms).
+ */
+import type { Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import type { NetworkRegistry } from '../../chain/networks.ts';
+import { ChannelLedger, CHANNEL_RECORDS } from '../../channels/channel-ledger.ts';
+import { rpcChannelReader } from '../../channels/chain-channel.ts';
+import { ConfigError, envInt, envString } from '../../config/env.ts';
+import { MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY } from '../../schemes/batch-settlement/domain.ts';
+import type { Store } from '../../store/store.ts';
+import type { ChannelOfferTerms } from './channel-offers.ts';
+import type { PaywallChannels } from './channel-paid.ts';
+import { MAX_TIMEOUT_SECONDS } from './offers.ts';
+import type { BootLiveness } from './served-claims.ts';
+
+export interface ChannelConfig {
+  /** Signs the receiver's claims and refunds; its address is every channel's `receiverAuthorizer`. None: no channels. */
+  authorizerKey: Hex | undefined;
+  /** Seconds a payer's withdrawal waits (every claim must land within it). */
+  withdrawDelay: number;
+}
+
+export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | undefined): ChannelConfig {
+  const key = envString(env, 'GATE402_CHANNEL_AUTHORIZER_KEY', devnetKey ?? '');
+  if (key !== '' && !/^0x[0-9a-fA-F]{64}$/.test(key)) throw new ConfigError('GATE402_CHANNEL_AUTHORIZER_KEY must be a 0x-prefixed 32-byte private key (the receiver authorizer of payment channels)');
+  return {
+    authorizerKey: key === '' ? undefined : (key as Hex),
+    withdrawDelay: envInt(env, 'GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS', 86_400, { min: MIN_WITHDRAW_DELAY, max: MAX_WITHDRAW_DELAY }),
+  };
+}
+
+/** The terms channel offers carry, or undefined when no receiver authorizer is configured. */
+export function channelOfferTerms(config: ChannelConfig): ChannelOfferTerms | undefined {
+  if (!config.authorizerKey) return undefined;
+  return { receiverAuthorizer: privateKeyToAccount(config.authorizerKey).address, withdrawDelay: config.withdrawDelay, maxTimeoutSeconds: MAX_TIMEOUT_SECONDS };
+}
+
+/** The paywall's channel part, or undefined when no receiver authorizer is configured (routes then offer `exact` only). */
+export function paywallChannels(config: ChannelConfig, parts: { store: Store; networks: NetworkRegistry; live?: BootLiveness }): PaywallChannels | undefined {
+  const offers = channelOfferTerms(config);
+  if (!offers) return undefined;
+  return {
+    offers,
+    ledger: new ChannelLedger(parts.store.claims(CHANNEL_RECORDS)),
+    readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
+    ...(parts.live ? { live: parts.live } : {}),
+  };
+}
+
+/** Off the devnet, a merchant route that takes channels needs the gateway's own receiver authorizer key. */
+export function requireChannelKey(config: ChannelConfig, routesTakingChannels: number): void {
+  if (routesTakingChannels > 0 && !config.authorizerKey) {
+    throw new ConfigError(`GATE402_CHANNEL_AUTHORIZER_KEY is required: ${routesTakingChannels} merchant route(s) accept batch-settlement payment channels, whose receiver authorizer is this key`);
+  }
+}

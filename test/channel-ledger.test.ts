@@ -1,0 +1,78 @@
+// The channel records' compare-and-set, on LMDB and on PostgreSQL (two stores on one database, as two nodes): of
+// many writers that read one version, exactly one moves it; the write-ahead, commit, release and a dead server's
+// pending resolved, as pure moves on real stores.
+import t, { type Test } from 'tap';
+import type { Hex } from 'viem';
+import { ChannelLedger, CHANNEL_RECORDS } from '../src/channels/channel-ledger.ts';
+import { committed, headroom, openedRecord, pendingLive, released, resolvedPending, withPending } from '../src/channels/channel-record.ts';
+import { openLmdbStore } from '../src/store/lmdb/open-lmdb-store.ts';
+import { openStore } from '../src/store/open-store.ts';
+import type { Store } from '../src/store/store.ts';
+import { startPostgres } from './helpers/postgres.ts';
+import { tempDir } from './helpers/temp-dir.ts';
+
+const CHANNEL = `0x${'ab'.repeat(32)}` as Hex;
+const CONFIG = {
+  payer: '0x00000000000000000000000000000000000000a1',
+  payerAuthorizer: '0x00000000000000000000000000000000000000a1',
+  receiver: '0x00000000000000000000000000000000000000b2',
+  receiverAuthorizer: '0x00000000000000000000000000000000000000c3',
+  token: '0x00000000000000000000000000000000000000d4',
+  withdrawDelay: 900,
+  salt: `0x${'00'.repeat(32)}`,
+} as const;
+const SIG = `0x${'11'.repeat(65)}` as Hex;
+const opened = (balance: bigint) => openedRecord({ channelId: CHANNEL, network: 'eip155:8453', config: CONFIG, balance, totalClaimed: 0n, now: 1 });
+
+t.test('the moves: write-ahead, commit, release; headroom counts a pending voucher', async (t) => {
+  const r = { ...opened(100n), version: 1 };
+  const ahead = withPending(r, { cumulative: 10n, signature: SIG }, 'boot-a', 5_000, 2);
+  t.same([ahead.version, ahead.signedMaxClaimable, ahead.signature, ahead.charged, headroom(ahead)], [2, '10', SIG, '0', 90n], 'the voucher is durable and held back from the balance');
+  const done = committed(ahead, 3);
+  t.same([done.version, done.charged, done.pending, headroom(done)], [3, '10', undefined, 90n], 'committed: charged');
+  const back = released(ahead, 3);
+  t.same([back.version, back.charged, back.pending, back.signedMaxClaimable, headroom(back)], [3, '0', undefined, '10', 100n], 'released: nothing charged, the signature kept');
+  t.equal(resolvedPending(ahead, 4).charged, '10', "a dead server's pending is committed (the voucher is kept)");
+  t.equal(await pendingLive(ahead.pending!, () => true, 4_999), true, 'live while its boot is and its bound is not passed');
+  t.equal(await pendingLive(ahead.pending!, () => true, 5_001), false, 'past its bound: dead, whoever holds it');
+  t.equal(await pendingLive(ahead.pending!, () => false, 10), false, 'its boot gone: dead');
+});
+
+async function raceOn(t: Test, stores: Store[]): Promise<void> {
+  const ledgers = stores.map((s) => new ChannelLedger(s.claims(CHANNEL_RECORDS)));
+  const creators = await Promise.all(ledgers.flatMap((l) => [l.create(opened(1_000n)), l.create(opened(1_000n))]));
+  t.equal(creators.filter(Boolean).length, 1, 'of concurrent creators, one wins');
+  // 24 writers read version 1 and race to write version 2: exactly one wins on every step.
+  let held = await ledgers[0]!.read(CHANNEL);
+  for (let step = 1; step <= 5; step++) {
+    const reads = await Promise.all(ledgers.map((l) => l.read(CHANNEL)));
+    const attempts = Array.from({ length: 24 }, (_, i) => {
+      const read = reads[i % reads.length]!;
+      return ledgers[i % ledgers.length]!.replace(read, withPending(read.record, { cumulative: BigInt(step * 10), signature: SIG }, `w${i}`, Date.now() + 60_000, step));
+    });
+    const won = (await Promise.all(attempts)).filter(Boolean);
+    t.equal(won.length, 1, `step ${step}: one of 24 concurrent writers wins`);
+    const afterWin = won[0]!;
+    held = await ledgers[1 % ledgers.length]!.replace(afterWin, committed(afterWin.record, step));
+    t.ok(held, `step ${step}: the winner commits`);
+  }
+  const last = await ledgers[ledgers.length - 1]!.read(CHANNEL);
+  t.same([last?.record.version, last?.record.charged, last?.record.pending], [11, '50', undefined], 'five steps, each charged once, read back from another store');
+  t.equal(await ledgers[0]!.replace(held!, { ...held!.record, version: held!.record.version + 1 }).then(Boolean), true, 'the current holder may move it');
+  t.equal(await ledgers[0]!.replace(held!, { ...held!.record, version: held!.record.version + 1 }).then(Boolean), false, 'a stale copy may not');
+}
+
+t.test('LMDB: compare-and-set on the version', async (t) => {
+  const dir = tempDir('channel-ledger');
+  const store = openLmdbStore(dir);
+  t.teardown(() => store.close());
+  await raceOn(t, [store]);
+});
+
+t.test('PostgreSQL: two stores on one database (two nodes) race on one channel', async (t) => {
+  const db = await startPostgres();
+  t.teardown(() => db.stop());
+  const stores = await Promise.all([0, 1].map(() => openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4 })));
+  t.teardown(() => Promise.all(stores.map((s) => s.close())));
+  await raceOn(t, stores);
+});
