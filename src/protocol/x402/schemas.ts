@@ -58,6 +58,15 @@ export const paymentRequirementsSchema: SchemaObject = {
   },
 };
 
+/**
+ * An offer of a 402's `accepts`: requirements of `exact`, or of `batch-settlement` (payment channels, whose `extra`
+ * carries the channel's terms); a payer takes the schemes it knows. A payment (`accepted`, a verify request) is `exact`.
+ */
+const offerSchema: SchemaObject = {
+  ...paymentRequirementsSchema,
+  properties: { ...(paymentRequirementsSchema.properties as Record<string, SchemaObject>), scheme: { type: 'string', enum: ['exact', 'batch-settlement'] } },
+};
+
 export const paymentRequiredSchema: SchemaObject = {
   type: 'object',
   required: ['x402Version', 'resource', 'accepts'],
@@ -65,7 +74,7 @@ export const paymentRequiredSchema: SchemaObject = {
     x402Version: { const: 2 },
     error: { type: 'string' },
     resource: resourceInfoSchema,
-    accepts: { type: 'array', minItems: 1, maxItems: 64, items: paymentRequirementsSchema },
+    accepts: { type: 'array', minItems: 1, maxItems: 64, items: offerSchema },
     extensions: openObject,
   },
 };
