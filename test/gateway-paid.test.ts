@@ -81,7 +81,13 @@ t.test('without payment: 402 with both challenges', async (t) => {
   t.equal(required.x402Version, 2);
   const first = required.accepts[0];
   t.same([first?.network, first?.amount, first?.extra?.assetTransferMethod], [CAIP2.stockChain, '10000', 'permit2'], 'Permit2 with stablecoin B first');
-  t.same(required.accepts.map((a) => a.network).sort(), [CAIP2.base, CAIP2.baseSepolia, CAIP2.stockChain].sort(), 'one offer per accepted network');
+  const networks = [CAIP2.base, CAIP2.baseSepolia, CAIP2.stockChain].sort();
+  const exact = required.accepts.filter((a) => a.scheme === 'exact');
+  t.same(exact.map((a) => a.network).sort(), networks, 'one exact offer per accepted network');
+  // The route takes payment channels too (the built-in catalog's channel routes): their offers come after every exact one.
+  const channels = required.accepts.filter((a) => (a.scheme as string) === 'batch-settlement');
+  t.same(channels.map((a) => a.network).sort(), networks, 'one channel offer per accepted network');
+  t.same(required.accepts.slice(0, exact.length), exact, 'exact offers first');
   merchant = first?.payTo as `0x${string}`;
   t.match(res.headers.get('www-authenticate'), /^Payment id="[^"]+", realm="[^"]+", method="evm", intent="charge", request="[^"]+", expires="[^"]+"/);
   const problem = JSON.parse(res.text) as { type: string; status: number; challengeId: string };
