@@ -13,8 +13,7 @@ import { merchantHandlers } from '../gateway/merchants/http.ts';
 import type { MerchantRegistry } from '../gateway/merchants/registry.ts';
 import { registrationBodyLimit } from '../gateway/merchants/validate.ts';
 import { gatewayConfigFromEnv, type RunningGateway, runGateway } from '../gateway/run-gateway.ts';
-import { channelOfferTerms, requireChannelKey } from '../gateway/paywall/channel-composition.ts';
-import { takesChannels } from '../gateway/paywall/channel-offers.ts';
+import { channelOfferTerms } from '../gateway/paywall/channel-composition.ts';
 import { ipRateLimited } from '../http/ip-rate-limited.ts';
 import { TokenBucketLimiter } from '../http/rate-limit.ts';
 import type { HttpHandler } from '../http/server.ts';
@@ -91,7 +90,6 @@ export async function composeGateway(c: GatewayComposition): Promise<ComposedGat
       : [];
   const snapshot = await seedMerchants(registry, builtin, log);
   c.closeLater(async () => snapshot.close());
-  requireChannelKey(config.channels, (await registry.list()).flatMap((m) => m.routes).filter(takesChannels).length);
   const channelOffers = channelOfferTerms(config.channels);
   const handlers = merchantHandlers({ registry, snapshot });
   // The pages offer a wallet the stock chain's RPC when it does not know the chain: on the devnet, its own.

@@ -22,8 +22,18 @@ export interface ChannelConfig {
   withdrawDelay: number;
 }
 
+/**
+ * `devnetKey`: the devnet's authorizer, given only on the devnet. Off the devnet, channels are refused for now:
+ * nothing claims accepted vouchers on chain yet (the receiver's claim and sweep actors are still to come), so a
+ * merchant would serve requests whose vouchers are never paid out, and a payer's withdrawal would take them back.
+ */
 export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | undefined): ChannelConfig {
   const key = envString(env, 'GATE402_CHANNEL_AUTHORIZER_KEY', devnetKey ?? '');
+  if (key !== '' && devnetKey === undefined) {
+    throw new ConfigError(
+      'GATE402_CHANNEL_AUTHORIZER_KEY: payment channels (batch-settlement) run on the devnet only in this version: nothing claims accepted vouchers on chain yet, so a merchant would serve requests it is never paid for. Unset it; routes then offer exact only',
+    );
+  }
   if (key !== '' && !/^0x[0-9a-fA-F]{64}$/.test(key)) throw new ConfigError('GATE402_CHANNEL_AUTHORIZER_KEY must be a 0x-prefixed 32-byte private key (the receiver authorizer of payment channels)');
   return {
     authorizerKey: key === '' ? undefined : (key as Hex),
@@ -47,11 +57,4 @@ export function paywallChannels(config: ChannelConfig, parts: { store: Store; ne
     readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
     ...(parts.live ? { live: parts.live } : {}),
   };
-}
-
-/** Off the devnet, a merchant route that takes channels needs the gateway's own receiver authorizer key. */
-export function requireChannelKey(config: ChannelConfig, routesTakingChannels: number): void {
-  if (routesTakingChannels > 0 && !config.authorizerKey) {
-    throw new ConfigError(`GATE402_CHANNEL_AUTHORIZER_KEY is required: ${routesTakingChannels} merchant route(s) accept batch-settlement payment channels, whose receiver authorizer is this key`);
-  }
 }
