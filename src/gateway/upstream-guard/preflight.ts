@@ -32,6 +32,11 @@ export class UpstreamPreflight {
   readonly #resolveTimeoutMs: number;
   readonly #verdicts = new LRUCache<string, { refused: boolean }>({ max: PREFLIGHT_MAX, ttl: PREFLIGHT_TTL_MS });
   readonly #pending = new Map<string, Promise<boolean>>();
+  /**
+   * Verdicts that depend on the URL alone (an allowlisted host, an IP literal), by URL: a merchant's base URL is
+   * judged once, not parsed again for every request (the unpaid 402 asks too).
+   */
+  readonly #byUrl = new LRUCache<string, { refused: boolean }>({ max: PREFLIGHT_MAX });
 
   constructor(allowlist: UpstreamAllowlist | readonly string[], opts: PreflightOptions = {}) {
     this.#allowlist = allowlist instanceof UpstreamAllowlist ? allowlist : new UpstreamAllowlist(allowlist);
@@ -44,6 +49,8 @@ export class UpstreamPreflight {
    * host, a verdict kept), else once its host has been resolved.
    */
   refuses(url: string): boolean | Promise<boolean> {
+    const known = this.#byUrl.get(url);
+    if (known) return known.refused;
     let parsed: URL;
     try {
       parsed = new URL(url);
@@ -52,8 +59,8 @@ export class UpstreamPreflight {
     }
     const host = parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname;
     const port = urlPort(parsed);
-    if (this.#allowlist.allowsHost(host, port)) return false;
-    if (isIP(host) !== 0) return this.#refusesAddress(host, port);
+    if (this.#allowlist.allowsHost(host, port)) return this.#judged(url, false);
+    if (isIP(host) !== 0) return this.#judged(url, this.#refusesAddress(host, port));
     const key = `${host}:${port}`;
     const kept = this.#verdicts.get(key);
     if (kept) return kept.refused;
@@ -76,6 +83,11 @@ export class UpstreamPreflight {
     if (typeof verdict === 'boolean') return verdict;
     verdict.catch(() => {});
     return false;
+  }
+
+  #judged(url: string, refused: boolean): boolean {
+    this.#byUrl.set(url, { refused });
+    return refused;
   }
 
   #refusesAddress(address: string, port: number): boolean {
