@@ -149,6 +149,7 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
   metrics.declareMachine('payment', paymentMachine);
   metrics.declareSettlements(caip2s, machineSeries(paymentMachine).finals);
   metrics.declareShedding(caip2s, SHED_REASONS);
+  metrics.declareChannelDeposits(caip2s);
   metrics.declareRevertRefusals(REFUSAL_KINDS);
   // Every reason the engine can answer with: the verifications series start at zero with each.
   metrics.declareVerifications(SETTLEMENT_REASONS);

@@ -38,6 +38,8 @@ export interface PaymentSeries {
   declareSettlements(networks: readonly string[], outcomes: readonly string[]): void;
   /** Payments shed on each network, for each reason of the settlement port's shed vocabulary. */
   declareShedding(networks: readonly string[], reasons: readonly string[]): void;
+  /** Channel deposits settled on each network, at zero (the series the deposit panel queries, from the first scrape). */
+  declareChannelDeposits(networks: readonly string[]): void;
   /** Every kind of revert budget refusal. */
   declareRevertRefusals(kinds: readonly string[]): void;
 }
@@ -164,6 +166,9 @@ export function paymentSeries(kit: MetricKit, clock: () => number): PaymentSerie
     },
     declareShedding(networks, reasons) {
       for (const network of networks) for (const reason of reasons) shed.labels(network, reason).inc(0);
+    },
+    declareChannelDeposits(networks) {
+      for (const network of networks) channelDeposits.labels(network, 'settled', 'none').inc(0);
     },
     declareRevertRefusals(kinds) {
       for (const kind of kinds) revertRefusals.labels(kind).inc(0);
