@@ -19,9 +19,16 @@ function check(ok, what) {
 }
 
 const supported = await get(`${env.FAC}/supported`);
+const exactKinds = supported.kinds.filter((k) => k.scheme === 'exact');
 check(
-  JSON.stringify(supported.kinds.map((k) => k.network).sort()) === JSON.stringify(networks) && supported.kinds.every((k) => k.x402Version === 2 && k.scheme === 'exact'),
+  JSON.stringify(exactKinds.map((k) => k.network).sort()) === JSON.stringify(networks) && supported.kinds.every((k) => k.x402Version === 2),
   `facilitator /supported lists x402 v2 exact on exactly the networks of the file: ${networks.join(', ')}`,
+);
+// Payment-channel deposits are listed only where the batch-settlement contracts stand (this devnet has them), and on
+// no network outside the file.
+check(
+  supported.kinds.every((k) => k.scheme === 'exact' || (k.scheme === 'batch-settlement' && networks.includes(k.network))),
+  'every other kind /supported lists is a batch-settlement deposit on a network of the file',
 );
 check(supported.signers?.['eip155:*']?.includes(env.RELAYER_ADDRESS), `facilitator /supported names the operator relayer ${env.RELAYER_ADDRESS} as its signer`);
 check((await get(`${env.FAC}/health`)).ok === true, 'facilitator /health is ok');
