@@ -1,7 +1,8 @@
+import { receiptOf as devnetReceiptOf } from '../../src/devnet/receipt.ts';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { privateKeyToAccount, generatePrivateKey, type PrivateKeyAccount } from 'viem/accounts';
-import { TransactionReceiptNotFoundError, WaitForTransactionReceiptTimeoutError, type Account, type Chain, type Hash, type PublicClient, type Transport } from 'viem';
+import type { Account, Chain, Hash, PublicClient, Transport } from 'viem';
 import { DEVNET_ROLES, devnetAccount } from '../../src/devnet/accounts.ts';
 import { readManifest, type DevnetManifest } from '../../src/devnet/manifest.ts';
 import type { NetworkEntry } from '../../src/chain/network-types.ts';
@@ -104,18 +105,8 @@ export function clientsFor(n: NetworkEntry, account: Account) {
 }
 
 /** The receipt of `hash`, asked for every 20 ms until the chain has it (at most `timeoutMs`; a failed read is asked again). */
-export async function receiptOf(pub: PublicClient<Transport, Chain>, hash: Hash, timeoutMs = 120_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    let failure: unknown;
-    try {
-      return await pub.getTransactionReceipt({ hash });
-    } catch (err) {
-      failure = err;
-    }
-    if (Date.now() > deadline) throw failure instanceof TransactionReceiptNotFoundError ? new WaitForTransactionReceiptTimeoutError({ hash }) : failure;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+export function receiptOf(pub: PublicClient<Transport, Chain>, hash: Hash, timeoutMs = 120_000) {
+  return devnetReceiptOf(pub, hash, { timeoutMs });
 }
 
 export async function freePort(): Promise<number> {
