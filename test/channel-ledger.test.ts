@@ -3,8 +3,9 @@
 // pending resolved, as pure moves on real stores.
 import t, { type Test } from 'tap';
 import type { Hex } from 'viem';
-import { ChannelLedger, CHANNEL_RECORDS } from '../src/channels/channel-ledger.ts';
-import { committed, headroom, openedRecord, pendingLive, released, resolvedPending, withPending } from '../src/channels/channel-record.ts';
+import { ChannelLedger, CHANNEL_INDEX, CHANNEL_RECORDS } from '../src/channels/channel-ledger.ts';
+import { committed, exposureOf, headroom, openedRecord, pendingLive, released, resolvedPending, withChainState, withClaimed, withdrawClosing, withPending } from '../src/channels/channel-record.ts';
+import { claimFinished, sweepTargets, type ClaimRow } from '../src/channels/claim-machine.ts';
 import { openLmdbStore } from '../src/store/lmdb/open-lmdb-store.ts';
 import { openStore } from '../src/store/open-store.ts';
 import type { Store } from '../src/store/store.ts';
@@ -24,6 +25,29 @@ const CONFIG = {
 const SIG = `0x${'11'.repeat(65)}` as Hex;
 const opened = (balance: bigint) => openedRecord({ channelId: CHANNEL, network: 'eip155:8453', config: CONFIG, balance, totalClaimed: 0n, now: 1 });
 
+t.test("the claim's moves: claimed totals never fall, the chain's view taken, withdrawals closing, sweeps one per receiver and token", async (t) => {
+  const charged = { ...committed(withPending({ ...opened(100n), version: 1 }, { cumulative: 30n, signature: SIG }, 'boot-a', 5_000, 2), 3) };
+  t.equal(exposureOf(charged), 30n, 'exposure: charged and not claimed');
+  const claimed = withClaimed(charged, 30n, 4);
+  t.same([claimed.totalClaimed, claimed.version, exposureOf(claimed)], ['30', charged.version + 1, 0n], 'a mined claim raises the total');
+  t.equal(withClaimed(claimed, 20n, 5), claimed, 'a lower total (an older claim recorded late) changes nothing');
+  const chain = { balance: 60n, totalClaimed: 10n, withdrawRequestedAt: 1_000, refundNonce: 0n };
+  const read = withChainState(claimed, chain, 6);
+  t.same([read.balance, read.totalClaimed, read.withdrawRequestedAt], ['60', '30', 1_000], "the chain's balance and withdrawal, the claimed total never lowered");
+  t.equal(withChainState(read, chain, 7), read, 'the same view: no write');
+  // Finalizable at 1000 + 900 s: with a 300 s margin, closing from 1600 s.
+  t.equal(withdrawClosing(read, 1_599_000, 300), false, 'before the margin: vouchers taken');
+  t.equal(withdrawClosing(read, 1_600_000, 300), true, 'within the margin: none');
+  t.equal(withdrawClosing(claimed, 9e12, 300), false, 'no withdrawal pending: never closing');
+  const row = (receiver: string, token: string) => ({ config: { ...CONFIG, receiver, token } }) as unknown as ClaimRow;
+  t.same(
+    sweepTargets([row('0xA', '0xT'), row('0xa', '0xt'), row('0xB', '0xT')]).map((s) => `${s.receiver}/${s.token}`),
+    ['0xA/0xT', '0xB/0xT'],
+    'one settle per receiver and token, whatever the case of the addresses',
+  );
+  t.same(['swept', 'empty', 'failed', 'reverted', 'sweepFailed', 'stalled', 'sent'].map(claimFinished), [true, true, true, true, true, false, false], 'a stalled claim is resumed');
+});
+
 t.test('the moves: write-ahead, commit, release; headroom counts a pending voucher', async (t) => {
   const r = { ...opened(100n), version: 1 };
   const ahead = withPending(r, { cumulative: 10n, signature: SIG }, 'boot-a', 5_000, 2);
@@ -39,9 +63,12 @@ t.test('the moves: write-ahead, commit, release; headroom counts a pending vouch
 });
 
 async function raceOn(t: Test, stores: Store[]): Promise<void> {
-  const ledgers = stores.map((s) => new ChannelLedger(s.claims(CHANNEL_RECORDS)));
+  const ledgers = stores.map((s) => new ChannelLedger(s.claims(CHANNEL_RECORDS), s.collection<string>(CHANNEL_INDEX)));
   const creators = await Promise.all(ledgers.flatMap((l) => [l.create(opened(1_000n)), l.create(opened(1_000n))]));
   t.equal(creators.filter(Boolean).length, 1, 'of concurrent creators, one wins');
+  const listed: Array<{ channelId: Hex; network: string }> = [];
+  for await (const c of ledgers[ledgers.length - 1]!.channels()) listed.push(c);
+  t.same(listed, [{ channelId: CHANNEL.toLowerCase(), network: 'eip155:8453' }], 'the channel is listed once, with its creation, for the claim actors');
   // 24 writers read version 1 and race to write version 2: exactly one wins on every step.
   let held = await ledgers[0]!.read(CHANNEL);
   for (let step = 1; step <= 5; step++) {

@@ -7,6 +7,7 @@
  * reads again. One key per channel, rewritten in place: nothing grows with the vouchers.
  */
 import type { Hex } from 'viem';
+import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
 import type { ChannelRecord } from './channel-record.ts';
 
@@ -19,11 +20,26 @@ export interface HeldRecord {
 /** The name of the claim set holding the channel records. */
 export const CHANNEL_RECORDS = 'channels';
 
+/**
+ * The name of the collection listing every channel the gateway holds a record of (channel id to network): written
+ * with the record's creation, in its transaction, so the claim actors can walk the records (claims cannot be listed).
+ */
+export const CHANNEL_INDEX = 'channel-index';
+
 export class ChannelLedger {
   readonly #claims: NonceClaims;
+  readonly #index: DurableCollection<string> | undefined;
 
-  constructor(claims: NonceClaims) {
+  /** `index`: where each created record's channel is listed (see {@link CHANNEL_INDEX}); without it, none is. */
+  constructor(claims: NonceClaims, index?: DurableCollection<string>) {
     this.#claims = claims;
+    this.#index = index;
+  }
+
+  /** Every indexed channel id, with its network (records created before the index existed are not listed). */
+  async *channels(): AsyncGenerator<{ channelId: Hex; network: string }> {
+    if (!this.#index) return;
+    for await (const [channelId, network] of this.#index.entries()) yield { channelId: channelId as Hex, network };
   }
 
   /** The channel's record, or undefined when the gateway has none. */
@@ -37,7 +53,9 @@ export class ChannelLedger {
   async create(record: Omit<ChannelRecord, 'version'>): Promise<HeldRecord | undefined> {
     const full: ChannelRecord = { ...record, version: 1 };
     const raw = JSON.stringify(full);
-    const won = await this.#claims.claim(record.channelId.toLowerCase(), raw);
+    const key = record.channelId.toLowerCase();
+    const index = this.#index;
+    const won = await this.#claims.claim(key, raw, index ? () => index.putWithin(key, record.network) : undefined);
     return won.claimed ? { record: full, raw } : undefined;
   }
 

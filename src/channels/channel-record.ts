@@ -18,6 +18,7 @@
  */
 import type { Address, Hex } from 'viem';
 import type { ChannelConfig } from '../schemes/batch-settlement/channel-config.ts';
+import { withdrawDeadline } from '../schemes/batch-settlement/cumulative.ts';
 
 /** The voucher accepted and being served: durable before the upstream is called. */
 export interface PendingVoucher {
@@ -133,4 +134,45 @@ export function headroom(r: Pick<ChannelRecord, 'balance' | 'charged' | 'pending
 /** The payer a record's vouchers are signed for. */
 export function payerOf(r: ChannelRecord): Address {
   return r.config.payer;
+}
+
+/**
+ * A claim transaction mined with a row claiming up to `claimedTo`: the channel's `totalClaimed` is at least that now
+ * (a row at or below the chain's total is skipped by the contract, so the total never falls).
+ */
+export function withClaimed(r: ChannelRecord, claimedTo: bigint, now: number): ChannelRecord {
+  if (claimedTo <= BigInt(r.totalClaimed)) return r;
+  return { ...r, totalClaimed: claimedTo.toString(), version: r.version + 1, at: now };
+}
+
+/**
+ * The chain's view of the channel as read after a withdrawal or refund event: its balance (which may have fallen:
+ * a finalized withdrawal), its claimed total (never lowered) and its pending withdrawal. Unchanged: the record as is.
+ */
+export function withChainState(r: ChannelRecord, chain: { balance: bigint; totalClaimed: bigint; withdrawRequestedAt: number; refundNonce: bigint }, now: number): ChannelRecord {
+  const totalClaimed = chain.totalClaimed > BigInt(r.totalClaimed) ? chain.totalClaimed.toString() : r.totalClaimed;
+  const same = r.balance === chain.balance.toString() && r.totalClaimed === totalClaimed && r.withdrawRequestedAt === chain.withdrawRequestedAt && r.refundNonce === chain.refundNonce.toString();
+  if (same) return r;
+  return { ...r, balance: chain.balance.toString(), totalClaimed, withdrawRequestedAt: chain.withdrawRequestedAt, refundNonce: chain.refundNonce.toString(), version: r.version + 1, at: now };
+}
+
+/** Accepted and not yet claimed on chain: what the merchant would lose if the channel emptied now. */
+export function exposureOf(r: Pick<ChannelRecord, 'charged' | 'totalClaimed'>): bigint {
+  const e = BigInt(r.charged) - BigInt(r.totalClaimed);
+  return e > 0n ? e : 0n;
+}
+
+/** Unix seconds a pending withdrawal of the channel can be finalized, if one is pending. */
+export function withdrawFinalizableAt(r: Pick<ChannelRecord, 'withdrawRequestedAt' | 'config'>): number | undefined {
+  return withdrawDeadline(r, Number(r.config.withdrawDelay));
+}
+
+/**
+ * Whether a pending withdrawal is too near its finalization for another voucher to be accepted: one accepted now
+ * might not be claimed before the payer takes the unclaimed escrow back. `marginSeconds` before the deadline, the
+ * channel takes no more vouchers (the claim actors claim every one accepted before it).
+ */
+export function withdrawClosing(r: Pick<ChannelRecord, 'withdrawRequestedAt' | 'config'>, nowMs: number, marginSeconds: number): boolean {
+  const deadline = withdrawFinalizableAt(r);
+  return deadline !== undefined && nowMs / 1000 >= deadline - marginSeconds;
 }

@@ -20,6 +20,7 @@ import type { HttpHandler } from '../http/server.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Settlement } from '../ports/settlement.ts';
+import type { SendingChain } from '../tx/sending-chain.ts';
 import { refusal } from '../protocol/result.ts';
 import { createStockDesk, type RunningStockDesk, type StockConfig } from '../stock/create-stock-desk.ts';
 import type { Store } from '../store/open-store.ts';
@@ -37,6 +38,8 @@ export interface GatewayComposition {
   store: Store;
   cluster: ClusterNode | undefined;
   settlement: Settlement;
+  /** The local engine's chain parts: the payment channels' claims are sent with its relayers. */
+  chain?: (caip2: string) => SendingChain | undefined;
   /** Payments being settled now (the /health count). */
   load(): number;
   floors: PriceFloors;
@@ -98,6 +101,7 @@ export async function composeGateway(c: GatewayComposition): Promise<ComposedGat
     {
       networks,
       settlement: c.settlement,
+      ...(c.chain ? { chain: c.chain } : {}),
       load: c.load,
       store: c.store,
       ...(c.cluster ? { live: c.cluster.membership.live } : {}),

@@ -110,7 +110,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
     if (opts.gateway) {
       const settled = composeSettlement({ engine, remote, log, metrics });
       closeLater(() => settled.close());
-      const g = await composeGateway({ env, networks, devnet, store, cluster, ...settled, floors, stockConfig, publicMetrics, log, metrics, closeLater });
+      const g = await composeGateway({ env, networks, devnet, store, cluster, ...settled, chain: (caip2) => engine.chain(caip2), floors, stockConfig, publicMetrics, log, metrics, closeLater });
       listing = g.listing;
       running.gatewayUrl = g.gateway.url;
       running.receiptSigner = g.gateway.receiptSigner;

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { privateKeyToAccount, type LocalAccount } from 'viem/accounts';
 import { BlockWatcher } from '../tx/block-watcher.ts';
+import type { SendingChain } from '../tx/sending-chain.ts';
 import { publicClientFor } from '../chain/clients.ts';
 import { knownContracts } from '../chain/known-addresses.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
@@ -109,6 +110,11 @@ export interface RunningEngine {
   relayers: Map<string, RelayerPool>;
   /** Each chain's reorg guard: whatever else sends on that chain (the stock desk) hands it what it saw mined. */
   reorgs: Map<string, ReorgGuard>;
+  /**
+   * What else sends on a chain uses: the engine's inspector, relayers (one nonce manager per chain: a claim never
+   * races a settlement for a nonce), block watcher and reorg guard; undefined on a network not configured.
+   */
+  chain(caip2: string): SendingChain | undefined;
   /** Stops the engine, its chain watchers and its worker pool; the store and the cluster are the caller's to close after. */
   close(): Promise<void>;
 }
@@ -243,6 +249,13 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
     signatures,
     relayers,
     reorgs: guards,
+    chain(caip2) {
+      const inspector = inspectors.get(caip2);
+      const pool = relayers.get(caip2);
+      const watcher = watchers.get(caip2);
+      if (!inspector || !pool || !watcher) return undefined;
+      return { client: inspector.client, relayers: pool, watcher, reorgs: guards.get(caip2), pollMs: config.pollMs };
+    },
     async close() {
       clearInterval(watch);
       // The store stays open after: the caller closes the cluster (the node's lease expires, for another node to

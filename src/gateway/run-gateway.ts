@@ -16,7 +16,8 @@ import { CircuitBreakers } from '../resilience/circuit-breaker.ts';
 import { mppDoor } from '../front-door/mpp.ts';
 import { x402Door } from '../front-door/x402.ts';
 import { channelDoor } from '../front-door/batch-settlement.ts';
-import { channelConfigFromEnv, paywallChannels, type ChannelConfig } from './paywall/channel-composition.ts';
+import { channelConfigFromEnv, paywallChannels, startChannelClaimer, type ChannelConfig } from './paywall/channel-composition.ts';
+import type { SendingChain } from '../tx/sending-chain.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
 import { PaymentIds, type PaymentIdRecord } from './paywall/payment-ids.ts';
@@ -140,6 +141,11 @@ export interface GatewayParts {
   live?: BootLiveness;
   /** The merchants as discovery sees them, shared with other parts (the merchant list, the bazaar); else made here. */
   snapshot?: MerchantSnapshot;
+  /**
+   * The local engine's chain parts (relayers, block watcher, reorg guard): with them, the vouchers the channels
+   * accept are claimed and swept here (`channels/claimer.ts`); without, nothing claims them.
+   */
+  chain?(caip2: string): SendingChain | undefined;
   /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
   extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler; options?: RouteOptions }>;
   log: Logger;
@@ -176,7 +182,10 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     paymentIds.sweep().catch((err: unknown) => parts.log.error('could not forget expired payment identifiers', { error: err }));
   }, 60_000);
   sweeping.unref();
-  const channels = paywallChannels(config.channels, parts);
+  const paywall = paywallChannels(config.channels, parts);
+  const claimer = paywall && parts.chain ? await startChannelClaimer(config.channels, paywall, { ...parts, chain: parts.chain, log: parts.log.child({ part: 'channel-claims' }) }) : undefined;
+  // Vouchers are taken only while their claims can be made (see `ChannelClaimer.claiming`).
+  const channels = paywall && claimer ? { ...paywall, claiming: (network: string) => claimer.claiming(network) } : paywall;
   const doors = [x402Door({ baseUrl: config.baseUrl }), mppDoor({ key: config.mppKey, realm: config.realm, receiptKey: config.receiptKey, now: Date.now })];
   const paid = paidRouteHandler({
     settlement: parts.settlement,
@@ -248,6 +257,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     receiptSigner,
     async close() {
       clearInterval(sweeping);
+      await claimer?.stop();
       if (parts.snapshot === undefined) snapshot.close();
       await server.close();
       await dispatcher.close();

@@ -10,6 +10,7 @@
  * pushed on their account in between.
  */
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import { type ChannelSeries, channelSeries } from './channel-series.ts';
 import { type ChainSeries, chainSeries, type RelayerSample, type WorkerPoolSample } from './chain-series.ts';
 import { type FacilitatorSeries, facilitatorSeries } from './facilitator-series.ts';
 import { BREAKER_VALUE, type BreakerStateName, type MetricDefinition, metricKit, remember } from './metric-kit.ts';
@@ -32,7 +33,7 @@ export type HttpServerName = 'gateway' | 'facilitator';
 export type StoreKind = 'lmdb' | 'postgres';
 
 /** Every series of the process; the payment engine's are {@link PaymentSeries}'s, documented there. */
-export interface Metrics extends PaymentSeries {
+export interface Metrics extends PaymentSeries, ChannelSeries {
   readonly registry: Registry;
   /** Every metric defined here (the default process metrics are on the registry too, without labels listed). */
   readonly definitions: readonly MetricDefinition[];
@@ -174,6 +175,7 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
   const facilitators: FacilitatorSeries = facilitatorSeries(kit);
   const stock: StockSeries = stockSeries(kit);
   const floors: PriceFloorSeries = priceFloorSeries(kit);
+  const channels: ChannelSeries = channelSeries(kit);
 
   if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
 
@@ -256,5 +258,6 @@ export function createMetrics(opts: { clock?: () => number; defaultMetrics?: boo
 
     ...stock,
     ...floors,
+    ...channels,
   };
 }

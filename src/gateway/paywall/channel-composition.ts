@@ -4,22 +4,33 @@
  */
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { chainIdOf } from '../../chain/canonical.ts';
 import type { NetworkRegistry } from '../../chain/networks.ts';
-import { ChannelLedger, CHANNEL_RECORDS } from '../../channels/channel-ledger.ts';
+import { ChannelLedger, CHANNEL_INDEX, CHANNEL_RECORDS } from '../../channels/channel-ledger.ts';
 import { rpcChannelReader } from '../../channels/chain-channel.ts';
+import type { ClaimRecord } from '../../channels/claim-machine.ts';
+import type { ClaimChain } from '../../channels/claim-steps.ts';
+import { ChannelClaimer, type ClaimerSettings } from '../../channels/claimer.ts';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
+import { courierOver, type SendingChain } from '../../tx/sending-chain.ts';
+import type { Logger } from '../../log/logger.ts';
+import type { Metrics } from '../../metrics/metrics.ts';
 import { MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY } from '../../schemes/batch-settlement/domain.ts';
 import type { Store } from '../../store/store.ts';
 import type { ChannelOfferTerms } from './channel-offers.ts';
 import type { PaywallChannels } from './channel-paid.ts';
 import { MAX_TIMEOUT_SECONDS } from './offers.ts';
-import type { BootLiveness } from './served-claims.ts';
+import { thisBootOnly, type BootLiveness } from './served-claims.ts';
 
 export interface ChannelConfig {
   /** Signs the receiver's claims and refunds; its address is every channel's `receiverAuthorizer`. None: no channels. */
   authorizerKey: Hex | undefined;
   /** Seconds a payer's withdrawal waits (every claim must land within it). */
   withdrawDelay: number;
+  /** When accepted vouchers are claimed and swept (see `channels/claimer.ts`). */
+  claims: ClaimerSettings;
+  /** Seconds before a pending withdrawal can finalize from which its channel takes no more vouchers. */
+  withdrawMarginSeconds: number;
 }
 
 /**
@@ -35,10 +46,25 @@ export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | un
     );
   }
   if (key !== '' && !/^0x[0-9a-fA-F]{64}$/.test(key)) throw new ConfigError('GATE402_CHANNEL_AUTHORIZER_KEY must be a 0x-prefixed 32-byte private key (the receiver authorizer of payment channels)');
-  return {
-    authorizerKey: key === '' ? undefined : (key as Hex),
-    withdrawDelay: envInt(env, 'GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS', 86_400, { min: MIN_WITHDRAW_DELAY, max: MAX_WITHDRAW_DELAY }),
+  const withdrawDelay = envInt(env, 'GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS', 86_400, { min: MIN_WITHDRAW_DELAY, max: MAX_WITHDRAW_DELAY });
+  const claims: ClaimerSettings = {
+    intervalMs: envInt(env, 'GATE402_CHANNEL_CLAIM_INTERVAL_MS', 15_000, { min: 100, max: 600_000 }),
+    exposureThreshold: BigInt(envInt(env, 'GATE402_CHANNEL_CLAIM_EXPOSURE', 1_000_000, { min: 1 })),
+    maxAgeMs: envInt(env, 'GATE402_CHANNEL_CLAIM_MAX_AGE_SECONDS', 3600, { min: 1, max: 30 * 86_400 }) * 1000,
+    maxRows: envInt(env, 'GATE402_CHANNEL_CLAIM_MAX_ROWS', 50, { min: 1, max: 200 }),
+    withdrawLookbackBlocks: envInt(env, 'GATE402_CHANNEL_WITHDRAW_LOOKBACK_BLOCKS', 20_000, { min: 1, max: 10_000_000 }),
   };
+  // A pending withdrawal is claimed against at the next round: rounds must come many times within the delay.
+  if (claims.intervalMs * 10 > withdrawDelay * 1000) {
+    throw new ConfigError('GATE402_CHANNEL_CLAIM_INTERVAL_MS must be at most a tenth of GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS (a withdrawal must meet many claim rounds before it can be finalized)');
+  }
+  const withdrawMarginSeconds = envInt(env, 'GATE402_CHANNEL_WITHDRAW_MARGIN_SECONDS', 300, { min: 1, max: MAX_WITHDRAW_DELAY });
+  if (withdrawMarginSeconds * 1000 < claims.intervalMs * 4 || withdrawMarginSeconds >= withdrawDelay) {
+    throw new ConfigError(
+      'GATE402_CHANNEL_WITHDRAW_MARGIN_SECONDS must be below GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS and at least four claim rounds (GATE402_CHANNEL_CLAIM_INTERVAL_MS): the vouchers accepted before it must be claimed within it',
+    );
+  }
+  return { authorizerKey: key === '' ? undefined : (key as Hex), withdrawDelay, claims, withdrawMarginSeconds };
 }
 
 /** The terms channel offers carry, or undefined when no receiver authorizer is configured. */
@@ -53,8 +79,44 @@ export function paywallChannels(config: ChannelConfig, parts: { store: Store; ne
   if (!offers) return undefined;
   return {
     offers,
-    ledger: new ChannelLedger(parts.store.claims(CHANNEL_RECORDS)),
+    ledger: new ChannelLedger(parts.store.claims(CHANNEL_RECORDS), parts.store.collection<string>(CHANNEL_INDEX)),
     readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
+    withdrawMarginSeconds: config.withdrawMarginSeconds,
     ...(parts.live ? { live: parts.live } : {}),
   };
+}
+
+/**
+ * The claim actors of the paywall's channels, started: on every configured network the engine has chain parts for,
+ * with the engine's relayers (one nonce manager per chain) and the receiver authorizer signing each claim.
+ */
+export async function startChannelClaimer(
+  config: ChannelConfig,
+  channels: PaywallChannels,
+  parts: { store: Store; networks: NetworkRegistry; chain(caip2: string): SendingChain | undefined; log: Logger; metrics: Metrics },
+): Promise<ChannelClaimer | undefined> {
+  if (!config.authorizerKey) return undefined;
+  const authorizer = privateKeyToAccount(config.authorizerKey);
+  const chains = new Map<string, ClaimChain>();
+  const engine = new Map<string, SendingChain>();
+  for (const n of parts.networks.all()) {
+    const c = parts.chain(n.caip2);
+    if (!c) continue;
+    engine.set(n.caip2, c);
+    chains.set(n.caip2, { network: n.caip2, chainId: chainIdOf(n.caip2), authorizer, courier: courierOver(c, parts.log.child({ network: n.caip2 })) });
+  }
+  const claimer = new ChannelClaimer({
+    settings: config.claims,
+    ledger: channels.ledger,
+    records: parts.store.collection<ClaimRecord>('channel-claims'),
+    cursors: parts.store.collection<string>('channel-withdraw-scan'),
+    chains,
+    simulateFrom: (network) => (engine.get(network) as SendingChain).relayers.nextSender(),
+    readChannel: channels.readChannel,
+    live: channels.live ?? thisBootOnly,
+    metrics: parts.metrics,
+    log: parts.log,
+  });
+  await claimer.start();
+  return claimer;
 }

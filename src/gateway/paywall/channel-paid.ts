@@ -12,7 +12,7 @@
 import type { Hex } from 'viem';
 import { BOOT } from '../../cluster/boot.ts';
 import type { ChannelLedger, HeldRecord } from '../../channels/channel-ledger.ts';
-import { committed, headroom, openedRecord, pendingLive, released, resolvedPending, withBalance, withPending, type ChannelRecord } from '../../channels/channel-record.ts';
+import { committed, headroom, openedRecord, pendingLive, released, resolvedPending, withBalance, withdrawClosing, withPending, type ChannelRecord } from '../../channels/channel-record.ts';
 import type { ChannelReader } from '../../channels/chain-channel.ts';
 import { CHANNEL_PROTOCOL, correctiveTerms, voucherSettlement, type ChannelCredential } from '../../front-door/batch-settlement.ts';
 import type { HttpResponse } from '../../http/server.ts';
@@ -38,6 +38,16 @@ export interface PaywallChannels {
   readChannel: ChannelReader;
   /** Whose pending write-aheads still stand (default: this process's only; in a cluster, every live node's). */
   live?: BootLiveness;
+  /**
+   * Seconds before a payer's pending withdrawal can be finalized from which its channel takes no more vouchers
+   * (default 0: until the deadline itself; the claim actors need the margin to claim what was accepted).
+   */
+  withdrawMarginSeconds?: number;
+  /**
+   * Whether the claim actors of a network are healthy (see `ChannelClaimer.claiming`): when not, no voucher is
+   * accepted there (a 503, nothing charged). Absent: nothing claims here, and nothing is checked.
+   */
+  claiming?(network: string): boolean;
   /** Told of each voucher accepted or refused (metrics), by reason. */
   counted?(outcome: 'accepted' | string): void;
 }
@@ -90,6 +100,11 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
   const { payload, offer } = cred;
   // Refunds are the claim-and-refund actor's (not built yet): refused, nothing is touched.
   if (payload.type === 'refund') return refusedWith(p, c, BatchReason.refundPayload);
+  // An accepted voucher must be claimable before any withdrawal takes the escrow back: not while claims are behind.
+  if (c.claiming && !c.claiming(offer.network)) {
+    c.counted?.('claims_behind');
+    return json(503, { error: 'payment channel claims are behind on this network; nothing was charged' }, { 'retry-after': '5' });
+  }
   const upstream = await preparedUpstream(p);
   if (!upstream.ok) return upstream.error;
   // One ECDSA recovery, no I/O: a payer whose vouchers only EIP-1271 could check is refused (not supported here).
@@ -134,6 +149,8 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
     const r = held.record;
     const step = classifyVoucherStep(cumulative, { charged: BigInt(r.charged), signedMaxClaimable: BigInt(r.signedMaxClaimable) }, price);
     if (step !== 'next') return corrective(p, c, r);
+    // The payer is taking the unclaimed escrow back: a voucher accepted this near the deadline might not be claimed in time.
+    if (withdrawClosing(r, now, c.withdrawMarginSeconds ?? 0)) return refusedWith(p, c, BatchReason.cumulativeExceedsBalance);
     // Never beyond the deposit: the balance as last read, minus what is already accepted.
     if (price > headroom(r)) {
       const refreshed = await balanceRead(c, cred, held, now);

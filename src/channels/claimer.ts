@@ -1,0 +1,351 @@
+/**
+ * Claims what payment channels have earned, and sweeps it to the merchants: every round (`intervalMs`) it reads the
+ * settlement contract's withdrawal and refund events (`withdraw-watch.ts`) into the channel records, walks the
+ * records, and on each network where it is due starts one claim actor (`claim-machine.ts`) over the channels with
+ * accepted-but-unclaimed value (`planClaim`: pending withdrawals first, nearest deadline first, then the largest
+ * exposure). A claim is due when a channel with exposure has a payer's withdrawal pending (the deadline: it is
+ * claimed at once, long before the withdrawal can be finalized), when the network's exposure reaches
+ * `exposureThreshold`, or when exposure has waited `maxAgeMs` since the last claim.
+ *
+ * Claim actors are hosted durably (`DurableHost`): one subscriber writes each one's record whenever one of its trails
+ * grows or its state moves, BEFORE a signed transaction is sent; a start resumes every unfinished record first (a
+ * claim broadcast before a crash is carried to its receipt from its trail, never signed again). At most one claim
+ * runs per network, so the rows of one claim are never in another.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Hex } from 'viem';
+import { fromPromise } from 'xstate';
+import { DurableHost } from '../actors/durable-host.ts';
+import type { Logger } from '../log/logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { resend } from '../tx/courier.ts';
+import { channelIdOf } from '../schemes/batch-settlement/channel-config.ts';
+import { planClaim, type ClaimableChannel } from '../schemes/batch-settlement/claim-plan.ts';
+import type { DurableCollection } from '../store/durable-collection.ts';
+import type { ChannelReader } from './chain-channel.ts';
+import type { ChannelLedger } from './channel-ledger.ts';
+import { exposureOf, pendingLive, resolvedPending, withChainState, withdrawFinalizableAt, type ChannelRecord } from './channel-record.ts';
+import { CLAIM_FINALS, claimFinished, claimMachine, type ClaimRecord, type ClaimRow } from './claim-machine.ts';
+import { confirmed, recordClaimed, sendClaim, sendSweep, simulateClaim, simulationOf, type ClaimChain, type SimulationSender } from './claim-steps.ts';
+import { advance, withdrawEvents } from './withdraw-watch.ts';
+
+export interface ClaimerSettings {
+  /** How often the records are walked and the withdrawal events read. */
+  intervalMs: number;
+  /** A network's accepted-but-unclaimed value (tokens' smallest units) at which it is claimed. */
+  exposureThreshold: bigint;
+  /** Exposure older than this (since the network's last claim, or the start) is claimed whatever its size. */
+  maxAgeMs: number;
+  /** The most channels one claim transaction carries. */
+  maxRows: number;
+  /** How far below the head the first scan for withdrawal events starts. */
+  withdrawLookbackBlocks: number;
+}
+
+export interface ClaimerOptions {
+  settings: ClaimerSettings;
+  ledger: ChannelLedger;
+  /** The claim records: `open/{id}` while unfinished, `done/{id}` after. */
+  records: DurableCollection<ClaimRecord>;
+  /** The withdrawal watch's scanned height, by network. */
+  cursors: DurableCollection<string>;
+  /** Each network where channels are claimed: its chain parts (the engine's relayers, one nonce manager). */
+  chains: ReadonlyMap<string, ClaimChain>;
+  /** Who a claim is simulated as on a network: the relayer that would send it, with its fees. */
+  simulateFrom(network: string): Promise<SimulationSender>;
+  readChannel: ChannelReader;
+  /** Whose pending write-aheads still stand (a boot: a run of a gateway process); a dead one's is charged here. */
+  live(boot: string): boolean | Promise<boolean>;
+  metrics: Metrics;
+  log: Logger;
+  now?: () => number;
+}
+
+const SWEEP_OUTCOMES = ['swept', 'failed'] as const;
+/** How many times a channel record moved under the claimer is read again in one round. */
+const MAX_RACES = 8;
+const OPEN = 'open/';
+const DONE = 'done/';
+
+export class ChannelClaimer {
+  readonly #o: ClaimerOptions;
+  readonly #now: () => number;
+  readonly #host: DurableHost<typeof claimMachine, ClaimRecord>;
+  /** The claim running on each network. */
+  readonly #busy = new Map<string, string>();
+  /** When each network was last claimed (or the claimer started). */
+  readonly #lastClaim = new Map<string, number>();
+  /** When each network's withdrawal events were last read successfully. */
+  readonly #scanned = new Map<string, number>();
+  /** Networks whose last claim ended without its transaction mined (retried every round until one is). */
+  readonly #failing = new Set<string>();
+  /** A claim that stalled while the claimer runs (a record write kept racing): resumed at the network's next round. */
+  readonly #stalled = new Map<string, ClaimRecord>();
+  readonly #stopping = new AbortController();
+  #timer: NodeJS.Timeout | undefined;
+  #round: Promise<void> | undefined;
+
+  constructor(opts: ClaimerOptions) {
+    this.#o = opts;
+    this.#now = opts.now ?? Date.now;
+    const chain = (network: string): ClaimChain => {
+      const c = opts.chains.get(network);
+      if (!c) throw new Error(`channels are not claimed on ${network} here`);
+      return c;
+    };
+    const persistTrail = (id: string, type: 'trail' | 'sweepTrail') => (txs: ClaimRecord['txs']) => this.#host.record(id, { type, txs });
+    const machine = claimMachine.provide({
+      actors: {
+        simulate: fromPromise(async ({ input }) => simulateClaim(simulationOf(chain(input.record.network)), input.record.rows, await opts.simulateFrom(input.record.network))),
+        send: fromPromise(({ input }) => sendClaim(chain(input.record.network), input.record, input.gas, input.authorizerSignature, persistTrail(input.record.id, 'trail'))),
+        confirm: fromPromise(({ input }) => confirmed(chain(input.record.network), input.record.txs, persistTrail(input.record.id, 'trail'), this.#stopping.signal)),
+        recordClaimed: fromPromise(({ input }) => recordClaimed(opts.ledger, input.record.rows, this.#now)),
+        sweep: fromPromise(async ({ input }) => sendSweep(chain(input.record.network), input.record, await opts.simulateFrom(input.record.network), persistTrail(input.record.id, 'sweepTrail'))),
+        confirmSweep: fromPromise(({ input }) => confirmed(chain(input.record.network), input.record.sweepTxs, persistTrail(input.record.id, 'sweepTrail'), this.#stopping.signal)),
+      },
+    });
+    this.#host = new DurableHost({
+      machine,
+      log: opts.log,
+      // Written once something is signed: whenever a trail grows (before that version is sent) or the state moves.
+      durable: (snapshot, state) => {
+        const { record } = snapshot.context;
+        if (record.txs.length === 0) return undefined;
+        // `sending` and `sent` of one trail share a key (the record written before the send already resumes at `sent`).
+        const step = state === 'sent' ? 'sending' : state === 'sweepSent' ? 'sweeping' : state;
+        return { key: `${step}|${record.txs.length}|${record.sweepTxs.length}|${record.claimTx ?? ''}`, value: { ...record, state, updatedAt: this.#now() } };
+      },
+      write: (record) => this.#write(record),
+      done: (id, snapshot, state) => this.#finished(id, snapshot.context.record, state),
+    });
+  }
+
+  /** Resumes every unfinished claim from its record, then claims every `intervalMs`. */
+  async start(): Promise<void> {
+    const started = this.#now();
+    for (const network of this.#o.chains.keys()) this.#lastClaim.set(network, started);
+    this.#o.metrics.declareChannelClaims([...this.#o.chains.keys()], CLAIM_FINALS, SWEEP_OUTCOMES);
+    for await (const [key, record] of this.#o.records.entries(OPEN)) {
+      if (claimFinished(record.state)) {
+        await this.#write(record);
+        continue;
+      }
+      if (!this.#o.chains.has(record.network)) {
+        this.#o.log.warn('an unfinished channel claim is on a network not claimed here; it is left as it is', { claim: record.id, network: record.network, key });
+        continue;
+      }
+      this.#o.log.info('resuming a channel claim', { claim: record.id, network: record.network, state: record.state, txs: record.txs.length });
+      await this.#reclaimNonce(record);
+      this.#busy.set(record.network, record.id);
+      this.#host.spawn(record.id, { record });
+    }
+    this.#timer = setInterval(() => void this.round(), this.#o.settings.intervalMs);
+    this.#timer.unref();
+    // The first round before any voucher is taken: the withdrawals pending now are known, the claims are healthy.
+    await this.round();
+  }
+
+  /**
+   * Whether vouchers may be accepted on `network`: its withdrawal events were read within the last few rounds (a
+   * payer's withdrawal is seen in time) and its last claim did not fail. Otherwise an accepted voucher might not be
+   * claimed before a withdrawal takes the escrow back: the paywall takes none (nothing charged) until it holds.
+   */
+  claiming(network: string): boolean {
+    const scanned = this.#scanned.get(network);
+    const window = Math.max(5 * this.#o.settings.intervalMs, 60_000);
+    return scanned !== undefined && this.#now() - scanned <= window && !this.#failing.has(network);
+  }
+
+  /**
+   * A resumed claim's transaction in flight is sent again as it was (the node may have lost it in the crash) and
+   * counted against its relayer, whose nonce is read again: no settlement signed after this reuses its nonce.
+   */
+  async #reclaimNonce(record: ClaimRecord): Promise<void> {
+    const trail = record.sweepTxs.length > 0 ? record.sweepTxs : record.claimTx === undefined ? record.txs : [];
+    const tx = trail.at(-1);
+    const chain = this.#o.chains.get(record.network);
+    if (!tx || !chain) return;
+    try {
+      await resend(chain.courier, trail);
+      chain.courier.pool.adopt(tx);
+      if (chain.courier.pool.addresses.some((a) => a.toLowerCase() === tx.relayer.toLowerCase())) await chain.courier.pool.resync(tx.relayer);
+    } catch (error) {
+      this.#o.log.warn('could not send a resumed claim transaction again; its courier keeps trying', { claim: record.id, tx: tx.hash, error });
+    }
+  }
+
+  /** One round now (rounds never overlap: a round asked for while one runs is that one). */
+  round(): Promise<void> {
+    this.#round ??= this.#claimRound()
+      .catch((error: unknown) => this.#o.log.warn('a channel claim round failed; the next one tries again', { error }))
+      .finally(() => (this.#round = undefined));
+    return this.#round;
+  }
+
+  /** Stops the rounds and every claim actor (their records stay as written, for the next start to resume). */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#stopping.abort();
+    await this.#round;
+    this.#host.stop();
+  }
+
+  async #claimRound(): Promise<void> {
+    if (this.#stopping.signal.aborted) return;
+    const changed = new Map<string, { channels: Set<string>; scannedTo: bigint | undefined }>();
+    const lookback = BigInt(this.#o.settings.withdrawLookbackBlocks);
+    for (const [network, chain] of this.#o.chains) {
+      const watch = { network, client: chain.courier.client, cursors: this.#o.cursors, lookbackBlocks: lookback, maxBlocksPerRound: lookback > 5_000n ? lookback : 5_000n };
+      try {
+        const seen = await withdrawEvents(watch);
+        changed.set(network, seen);
+        if (seen.caughtUp) this.#scanned.set(network, this.#now());
+      } catch (error) {
+        this.#o.log.warn('could not read channel withdrawal events', { network, error });
+      }
+    }
+    const byNetwork = new Map<string, ChannelRecord[]>();
+    const unrecorded = new Set<string>();
+    for await (const { channelId, network } of this.#o.ledger.channels()) {
+      if (!this.#o.chains.has(network)) continue;
+      let held = await this.#o.ledger.read(channelId);
+      if (!held) continue;
+      if (changed.get(network)?.channels.has(channelId.toLowerCase())) {
+        const moved = await this.#readChain(network, channelId);
+        // Not recorded (the record kept moving): the scan is not advanced, the next round reads the events again.
+        if (moved) held = moved;
+        else unrecorded.add(network);
+      }
+      held = (await this.#resolveDead(held)) ?? held;
+      const list = byNetwork.get(network) ?? [];
+      list.push(held.record);
+      byNetwork.set(network, list);
+    }
+    for (const [network, seen] of changed) if (!unrecorded.has(network)) await advance({ network, cursors: this.#o.cursors }, seen.scannedTo);
+    for (const network of this.#o.chains.keys()) this.#consider(network, byNetwork.get(network) ?? []);
+  }
+
+  /** The record moved to the chain's view of the channel (a withdrawal or refund happened); undefined if it kept racing. */
+  async #readChain(network: string, channelId: Hex) {
+    const chain = await this.#o.readChannel(network, channelId);
+    for (let race = 0; race < MAX_RACES; race++) {
+      const held = await this.#o.ledger.read(channelId);
+      if (!held) return undefined;
+      const next = withChainState(held.record, chain, this.#now());
+      if (next === held.record) return held;
+      const moved = await this.#o.ledger.replace(held, next);
+      if (moved) {
+        this.#o.log.info('a payment channel changed on chain', { channel: channelId, balance: chain.balance, withdrawRequestedAt: chain.withdrawRequestedAt });
+        return moved;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * A voucher written ahead by a process that died before charging it is charged now, as the paywall would when the
+   * channel is next paid (see `channel-record.ts`): it may have been served, and a payer who pays no more must not
+   * keep it out of the claim. Undefined when the record moved meanwhile.
+   */
+  async #resolveDead(held: NonNullable<Awaited<ReturnType<ChannelLedger['read']>>>) {
+    const pending = held.record.pending;
+    if (!pending || (await pendingLive(pending, this.#o.live, this.#now()))) return held;
+    return this.#o.ledger.replace(held, resolvedPending(held.record, this.#now()));
+  }
+
+  /** Updates the network's gauges, and starts a claim there if one is due and none runs. */
+  #consider(network: string, records: readonly ChannelRecord[]): void {
+    let exposure = 0n;
+    let urgent = false;
+    let nearest: number | undefined;
+    const claimable: ClaimableChannel[] = [];
+    for (const r of records) {
+      const deadline = withdrawFinalizableAt(r);
+      if (deadline !== undefined && (nearest === undefined || deadline < nearest)) nearest = deadline;
+      const e = exposureOf(r);
+      if (e === 0n) continue;
+      exposure += e;
+      if (deadline !== undefined) urgent = true;
+      claimable.push({
+        config: r.config,
+        charged: BigInt(r.charged),
+        signedMaxClaimable: BigInt(r.signedMaxClaimable),
+        signature: r.signature,
+        totalClaimed: BigInt(r.totalClaimed),
+        withdrawRequestedAt: r.withdrawRequestedAt,
+      });
+    }
+    this.#o.metrics.channelUnclaimedExposure.labels(network).set(Number(exposure));
+    this.#o.metrics.channelWithdrawDeadline.labels(network).set(nearest ?? 0);
+    if (this.#busy.has(network) || this.#stopping.signal.aborted) return;
+    const stalled = this.#stalled.get(network);
+    if (stalled) {
+      this.#stalled.delete(network);
+      this.#busy.set(network, stalled.id);
+      this.#host.spawn(stalled.id, { record: stalled });
+      return;
+    }
+    if (exposure === 0n) return;
+    const aged = this.#now() - (this.#lastClaim.get(network) ?? 0) >= this.#o.settings.maxAgeMs;
+    if (!urgent && !aged && !this.#failing.has(network) && exposure < this.#o.settings.exposureThreshold) return;
+    const plan = planClaim(claimable, this.#o.settings.maxRows);
+    for (const r of plan.refused) this.#o.log.error('a channel record cannot be claimed as it stands', { network, payer: r.config.payer, reason: r.reason });
+    const chainId = this.#o.chains.get(network)?.chainId as number;
+    const byId = new Map(records.map((r) => [r.channelId.toLowerCase(), r]));
+    const rows: ClaimRow[] = plan.rows.map((row) => {
+      const channelId = channelIdOf(row.config, chainId);
+      const record = byId.get(channelId.toLowerCase());
+      return {
+        channelId,
+        config: row.config,
+        maxClaimableAmount: row.maxClaimableAmount.toString(),
+        signature: row.signature,
+        totalClaimed: row.totalClaimed.toString(),
+        exposure: (record ? exposureOf(record) : 0n).toString(),
+      };
+    });
+    if (rows.length === 0) return;
+    const now = this.#now();
+    const record: ClaimRecord = { id: randomUUID(), network, state: 'simulating', rows, dropped: [], txs: [], sweepTxs: [], createdAt: now, updatedAt: now };
+    this.#o.log.info('claiming payment channels', { network, claim: record.id, rows: rows.length, exposure, urgent });
+    this.#busy.set(network, record.id);
+    this.#host.spawn(record.id, { record });
+  }
+
+  /** Writes a claim's record: under `open/` while unfinished, then under `done/` (and the open one removed). */
+  async #write(record: ClaimRecord): Promise<void> {
+    if (!claimFinished(record.state)) return this.#o.records.put(`${OPEN}${record.id}`, record);
+    await this.#o.records.put(`${DONE}${record.id}`, record);
+    await this.#o.records.remove(`${OPEN}${record.id}`);
+  }
+
+  #finished(id: string, record: ClaimRecord, state: string): void {
+    const { network } = record;
+    if (this.#busy.get(network) === id) this.#busy.delete(network);
+    const m = this.#o.metrics;
+    m.channelClaims.labels(network, state).inc();
+    for (const d of record.dropped) m.channelClaimRowsDropped.labels(network, d.reason).inc();
+    if (record.claimTx && state !== 'reverted') {
+      m.channelClaimedVouchers.labels(network).inc(record.rows.length);
+      this.#lastClaim.set(network, this.#now());
+      this.#failing.delete(network);
+    } else if (state === 'failed' || state === 'reverted' || state === 'stalled') {
+      this.#failing.add(network);
+    }
+    // Its record is open still: resumed where its trails say, with the same transactions.
+    if (state === 'stalled' && !this.#stopping.signal.aborted && record.txs.length > 0) this.#stalled.set(network, { ...record, state });
+    if (state === 'swept') m.channelSweeps.labels(network, 'swept').inc();
+    if (state === 'sweepFailed') m.channelSweeps.labels(network, 'failed').inc();
+    const level = state === 'swept' || state === 'empty' ? 'info' : 'warn';
+    this.#o.log[level]('channel claim ended', {
+      claim: id,
+      network,
+      state,
+      rows: record.rows.length,
+      dropped: record.dropped,
+      claimTx: record.claimTx,
+      sweepTx: record.sweepTx,
+      failure: record.failure,
+    });
+  }
+}

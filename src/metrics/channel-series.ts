@@ -1,0 +1,62 @@
+/**
+ * Payment channels' claims and sweeps (x402 `batch-settlement`, `channels/claimer.ts`): claims and sweeps by outcome,
+ * vouchers claimed and rows dropped at simulation, what is accepted but not yet claimed on each network, and the
+ * nearest deadline by which a payer's withdrawal could take unclaimed escrow back.
+ */
+import type { Counter, Gauge } from 'prom-client';
+import type { MetricKit } from './metric-kit.ts';
+
+export interface ChannelSeries {
+  /** The claim outcomes and sweep outcomes on each network where channels are claimed, at zero. */
+  declareChannelClaims(networks: readonly string[], claimOutcomes: readonly string[], sweepOutcomes: readonly string[]): void;
+  /** Claim actors finished, by network and final state (`swept`, `empty`, `failed`, `reverted`, `sweepFailed`, `stalled`). */
+  readonly channelClaims: Counter<'network' | 'outcome'>;
+  /** Vouchers (channel rows) claimed by a mined claim transaction. */
+  readonly channelClaimedVouchers: Counter<'network'>;
+  /** Rows left out of a claim because the simulation found they would revert, by the contract's error. */
+  readonly channelClaimRowsDropped: Counter<'network' | 'reason'>;
+  /** Sweeps to the merchants' wallets, by outcome (`swept`, `failed`). */
+  readonly channelSweeps: Counter<'network' | 'outcome'>;
+  /** Accepted (charged) and not yet claimed on chain, in the tokens' smallest units, as of the last claimer round. */
+  readonly channelUnclaimedExposure: Gauge<'network'>;
+  /** Unix seconds of the nearest pending withdrawal's finalization among the channels held (0: none pending). */
+  readonly channelWithdrawDeadline: Gauge<'network'>;
+}
+
+export function channelSeries(kit: MetricKit): ChannelSeries {
+  const channelClaims = kit.counter({ name: 'gate402_channel_claims_total', help: 'Payment-channel claim actors finished, by network and final state', labelNames: ['network', 'outcome'] });
+  const channelClaimedVouchers = kit.counter({ name: 'gate402_channel_claimed_vouchers_total', help: 'Channel vouchers claimed on chain by mined claim transactions', labelNames: ['network'] });
+  const channelClaimRowsDropped = kit.counter({
+    name: 'gate402_channel_claim_rows_dropped_total',
+    help: "Channel rows left out of a claim because its simulation would revert, by the settlement contract's error",
+    labelNames: ['network', 'reason'],
+  });
+  const channelSweeps = kit.counter({ name: 'gate402_channel_sweeps_total', help: "Sweeps of claimed channel funds to the merchants' wallets, by outcome", labelNames: ['network', 'outcome'] });
+  const channelUnclaimedExposure = kit.gauge({
+    name: 'gate402_channel_unclaimed_exposure',
+    help: "Accepted and not yet claimed channel value, in the tokens' smallest units, as of the claimer's last round",
+    labelNames: ['network'],
+  });
+  const channelWithdrawDeadline = kit.gauge({
+    name: 'gate402_channel_withdraw_deadline_timestamp_seconds',
+    help: "Unix seconds at which the nearest payer's pending withdrawal can be finalized, among the channels held (0: none)",
+    labelNames: ['network'],
+  });
+  return {
+    declareChannelClaims(networks, claimOutcomes, sweepOutcomes) {
+      for (const network of networks) {
+        for (const outcome of claimOutcomes) channelClaims.labels(network, outcome).inc(0);
+        for (const outcome of sweepOutcomes) channelSweeps.labels(network, outcome).inc(0);
+        channelClaimedVouchers.labels(network).inc(0);
+        channelUnclaimedExposure.labels(network).set(0);
+        channelWithdrawDeadline.labels(network).set(0);
+      }
+    },
+    channelClaims,
+    channelClaimedVouchers,
+    channelClaimRowsDropped,
+    channelSweeps,
+    channelUnclaimedExposure,
+    channelWithdrawDeadline,
+  };
+}
