@@ -61,6 +61,8 @@ interface World {
   settlement: DepositSettlement;
   ledger: ChannelLedger;
   live: { boots: Set<string> | undefined };
+  /** Whether the claim actors are healthy (the paywall asks before it takes a voucher). */
+  claims: { healthy: boolean };
 }
 
 function world(t: Test): World {
@@ -68,6 +70,7 @@ function world(t: Test): World {
   const settlement = new DepositSettlement(chain);
   let ledger: ChannelLedger | undefined;
   const live: World['live'] = { boots: undefined };
+  const claims: World['claims'] = { healthy: true };
   const h = harness(t, {
     merchant: shop,
     settlement,
@@ -79,10 +82,12 @@ function world(t: Test): World {
         ledger,
         readChannel: chain.read,
         live: (boot) => (live.boots ? live.boots.has(boot) : true),
+        claiming: () => claims.healthy,
+        withdrawMarginSeconds: 300,
       };
     },
   });
-  return { h, chain, settlement, ledger: ledger!, live };
+  return { h, chain, settlement, ledger: ledger!, live, claims };
 }
 
 /** The official client's fetch, pointed at the in-process handler. */
@@ -294,4 +299,26 @@ t.test('hostile payloads: another receiver or authorizer, malformed, a refund: 4
   const version = await send({ ...last, x402Version: 1 });
   t.equal(version.status, 400, 'x402Version 1: 400');
   t.equal(w.h.upstream.calls, 1, 'the upstream was called for the first payment only');
+});
+
+t.test('no voucher while claims are behind, nor near a withdrawal deadline: nothing charged, no upstream call', async (t) => {
+  const w = world(t);
+  const b = buyer(w);
+  for (let i = 0; i < 2; i++) t.equal((await b.pay(URL_)).status, 200);
+  const calls = w.h.upstream.calls;
+  w.claims.healthy = false;
+  const behind = await b.pay(URL_);
+  t.equal(behind.status, 503, 'claims behind: 503');
+  t.ok(Number(behind.headers.get('retry-after')) >= 1, 'with Retry-After');
+  t.match(await behind.text(), /nothing was charged/);
+  w.claims.healthy = true;
+  // The payer's withdrawal can finalize in 100 s: inside the 300 s margin.
+  const held = (await w.ledger.read(await channelOf(w)))!;
+  const withdrawRequestedAt = Math.floor(Date.now() / 1000) - 900 + 100;
+  t.ok(await w.ledger.replace(held, { ...held.record, withdrawRequestedAt, version: held.record.version + 1 }));
+  const closing = await b.pay(URL_);
+  t.equal(closing.status, 402, 'a withdrawal about to finalize: 402');
+  t.equal(decodePaymentRequiredHeader(closing.headers.get('payment-required')!).error, BatchReason.cumulativeExceedsBalance);
+  t.equal(w.h.upstream.calls, calls, 'the upstream was not called');
+  t.equal((await w.ledger.read(await channelOf(w)))?.record.charged, String(2n * PRICE), 'nothing more charged');
 });

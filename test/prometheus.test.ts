@@ -55,7 +55,8 @@ const grafanaVariables = (expr: string) => expr.replaceAll('$__rate_interval', '
 /** Every sample name the dashboards read (`x_bucket` of a histogram is its own name in the exposition). */
 const dashboardNames = [...new Set(panelQueries.flatMap((q) => [...q.expr.matchAll(/\bgate402_\w+/g)].map((m) => m[0])))];
 /** What only a gateway has: merchants and the stock desk. */
-const gatewayOnly = (name: string) => /revenue|upstream|stock/.test(name);
+// Channel claims and sweeps are the gateway's (its paywall accepts the vouchers they claim); deposits are the engine's.
+const gatewayOnly = (name: string) => /revenue|upstream|stock|channel_(claim|sweep|unclaimed|withdraw)/.test(name);
 
 // --- The parts, fresh ----------------------------------------------------------------------------------------------
 

@@ -25,8 +25,12 @@ export interface ClaimChain {
 }
 
 /** Custom errors of the settlement contract that name the channel at fault (first argument) or its row. */
-const BY_CHANNEL = new Set(['InvalidVoucherSignature', 'ClaimAboveVoucher', 'ClaimAboveBalance']);
-const BY_ROW = new Set(['NotReceiverSide', 'MixedReceiverAuthorizers']);
+const BY_CHANNEL = ['InvalidVoucherSignature', 'ClaimAboveVoucher', 'ClaimAboveBalance'] as const;
+const BY_ROW = ['NotReceiverSide', 'MixedReceiverAuthorizers'] as const;
+/** Why a row is dropped from a claim: the contract's error naming it, or `reverted` (it reverts alone, unnamed). */
+export const DROP_REASONS: readonly string[] = [...BY_CHANNEL, ...BY_ROW, 'reverted'];
+const byChannel = new Set<string>(BY_CHANNEL);
+const byRow = new Set<string>(BY_ROW);
 
 const voucherClaimOf = (row: ClaimRow): VoucherClaim => ({ config: row.config, maxClaimableAmount: BigInt(row.maxClaimableAmount), signature: row.signature, totalClaimed: BigInt(row.totalClaimed) });
 
@@ -64,11 +68,11 @@ export function culpritOf(error: unknown, rows: readonly ClaimRow[]): { index: n
     return undefined;
   }
   const first = decoded.args?.[0];
-  if (BY_CHANNEL.has(decoded.errorName) && typeof first === 'string') {
+  if (byChannel.has(decoded.errorName) && typeof first === 'string') {
     const index = rows.findIndex((r) => r.channelId.toLowerCase() === first.toLowerCase());
     return index === -1 ? undefined : { index, reason: decoded.errorName };
   }
-  if (BY_ROW.has(decoded.errorName) && typeof first === 'bigint' && first < BigInt(rows.length)) return { index: Number(first), reason: decoded.errorName };
+  if (byRow.has(decoded.errorName) && typeof first === 'bigint' && first < BigInt(rows.length)) return { index: Number(first), reason: decoded.errorName };
   return undefined;
 }
 

@@ -26,7 +26,7 @@ import type { ChannelReader } from './chain-channel.ts';
 import type { ChannelLedger } from './channel-ledger.ts';
 import { exposureOf, pendingLive, resolvedPending, withChainState, withdrawFinalizableAt, type ChannelRecord } from './channel-record.ts';
 import { CLAIM_FINALS, claimFinished, claimMachine, type ClaimRecord, type ClaimRow } from './claim-machine.ts';
-import { confirmed, recordClaimed, sendClaim, sendSweep, simulateClaim, simulationOf, type ClaimChain, type SimulationSender } from './claim-steps.ts';
+import { confirmed, DROP_REASONS, recordClaimed, sendClaim, sendSweep, simulateClaim, simulationOf, type ClaimChain, type SimulationSender } from './claim-steps.ts';
 import { advance, withdrawEvents } from './withdraw-watch.ts';
 
 export interface ClaimerSettings {
@@ -124,7 +124,7 @@ export class ChannelClaimer {
   async start(): Promise<void> {
     const started = this.#now();
     for (const network of this.#o.chains.keys()) this.#lastClaim.set(network, started);
-    this.#o.metrics.declareChannelClaims([...this.#o.chains.keys()], CLAIM_FINALS, SWEEP_OUTCOMES);
+    this.#o.metrics.declareChannelClaims([...this.#o.chains.keys()], { claimOutcomes: CLAIM_FINALS, sweepOutcomes: SWEEP_OUTCOMES, dropReasons: DROP_REASONS });
     for await (const [key, record] of this.#o.records.entries(OPEN)) {
       if (claimFinished(record.state)) {
         await this.#write(record);
@@ -262,13 +262,16 @@ export class ChannelClaimer {
     for (const r of records) {
       const deadline = withdrawFinalizableAt(r);
       if (deadline !== undefined && (nearest === undefined || deadline < nearest)) nearest = deadline;
-      const e = exposureOf(r);
+      // What can still be claimed: the charges, up to the balance (a finalized withdrawal or a refund may have
+      // lowered it below them; what is left is claimed rather than a row that would revert forever).
+      const reachable = BigInt(r.charged) < BigInt(r.balance) ? BigInt(r.charged) : BigInt(r.balance);
+      const e = exposureOf({ charged: reachable.toString(), totalClaimed: r.totalClaimed });
       if (e === 0n) continue;
       exposure += e;
       if (deadline !== undefined) urgent = true;
       claimable.push({
         config: r.config,
-        charged: BigInt(r.charged),
+        charged: reachable,
         signedMaxClaimable: BigInt(r.signedMaxClaimable),
         signature: r.signature,
         totalClaimed: BigInt(r.totalClaimed),
@@ -301,7 +304,7 @@ export class ChannelClaimer {
         maxClaimableAmount: row.maxClaimableAmount.toString(),
         signature: row.signature,
         totalClaimed: row.totalClaimed.toString(),
-        exposure: (record ? exposureOf(record) : 0n).toString(),
+        exposure: (record ? row.totalClaimed - BigInt(record.totalClaimed) : 0n).toString(),
       };
     });
     if (rows.length === 0) return;

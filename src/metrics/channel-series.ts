@@ -8,7 +8,7 @@ import type { MetricKit } from './metric-kit.ts';
 
 export interface ChannelSeries {
   /** The claim outcomes and sweep outcomes on each network where channels are claimed, at zero. */
-  declareChannelClaims(networks: readonly string[], claimOutcomes: readonly string[], sweepOutcomes: readonly string[]): void;
+  declareChannelClaims(networks: readonly string[], known: { claimOutcomes: readonly string[]; sweepOutcomes: readonly string[]; dropReasons: readonly string[] }): void;
   /** Claim actors finished, by network and final state (`swept`, `empty`, `failed`, `reverted`, `sweepFailed`, `stalled`). */
   readonly channelClaims: Counter<'network' | 'outcome'>;
   /** Vouchers (channel rows) claimed by a mined claim transaction. */
@@ -43,10 +43,11 @@ export function channelSeries(kit: MetricKit): ChannelSeries {
     labelNames: ['network'],
   });
   return {
-    declareChannelClaims(networks, claimOutcomes, sweepOutcomes) {
+    declareChannelClaims(networks, known) {
       for (const network of networks) {
-        for (const outcome of claimOutcomes) channelClaims.labels(network, outcome).inc(0);
-        for (const outcome of sweepOutcomes) channelSweeps.labels(network, outcome).inc(0);
+        for (const outcome of known.claimOutcomes) channelClaims.labels(network, outcome).inc(0);
+        for (const outcome of known.sweepOutcomes) channelSweeps.labels(network, outcome).inc(0);
+        for (const reason of known.dropReasons) channelClaimRowsDropped.labels(network, reason).inc(0);
         channelClaimedVouchers.labels(network).inc(0);
         channelUnclaimedExposure.labels(network).set(0);
         channelWithdrawDeadline.labels(network).set(0);
