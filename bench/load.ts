@@ -362,7 +362,9 @@ async function loadWithWrk(r: LoadRequest, seconds: number, connections: number)
  * and stderr): a server listens on port 0 and prints the address it got, so no port is guessed ahead of it.
  */
 export function startChild<T>(args: string[], env: Record<string, string>, ready: (output: string) => T | undefined): Promise<{ child: ChildProcess; found: T }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GATE402_LOG_LEVEL: 'error', ...env } });
+  // GATE402_BENCH_CPU_PROF=dir: every server writes a V8 CPU profile there when it stops (node --cpu-prof).
+  const profiled = process.env.GATE402_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GATE402_BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profiled, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GATE402_LOG_LEVEL: 'error', ...env } });
   return new Promise((res, rej) => {
     let out = '';
     let done = false;
