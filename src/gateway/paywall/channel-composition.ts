@@ -7,6 +7,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import type { NetworkRegistry } from '../../chain/networks.ts';
 import { ChannelLedger, CHANNEL_RECORDS } from '../../channels/channel-ledger.ts';
 import { rpcChannelReader } from '../../channels/chain-channel.ts';
+import { budgetedChannelReader } from '../../channels/chain-read-budget.ts';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
 import { MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY } from '../../schemes/batch-settlement/domain.ts';
 import type { Store } from '../../store/store.ts';
@@ -20,7 +21,12 @@ export interface ChannelConfig {
   authorizerKey: Hex | undefined;
   /** Seconds a payer's withdrawal waits (every claim must land within it). */
   withdrawDelay: number;
+  /** Chain reads of channels per second, all channels together (see `channels/chain-read-budget.ts`). */
+  chainReadsPerSecond: number;
 }
+
+/** A channel is read on chain at most this often; asks in between share its last read. */
+const CHANNEL_READ_INTERVAL_MS = 2_000;
 
 /**
  * `devnetKey`: the devnet's authorizer, given only on the devnet. Off the devnet, channels are refused for now:
@@ -38,6 +44,7 @@ export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | un
   return {
     authorizerKey: key === '' ? undefined : (key as Hex),
     withdrawDelay: envInt(env, 'GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS', 86_400, { min: MIN_WITHDRAW_DELAY, max: MAX_WITHDRAW_DELAY }),
+    chainReadsPerSecond: envInt(env, 'GATE402_CHANNEL_CHAIN_READS_PER_SECOND', 20, { min: 1, max: 10_000 }),
   };
 }
 
@@ -54,7 +61,10 @@ export function paywallChannels(config: ChannelConfig, parts: { store: Store; ne
   return {
     offers,
     ledger: new ChannelLedger(parts.store.claims(CHANNEL_RECORDS)),
-    readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
+    readChannel: budgetedChannelReader(
+      rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
+      { perSecond: config.chainReadsPerSecond, burst: Math.max(10, 2 * config.chainReadsPerSecond), perChannelMs: CHANNEL_READ_INTERVAL_MS },
+    ),
     ...(parts.live ? { live: parts.live } : {}),
   };
 }
