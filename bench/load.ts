@@ -43,14 +43,16 @@ export interface LoadResult {
 
 /**
  * `connections` keep-alive connections, each sending its next request as soon as the previous answer is in, for
- * `seconds`, or until `make` returns undefined. `make` is one request repeated, or a function of the request's
- * index. `classify` names each answer from its status and body (default: the status code).
+ * `seconds`, or until `make` returns undefined (then that connection stops). `make` is one request repeated, or a
+ * function of the request's index and of the connection (0 to connections - 1) that sends it, so that requests which
+ * must go in order (vouchers of one payment channel) can keep to one connection. `classify` names each answer from
+ * its status, body and connection (default: the status code).
  */
 export async function load(
-  make: LoadRequest | ((i: number) => LoadRequest | undefined),
+  make: LoadRequest | ((i: number, connection: number) => LoadRequest | undefined),
   seconds: number,
   connections: number,
-  classify?: (status: number, body: string) => string,
+  classify?: (status: number, body: string, connection: number) => string,
 ): Promise<LoadResult> {
   if (typeof make === 'object' && classify === undefined && process.env.GATE402_BENCH_GENERATOR !== 'node' && wrkAvailable()) return loadWithWrk(make, seconds, connections);
   return loadWithNode(typeof make === 'object' ? () => make : make, seconds, connections, classify);
@@ -110,8 +112,13 @@ function encoder(origin: URL): (r: LoadRequest) => { bytes: Buffer; head: boolea
   };
 }
 
-async function loadWithNode(make: (i: number) => LoadRequest | undefined, seconds: number, connections: number, classify?: (status: number, body: string) => string): Promise<LoadResult> {
-  const first = make(0);
+async function loadWithNode(
+  make: (i: number, connection: number) => LoadRequest | undefined,
+  seconds: number,
+  connections: number,
+  classify?: (status: number, body: string, connection: number) => string,
+): Promise<LoadResult> {
+  const first = make(0, 0);
   if (first === undefined) return summarize([], 1, {}, 'node', 0);
   const origin = new URL(first.url);
   const encode = encoder(origin);
@@ -129,7 +136,7 @@ async function loadWithNode(make: (i: number) => LoadRequest | undefined, second
   const until = started + seconds * 1000;
 
   /** One connection's loop; resolves when time is up or `make` ran out. Reconnects after an error or a close. */
-  const run = () =>
+  const run = (_: unknown, connection: number) =>
     new Promise<void>((done) => {
       let socket: Socket;
       let t0 = 0;
@@ -145,7 +152,7 @@ async function loadWithNode(make: (i: number) => LoadRequest | undefined, second
       const send = () => {
         if (performance.now() >= until) return finish();
         const i = next++;
-        const job = i === 0 ? first : make(i); // make(0) already ran, and a job may be single-use
+        const job = i === 0 ? first : make(i, connection); // make(0) already ran, and a job may be single-use
         if (job === undefined) return finish();
         const encoded = encode(job);
         isHead = encoded.head;
@@ -161,7 +168,7 @@ async function loadWithNode(make: (i: number) => LoadRequest | undefined, second
       };
       const complete = () => {
         inFlight = false;
-        record(classify ? classify(status, Buffer.concat(parts).toString('utf8')) : String(status), t0);
+        record(classify ? classify(status, Buffer.concat(parts).toString('utf8'), connection) : String(status), t0);
         if (closeAfter) {
           socket.destroy();
           open();
@@ -256,7 +263,7 @@ async function loadWithNode(make: (i: number) => LoadRequest | undefined, second
         s.on('close', () => {
           if (s !== socket || !inFlight) return; // a socket this loop already left behind
           inFlight = false;
-          if (state === Parse.UntilClose) record(classify ? classify(status, Buffer.concat(parts).toString('utf8')) : String(status), t0);
+          if (state === Parse.UntilClose) record(classify ? classify(status, Buffer.concat(parts).toString('utf8'), connection) : String(status), t0);
           else record('error', t0);
           if (performance.now() < until) open();
           else done();
@@ -355,7 +362,9 @@ async function loadWithWrk(r: LoadRequest, seconds: number, connections: number)
  * and stderr): a server listens on port 0 and prints the address it got, so no port is guessed ahead of it.
  */
 export function startChild<T>(args: string[], env: Record<string, string>, ready: (output: string) => T | undefined): Promise<{ child: ChildProcess; found: T }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GATE402_LOG_LEVEL: 'error', ...env } });
+  // GATE402_BENCH_CPU_PROF=dir: every server writes a V8 CPU profile there when it stops (node --cpu-prof).
+  const profiled = process.env.GATE402_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GATE402_BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profiled, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GATE402_LOG_LEVEL: 'error', ...env } });
   return new Promise((res, rej) => {
     let out = '';
     let done = false;

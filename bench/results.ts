@@ -66,7 +66,16 @@ interface ClusterRun {
   cpuMsPerPaid: { gateways: number; postgres: number; total: number };
 }
 
+interface ChannelFigures {
+  channels: number;
+  vouchersPerChannel: number;
+  voucher: Load & { paidPerSecond: number; cpu: CpuFigures };
+  exact?: Paid;
+  onChain: { rowsPerClaim: number; gasPerChannel: Record<string, number>; gasPerRequest: Record<string, number>; ledger: { holds: boolean; chargedByGateway: string; merchantGain: string } };
+}
+
 interface Figures {
+  channels?: ChannelFigures;
   cluster?: { nodeRatePerSecond: number; blockTime: number; lmdbOne: ClusterRun; lmdbTwo: ClusterRun; postgresTwo: ClusterRun; cpuPerPaidClusterVsTwoLmdb: number };
   challenge?: { concurrency: number; gate402: Load; bareUws: Load; x402Express: Load; gate402VsBareUws: number; gate402VsX402Express: number };
   signatures?: { environment: { cores: number }; rows: { name: string; perSecond: number; wrong: number }[]; ratios: Record<string, number> };
@@ -299,10 +308,37 @@ function figureRows(figures: Record<string, unknown>): Row[] {
       },
     });
   }
+  if (f.channels) rows.push(...channelRows(f.channels));
   if (f.scaling) {
     for (const level of f.scaling.levels) rows.push(paidRow(`paid, gate402, automine, ${level.concurrency} concurrent buyers`, level));
   }
   return rows;
+}
+
+function channelRows(c: ChannelFigures): Row[] {
+  const v = c.voucher;
+  const ms = v.cpu.msPer200.total;
+  const g = c.onChain.gasPerChannel;
+  const perRequest = Object.entries(c.onChain.gasPerRequest).map(([r, gas]) => `${int(gas)} at ${int(Number(r))}`);
+  const at1000 = c.onChain.gasPerRequest['1000'];
+  return [
+    {
+      measurement: `paid by vouchers, ${c.channels} channels (a connection each), ${c.vouchersPerChannel} vouchers per channel`,
+      figure: `${int(v.paidPerSecond)} paid/s (${latency(v)}; ${outcomes(v.outcomes)}; ${cpuPer200(v.cpu)}; ${generator(v)})`,
+      goal: atLeast('at least 5,000 voucher-paid 200s per second', v.paidPerSecond, 5000, `${int(v.paidPerSecond)}/s`),
+    },
+    {
+      measurement: 'gateway CPU per voucher-paid 200',
+      figure: `${ms ?? '?'} ms`,
+      goal: { goal: 'at most 0.2 ms of gateway CPU per voucher-paid 200', measured: `${ms ?? '?'} ms`, met: ms !== undefined && ms <= 0.2 },
+    },
+    ...(c.exact ? [paidRow('paid by exact on the same gateway, automine', c.exact)] : []),
+    {
+      measurement: `gas per request by requests per channel (a channel's deposit ${int(g.deposit ?? 0)}, claim share ${int(g.claim ?? 0)} in claims of ${c.onChain.rowsPerClaim}, sweep share ${int(g.settle ?? 0)})`,
+      figure: `${perRequest.join(', ')}; ledger ${c.onChain.ledger.holds ? 'holds' : '**does not hold**'} (charged ${c.onChain.ledger.chargedByGateway}, merchant +${c.onChain.ledger.merchantGain})`,
+      goal: { goal: 'at most 200 gas per request at 1,000 requests per channel', measured: `${int(at1000 ?? 0)} gas`, met: at1000 !== undefined && at1000 <= 200 },
+    },
+  ];
 }
 
 export function goalsOf(figures: Record<string, unknown>, profile: string): Goal[] {

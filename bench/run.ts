@@ -46,6 +46,11 @@ const SCENARIOS: Record<string, { files: string[]; about: string }> = {
     about:
       'CPU per paid request (PostgreSQL included) and p99, open loop at one rate per node: one gateway on LMDB, two on LMDB stores of their own, two sharing an embedded PostgreSQL (goal: at most 1.2× the two on LMDB)',
   },
+  channels: {
+    files: ['bench/channels.ts'],
+    about:
+      'voucher-paid requests (x402 batch-settlement payment channels, official client) per second and gateway CPU per paid 200, against exact on the same gateway; gas per request at 1, 10, 100 and 1,000 requests per channel, from the receipts of the deposits, claims and sweep',
+  },
   scaling: {
     files: ['bench/scaling.ts'],
     about: "gate402's paid requests at 1, 10, 100 and 1,000 concurrent buyers",

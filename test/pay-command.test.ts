@@ -1,7 +1,9 @@
 /**
  * `gate402 pay`, the buyer's command, run as a buyer runs it against the real gateway: `--dry-run` prints the offer
- * and pays nothing, `--max` refuses a higher price (exit 3) and pays nothing, and a call within `--max` pays. Its
- * start-up is the bundle's: no TypeScript is compiled and tsx is never loaded (what made a call take ~2.8 s).
+ * and pays nothing, `--max` refuses a higher price (exit 3) and pays nothing, and a call within `--max` pays; with
+ * `--scheme batch-settlement` the first call deposits into a channel and the next ones pay with vouchers, their state
+ * kept in a file between calls. Its start-up is the bundle's: no TypeScript is compiled and tsx is never loaded (what
+ * made a call take ~2.8 s).
  */
 import t from 'tap';
 import { spawn } from 'node:child_process';
@@ -13,7 +15,7 @@ import { CAIP2 } from '../src/chain/canonical.ts';
 import { stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
 import { clientsFor, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { startHostileUpstream } from './helpers/hostile-upstream.ts';
-import { registerOwnMerchant, spawnPaidGateway } from './helpers/paid-gateway.ts';
+import { registerOwnMerchant, relayerTxCount, spawnPaidGateway } from './helpers/paid-gateway.ts';
 import { stableBalance } from './helpers/payments.ts';
 import { BIN } from './helpers/spawn-devnet.ts';
 import { tempDir } from './helpers/temp-dir.ts';
@@ -22,7 +24,7 @@ const manifest = testDevnet();
 const base = network(manifest, CAIP2.base);
 const upstream = await startHostileUpstream();
 t.teardown(() => upstream.close());
-const { gw } = await spawnPaidGateway(manifest, upstream.origin);
+const { gw, relayers } = await spawnPaidGateway(manifest, upstream.origin);
 t.teardown(() => gw.stop());
 const { slug, payTo } = await registerOwnMerchant(gw.url, upstream.origin, { slug: `pay-${Date.now().toString(36)}`, priceUsd: '0.010000', networks: [CAIP2.base] });
 const url = `${gw.url}/m/${slug}/data`;
@@ -36,11 +38,11 @@ const logs = tempDir('pay-command');
 t.teardown(() => rmSync(logs, { recursive: true, force: true }));
 
 /** `gate402 pay` as a buyer runs it; with `moduleLog`, every module it resolves is listed in that file. */
-function pay(args: string[], moduleLog?: string): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+function pay(args: string[], moduleLog?: string, target = url): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
   const started = performance.now();
   const child = spawn(
     process.execPath,
-    [...(moduleLog ? ['--import', join(import.meta.dirname, 'fixtures/module-log.mjs')] : []), BIN, 'pay', url, '--network', CAIP2.base, '--manifest', TEST_MANIFEST_PATH, ...args],
+    [...(moduleLog ? ['--import', join(import.meta.dirname, 'fixtures/module-log.mjs')] : []), BIN, 'pay', target, '--network', CAIP2.base, '--manifest', TEST_MANIFEST_PATH, ...args],
     {
       env: { ...process.env, GATE402_BUYER_KEY: buyerKey, ...(moduleLog ? { GATE402_MODULE_LOG: moduleLog } : {}) },
     },
@@ -81,6 +83,36 @@ t.test('--max below the price refuses it (exit 3) and pays nothing; at the price
   t.match(paid.stdout, /x402 settlement: \{"success":true/);
   const after = await money();
   t.same([before.buyer - after.buyer, after.merchant - before.merchant], [10_000n, 10_000n], 'paid once, the price');
+});
+
+t.test('--scheme batch-settlement: a deposit on the first call, vouchers after, the channel kept in a file', async (t) => {
+  const joke = `${gw.url}/m/catjoke/joke`; // a built-in route that takes channels
+  const state = join(logs, 'channels.json');
+  const args = ['--scheme', 'batch-settlement', '--channels', state, '--deposit-multiplier', '4'];
+  const before = await stableBalance(base, buyer);
+  const calls = upstream.callsTo('/catjoke/joke');
+  const first = await pay(args, undefined, joke);
+  t.equal(first.code, 0, first.stderr);
+  t.match(first.stdout, /^200 /);
+  t.match(first.stdout, /x402 settlement: \{"success":true.*"transaction":"0x[0-9a-f]{64}".*"chargedCumulativeAmount":"10000"/, 'the first call deposits and is charged one price');
+  t.equal(before - (await stableBalance(base, buyer)), 40_000n, "the buyer's deposit left its wallet: four prices");
+  const sent = await relayerTxCount(base, relayers);
+  for (const k of [2, 3]) {
+    const next = await pay(args, undefined, joke);
+    t.equal(next.code, 0, next.stderr);
+    t.match(next.stdout, new RegExp(`"chargedCumulativeAmount":"${k * 10_000}"`), `call ${k} is a voucher for ${k} prices in all`);
+  }
+  t.equal(await relayerTxCount(base, relayers), sent, 'no transaction for the vouchers');
+  t.equal(before - (await stableBalance(base, buyer)), 40_000n, 'nor any more money from the wallet');
+  t.equal(upstream.callsTo('/catjoke/joke') - calls, 3, 'the upstream answered each call once');
+  const kept = JSON.parse(readFileSync(state, 'utf8')) as Record<string, { chargedCumulativeAmount?: string }>;
+  t.same(
+    Object.values(kept).map((c) => c.chargedCumulativeAmount),
+    ['30000'],
+    'the file holds one channel, charged three prices',
+  );
+  const wrong = await pay(['--scheme', 'batch-settlement', '--protocol', 'mpp'], undefined, joke);
+  t.equal(wrong.code, 2, 'an x402 scheme with MPP is a usage error');
 });
 
 t.test('start-up runs the bundle: no TypeScript compiled, tsx never loaded', async (t) => {

@@ -74,13 +74,14 @@ async function payment(caip2: string, payer: LocalAccount, payTo: Address, amoun
 }
 
 /**
- * A facilitator with a data directory of its own (to be killed and started again on it), and `count` payments to one
- * fresh payee from fresh payers, with the balances and relayer transactions before them.
+ * A facilitator with a data directory of its own (to be killed and started again on it), with `firstEnv` on top of
+ * the file's settings, and `count` payments to one fresh payee from fresh payers, with the balances and relayer
+ * transactions before them.
  */
-async function restartable(t: Test, count: number, firstAmount: bigint) {
+async function restartable(t: Test, count: number, firstAmount: bigint, firstEnv: Record<string, string> = {}) {
   const dataDir = tempDir('batching-data');
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
+  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env: { ...env, ...firstEnv }, dataDir });
   t.teardown(() => first.stop('SIGKILL')); // a test that fails before its kill leaves no facilitator behind
   const payTo = freshAccount().address;
   const payers = await fundedPayers(base, CAIP2.base, count);
@@ -329,7 +330,9 @@ t.test('a batch priced out by the base fee is replaced; killed after that, the r
 });
 
 t.test('SIGKILL with payments claimed but their batch not yet sent: after the restart each settles once', async (t) => {
-  const { dataDir, first, ps, before } = await restartable(t, 4, 60_000n);
+  // The stopped chain answers nothing: each call the facilitator makes meanwhile ends at its RPC timeout (three tries),
+  // so the payments are claimed after three timeouts. 2 s instead of the default 10 s (30 s waited out in all).
+  const { dataDir, first, ps, before } = await restartable(t, 4, 60_000n, { GATE402_RPC_TIMEOUT_MS: '2000' });
   const warmUp = await payment(CAIP2.base, (await fundedPayers(base, CAIP2.base, 1))[0] as LocalAccount, freshAccount().address, 10_000n);
   t.equal((await settle(first, warmUp)).success, true, 'a first payment settles (the facilitator has read what verification needs)');
   const txsBefore = await relayerTransactions(base);

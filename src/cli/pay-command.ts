@@ -12,13 +12,19 @@ import type { DevnetManifest } from '../devnet/manifest.ts';
 import { aboveMax, describeOffer, parseMaxUsd, priceUsd, type ChosenOffer } from './pay-offer.ts';
 
 const USAGE = `gate402 pay <url> [--protocol x402|mpp] [--network eip155:4663|eip155:8453|eip155:84532] [--method GET|POST] [--data JSON]
-               [--dry-run] [--max <USD>]
+               [--dry-run] [--max <USD>] [--scheme exact|batch-settlement [--refund] [--channels FILE] [--deposit-multiplier N]]
 
 Pays for one request with the official clients (@x402/fetch with @x402/evm, or mppx) and prints the response and
 its receipt. The key comes from GATE402_BUYER_KEY, or, on the devnet, from the manifest's first buyer.
 
   --dry-run     print the offer it would pay (price, token, network, payee) and pay nothing
   --max <USD>   refuse to pay more than this (e.g. 0.05): a higher price pays nothing and exits 3
+  --scheme batch-settlement
+                pay through a payment channel (x402 only): the first call deposits (gasless, --deposit-multiplier
+                times the price; default 5), later calls send signed vouchers and no transaction. The channels' state
+                is kept in --channels (default: var/channels.json); the chain is read at the manifest's RPC or
+                GATE402_BUYER_RPC_URL
+  --refund      (with --scheme batch-settlement) ask for the channel's unspent deposit back, instead of paying
 `;
 
 /** Exit status of a call refused by `--max`: nothing was paid. */
@@ -40,11 +46,21 @@ export async function runPayCommand(args: string[]): Promise<void> {
       manifest: { type: 'string', default: process.env.GATE402_MANIFEST ?? 'var/devnet.json' },
       'dry-run': { type: 'boolean', default: false },
       max: { type: 'string' },
+      scheme: { type: 'string', default: 'exact' },
+      refund: { type: 'boolean', default: false },
+      channels: { type: 'string', default: process.env.GATE402_BUYER_CHANNELS ?? 'var/channels.json' },
+      'deposit-multiplier': { type: 'string' },
     },
   });
   const url = positionals[0];
   if (!url) throw new Error(USAGE);
   if (values.protocol !== 'x402' && values.protocol !== 'mpp') throw new Error(`--protocol must be x402 or mpp\n\n${USAGE}`);
+  if (values.scheme !== 'exact' && values.scheme !== 'batch-settlement') throw new Error(`--scheme must be exact or batch-settlement\n\n${USAGE}`);
+  const channel = values.scheme === 'batch-settlement';
+  if (channel && values.protocol !== 'x402') throw new Error('--scheme batch-settlement is an x402 scheme: it cannot go with --protocol mpp');
+  if (values.refund && !channel) throw new Error('--refund asks a payment channel for its deposit back: it goes with --scheme batch-settlement');
+  const multiplier = values['deposit-multiplier'] === undefined ? undefined : Number(values['deposit-multiplier']);
+  if (multiplier !== undefined && !(Number.isInteger(multiplier) && multiplier >= 1 && multiplier <= 100_000)) throw new Error('--deposit-multiplier must be a whole number from 1 to 100000');
   const max = values.max === undefined ? undefined : parseMaxUsd(values.max);
   if (values.max !== undefined && max === undefined) throw new Error(`--max must be a USD amount with at most 6 decimals, e.g. 0.05; got '${values.max}'`);
   // The manifest's reader validates it with JSON Schema: loaded only on the devnet, where there is a manifest to read.
@@ -90,14 +106,25 @@ export async function runPayCommand(args: string[]): Promise<void> {
       });
       res = await mppx.fetch(url, init);
     } else {
-      const client = registerExactEvmScheme(
-        x402Client.fromConfig({
-          schemes: [],
-          spendControls: false,
-          paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === values.network) ?? (offers[0] as (typeof offers)[number]),
-        }),
-        { signer: account },
-      );
+      const base = x402Client.fromConfig({
+        schemes: [],
+        spendControls: false,
+        paymentRequirementsSelector: (_v, offers) => offers.find((o) => o.network === values.network) ?? (offers[0] as (typeof offers)[number]),
+      });
+      let client: x402Client;
+      if (channel) {
+        const rpcUrl = process.env.GATE402_BUYER_RPC_URL ?? manifest?.networks[values.network]?.rpcUrl;
+        if (!rpcUrl) throw new Error(`no RPC for ${values.network}: set GATE402_BUYER_RPC_URL (the channel client reads the chain)`);
+        const { channelClient } = await import('./pay-channel.ts');
+        const scheme = channelClient({ account, rpcUrl, stateFile: values.channels, ...(multiplier !== undefined ? { depositMultiplier: multiplier } : {}) });
+        if (values.refund) {
+          const refunded = await scheme.refund(url);
+          process.stdout.write(`refund: ${JSON.stringify(refunded)}\n`);
+          if (!refunded.success) process.exitCode = 1;
+          return;
+        }
+        client = base.register(values.network as `${string}:${string}`, scheme);
+      } else client = registerExactEvmScheme(base, { signer: account });
       client.onBeforePaymentCreation(async ({ selectedRequirements: r }) => {
         const offer: ChosenOffer = { protocol: 'x402', network: r.network, asset: r.asset, payTo: r.payTo, amount: BigInt(r.amount), decimals: decimalsOf(r.network, r.asset) };
         return decide(offer) ? { abort: true, reason: stop?.why ?? 'stopped' } : undefined;

@@ -8,6 +8,7 @@ import { chainIdOf } from '../../chain/canonical.ts';
 import type { NetworkRegistry } from '../../chain/networks.ts';
 import { ChannelLedger, CHANNEL_INDEX, CHANNEL_RECORDS } from '../../channels/channel-ledger.ts';
 import { rpcChannelReader } from '../../channels/chain-channel.ts';
+import { budgetedChannelReader } from '../../channels/chain-read-budget.ts';
 import type { ClaimRecord } from '../../channels/claim-machine.ts';
 import type { ClaimChain } from '../../channels/claim-steps.ts';
 import { ChannelClaimer, type ClaimerSettings } from '../../channels/claimer.ts';
@@ -31,18 +32,23 @@ export interface ChannelConfig {
   claims: ClaimerSettings;
   /** Seconds before a pending withdrawal can finalize from which its channel takes no more vouchers. */
   withdrawMarginSeconds: number;
+  /** Chain reads of channels per second, all channels together (see `channels/chain-read-budget.ts`). */
+  chainReadsPerSecond: number;
 }
 
+/** A channel is read on chain at most this often; asks in between share its last read. */
+const CHANNEL_READ_INTERVAL_MS = 2_000;
+
 /**
- * `devnetKey`: the devnet's authorizer, given only on the devnet. Off the devnet, channels are refused for now:
- * nothing claims accepted vouchers on chain yet (the receiver's claim and sweep actors are still to come), so a
- * merchant would serve requests whose vouchers are never paid out, and a payer's withdrawal would take them back.
+ * `devnetKey`: the devnet's authorizer, given only on the devnet. Off the devnet, channels are refused for now: a
+ * voucher accepted just before a payer's withdrawal margin has only the margin for its claim to land, and every
+ * cluster node runs its own claimer (docs/gateway.md, payment channels, says what is left).
  */
 export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | undefined): ChannelConfig {
   const key = envString(env, 'GATE402_CHANNEL_AUTHORIZER_KEY', devnetKey ?? '');
   if (key !== '' && devnetKey === undefined) {
     throw new ConfigError(
-      'GATE402_CHANNEL_AUTHORIZER_KEY: payment channels (batch-settlement) run on the devnet only in this version: nothing claims accepted vouchers on chain yet, so a merchant would serve requests it is never paid for. Unset it; routes then offer exact only',
+      'GATE402_CHANNEL_AUTHORIZER_KEY: payment channels (batch-settlement) run on the devnet only in this version: an accepted voucher is served before it is claimed, and the claims are not yet sized against a payer withdrawing while they fail (docs/gateway.md). Unset it; routes then offer exact only',
     );
   }
   if (key !== '' && !/^0x[0-9a-fA-F]{64}$/.test(key)) throw new ConfigError('GATE402_CHANNEL_AUTHORIZER_KEY must be a 0x-prefixed 32-byte private key (the receiver authorizer of payment channels)');
@@ -64,7 +70,8 @@ export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | un
       'GATE402_CHANNEL_WITHDRAW_MARGIN_SECONDS must be below GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS and at least four claim rounds (GATE402_CHANNEL_CLAIM_INTERVAL_MS): the vouchers accepted before it must be claimed within it',
     );
   }
-  return { authorizerKey: key === '' ? undefined : (key as Hex), withdrawDelay, claims, withdrawMarginSeconds };
+  const chainReadsPerSecond = envInt(env, 'GATE402_CHANNEL_CHAIN_READS_PER_SECOND', 20, { min: 1, max: 10_000 });
+  return { authorizerKey: key === '' ? undefined : (key as Hex), withdrawDelay, claims, withdrawMarginSeconds, chainReadsPerSecond };
 }
 
 /** The terms channel offers carry, or undefined when no receiver authorizer is configured. */
@@ -80,7 +87,10 @@ export function paywallChannels(config: ChannelConfig, parts: { store: Store; ne
   return {
     offers,
     ledger: new ChannelLedger(parts.store.claims(CHANNEL_RECORDS), parts.store.collection<string>(CHANNEL_INDEX)),
-    readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
+    readChannel: budgetedChannelReader(
+      rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
+      { perSecond: config.chainReadsPerSecond, burst: Math.max(10, 2 * config.chainReadsPerSecond), perChannelMs: CHANNEL_READ_INTERVAL_MS },
+    ),
     withdrawMarginSeconds: config.withdrawMarginSeconds,
     ...(parts.live ? { live: parts.live } : {}),
   };
@@ -112,7 +122,8 @@ export async function startChannelClaimer(
     cursors: parts.store.collection<string>('channel-withdraw-scan'),
     chains,
     simulateFrom: (network) => (engine.get(network) as SendingChain).relayers.nextSender(),
-    readChannel: channels.readChannel,
+    // Its own reads, neither shared nor budgeted: a read after a withdrawal event must be of the chain as it is now.
+    readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
     live: channels.live ?? thisBootOnly,
     metrics: parts.metrics,
     log: parts.log,

@@ -14,6 +14,7 @@ import { BOOT } from '../../cluster/boot.ts';
 import type { ChannelLedger, HeldRecord } from '../../channels/channel-ledger.ts';
 import { committed, headroom, openedRecord, pendingLive, released, resolvedPending, withBalance, withdrawClosing, withPending, type ChannelRecord } from '../../channels/channel-record.ts';
 import type { ChannelReader } from '../../channels/chain-channel.ts';
+import { ChannelReadsExhausted } from '../../channels/chain-read-budget.ts';
 import { CHANNEL_PROTOCOL, correctiveTerms, voucherSettlement, type ChannelCredential } from '../../front-door/batch-settlement.ts';
 import type { HttpResponse } from '../../http/server.ts';
 import { SETTLEMENT_SHED } from '../../ports/settlement.ts';
@@ -116,8 +117,10 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
   try {
     held = (await c.ledger.read(cred.channelId)) ?? (await recordFromChain(c, cred, now));
   } catch (err) {
-    p.deps.log.warn('could not read a payment channel', { channel: cred.channelId, error: err });
-    return json(503, { error: 'the payment channel could not be read right now; nothing was charged' }, { 'retry-after': '2' });
+    // Out of chain-read budget is what a flood of made-up channels meets: answered, not logged line by line.
+    const exhausted = err instanceof ChannelReadsExhausted;
+    if (!exhausted) p.deps.log.warn('could not read a payment channel', { channel: cred.channelId, error: err });
+    return json(503, { error: 'the payment channel could not be read right now; nothing was charged' }, { 'retry-after': String(exhausted ? err.retryAfterSeconds : 2) });
   }
   let depositTx: string | undefined;
   if (payload.type === 'deposit') {
