@@ -56,6 +56,8 @@ function postmasterOf(dataDir: string): number {
 
 interface Node {
   url: string;
+  /** The node's own origin (its /metrics). */
+  origin: string;
   pid: number;
   stop(): Promise<void>;
 }
@@ -76,7 +78,7 @@ async function gateway(manifestPath: string, upstream: string, relayers: number[
     },
     (output) => /^gateway: +(http:\/\/[^\s]+)/m.exec(output)?.[1],
   );
-  return { url: `${child.found}${ROUTE}`, pid: child.child.pid as number, stop: () => stopChild(child.child) };
+  return { url: `${child.found}${ROUTE}`, origin: child.found, pid: child.child.pid as number, stop: () => stopChild(child.child) };
 }
 
 export interface ClusterRun {
@@ -96,8 +98,21 @@ export interface ClusterRun {
   /** CPU seconds over the run, and CPU milliseconds per request answered 200: the gateways, PostgreSQL (0 without), both. */
   cpuSeconds: { gateways: number; postgres: number; total: number };
   cpuMsPerPaid: { gateways: number; postgres: number; total: number };
+  /** JSON-RPC calls the gateways made (their `gate402_rpc_request_duration_seconds_count`), per request answered 200: all, and by method. */
+  rpcPerPaid: { total: number; byMethod: Record<string, number> };
   /** PostgreSQL only: write transactions committed (transaction ids drawn) per request answered 200, and with `--pg-statements 1` the statements. */
   perPaid?: { writeCommits: number; statements?: number; byStatement?: Array<{ calls: number; perPaid: number; query: string }> };
+}
+
+/** JSON-RPC calls a node has made so far, by method (from its /metrics, served openly on the devnet). */
+async function rpcCalls(node: Node): Promise<Map<string, number>> {
+  const text = await (await fetch(`${node.origin}/metrics`)).text();
+  const calls = new Map<string, number>();
+  for (const m of text.matchAll(/^gate402_rpc_request_duration_seconds_count\{([^}]*)\} (\S+)$/gm)) {
+    const method = /method="([^"]*)"/.exec(m[1] ?? '')?.[1] ?? '?';
+    calls.set(method, (calls.get(method) ?? 0) + Number(m[2]));
+  }
+  return calls;
 }
 
 /** What PostgreSQL did during a run: write transactions (ids drawn) and, counted, the statements it ran. */
@@ -126,10 +141,12 @@ async function measure(name: string, n: ReturnType<typeof networkOf>, nodes: Nod
   };
   if (db && PG_STATEMENTS) await db.query('SELECT pg_stat_statements_reset()');
   const workBefore = db ? await databaseWork(db) : undefined;
+  const rpcBefore = await Promise.all(nodes.map(rpcCalls));
   const before = cpu();
   const runs = await Promise.all(requests.map((r) => openLoop(r, NODE_RATE, { timeoutMs: 30_000, maxConnections: 256 })));
   await new Promise((r) => setTimeout(r, TAIL_MS));
   const after = cpu();
+  const rpcAfter = await Promise.all(nodes.map(rpcCalls));
   const workAfter = db ? await databaseWork(db) : undefined;
   const outcomes: Record<string, number> = {};
   for (const r of runs) for (const [k, v] of Object.entries(r.outcomes)) outcomes[k] = (outcomes[k] ?? 0) + v;
@@ -143,6 +160,11 @@ async function measure(name: string, n: ReturnType<typeof networkOf>, nodes: Nod
   const round = (x: number, digits = 3) => Number(x.toFixed(digits));
   const used = { gateways: round(after.gateways - before.gateways), postgres: round(after.postgres - before.postgres) };
   const per = (s: number) => (paid > 0 ? round((s * 1000) / paid) : 0);
+  const byMethod: Record<string, number> = {};
+  rpcAfter.forEach((calls, i) => {
+    for (const [method, count] of calls) byMethod[method] = (byMethod[method] ?? 0) + count - (rpcBefore[i]?.get(method) ?? 0);
+  });
+  const perPaidOf = (count: number) => (paid > 0 ? round(count / paid, 2) : 0);
   const run: ClusterRun = {
     nodes: nodes.length,
     offeredPerSecond: NODE_RATE * nodes.length,
@@ -156,6 +178,15 @@ async function measure(name: string, n: ReturnType<typeof networkOf>, nodes: Nod
     outcomes,
     cpuSeconds: { ...used, total: round(used.gateways + used.postgres) },
     cpuMsPerPaid: { gateways: per(used.gateways), postgres: per(used.postgres), total: per(used.gateways + used.postgres) },
+    rpcPerPaid: {
+      total: perPaidOf(Object.values(byMethod).reduce((a, b) => a + b, 0)),
+      byMethod: Object.fromEntries(
+        Object.entries(byMethod)
+          .filter(([, count]) => count > 0)
+          .sort((a, b) => b[1] - a[1])
+          .map(([method, count]) => [method, perPaidOf(count)]),
+      ),
+    },
   };
   if (workBefore && workAfter && paid > 0) {
     const statements = workAfter.statements.reduce((a, r) => a + r.calls, 0);
@@ -170,7 +201,9 @@ async function measure(name: string, n: ReturnType<typeof networkOf>, nodes: Nod
     };
     progress(`${name}: per paid request ${run.perPaid.writeCommits} write commits${PG_STATEMENTS ? `, ${run.perPaid.statements} statements` : ''}`);
   }
-  progress(`${name}: ${run.paid} of ${run.sent} paid (${run.paidPerSecond}/s), p99 ${run.p99ms} ms, ${run.cpuMsPerPaid.total} ms CPU per paid (${run.cpuMsPerPaid.postgres} of it PostgreSQL)`);
+  progress(
+    `${name}: ${run.paid} of ${run.sent} paid (${run.paidPerSecond}/s), p99 ${run.p99ms} ms, ${run.cpuMsPerPaid.total} ms CPU per paid (${run.cpuMsPerPaid.postgres} of it PostgreSQL), ${run.rpcPerPaid.total} RPC calls per paid ${JSON.stringify(run.rpcPerPaid.byMethod)}`,
+  );
   return run;
 }
 

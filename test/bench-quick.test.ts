@@ -184,6 +184,7 @@ t.test('cluster: one LMDB node, two LMDB nodes and two PostgreSQL nodes paid at 
     settledOnChain: number;
     outcomes: Record<string, number>;
     cpuMsPerPaid: { gateways: number; postgres: number; total: number };
+    rpcPerPaid: { total: number; byMethod: Record<string, number> };
   };
   const c = result('cluster').figures.cluster as Record<'lmdbOne' | 'lmdbTwo' | 'postgresTwo', Run> & {
     nodeRatePerSecond: number;
@@ -201,6 +202,7 @@ t.test('cluster: one LMDB node, two LMDB nodes and two PostgreSQL nodes paid at 
     t.ok(run.paid > 0 && run.paid + (run.outcomes['503'] ?? 0) === run.sent, `${name}: every request paid and served, or shed uncharged (${JSON.stringify(run.outcomes)})`);
     t.equal(run.settledOnChain, run.paid, `${name}: one settlement on chain per 200`);
     t.ok(run.cpuMsPerPaid.gateways > 0, `${name}: gateway CPU per paid request read from /proc`);
+    t.ok((run.rpcPerPaid.byMethod.eth_sendRawTransaction ?? 0) > 0 && run.rpcPerPaid.total >= 1, `${name}: the gateways' RPC calls per paid request, from their /metrics (${run.rpcPerPaid.total})`);
     t.ok(Math.abs(run.cpuMsPerPaid.total - run.cpuMsPerPaid.gateways - run.cpuMsPerPaid.postgres) < 0.01, `${name}: the total is the gateways and PostgreSQL`);
   }
   t.equal(c.lmdbOne.cpuMsPerPaid.postgres, 0, 'no PostgreSQL in an LMDB run');

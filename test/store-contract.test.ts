@@ -223,3 +223,35 @@ t.test('PostgreSQL: a write the database refuses for its content fails alone, th
   t.equal(await c.get('fine'), undefined, 'all or nothing: the other write is not there');
   t.same(store.health(), { ok: true, value: undefined }, 'a refused record is not an outage');
 });
+
+t.test('PostgreSQL: a storm of lookups reads every key right and does not hold up a write asked after it', async (t) => {
+  const store = await openPostgresStore(await db.server.createDatabase('lookups'), { poolSize: 4 });
+  t.teardown(() => store.close());
+  const records = store.collection<{ n: number }>('records');
+  const keys = Array.from({ length: 2000 }, (_, i) => `k${i}`);
+  await store.atomically(() => {
+    for (const [i, key] of keys.entries()) if (i % 2 === 0) records.putWithin(key, { n: i });
+  });
+  // Claimed at once: the pool's four connections are open before the storm (a new one takes longer than a lookup).
+  await Promise.all(['k1', 'k2', 'k3', 'k4'].map((key) => store.nonces.claim(key, `holder-${key}`)));
+  // Each key asked for twice, and claims alongside: 4,002 lookups in one turn of the event loop, on 4 connections.
+  const order: string[] = [];
+  const reads = [...keys, ...keys].map((key) =>
+    records.get(key).then((value) => {
+      order.push('read');
+      return value;
+    }),
+  );
+  const holders = ['k1', 'k2'].map((key) => store.nonces.holder(key));
+  const write = records.put('late', { n: -1 }).then(() => order.push('write'));
+  const values = await Promise.all(reads);
+  await write;
+  t.same(
+    values,
+    [...keys, ...keys].map((_, i) => ((i % keys.length) % 2 === 0 ? { n: i % keys.length } : undefined)),
+    'every lookup answers its own key: the record, or nothing',
+  );
+  t.same(await Promise.all(holders), ['holder-k1', 'holder-k2'], "each claim's holder");
+  t.ok(order.indexOf('write') < order.length - 1, `the write is committed before the last lookup is answered (at ${order.indexOf('write')} of ${order.length})`);
+  t.same(await records.get('late'), { n: -1 }, 'and read back');
+});

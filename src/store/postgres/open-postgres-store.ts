@@ -9,6 +9,7 @@ import { PostgresClaims } from './postgres-claims.ts';
 import { PostgresCollection } from './postgres-collection.ts';
 import { WriteSet } from '../write-set.ts';
 import { GroupCommit, type UpsertRow } from './group-commit.ts';
+import { GroupRead } from './group-read.ts';
 import { PLAIN_UPSERT } from './record-writes.ts';
 
 export interface PostgresStoreOptions extends StoreOptions {
@@ -29,7 +30,16 @@ export interface PostgresStore extends Store {
 export interface Sql {
   read<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>>;
   write<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>>;
+  /** A record's value by collection (the scope) and key, read with the other lookups asked meanwhile (`group-read.ts`). */
+  recordOf: GroupRead<unknown>;
+  /** A claim's holder by space (the scope) and key, likewise. */
+  holderOf: GroupRead<string>;
 }
+
+/** Records by collection and keys: one statement for many lookups. */
+const RECORDS_BY_KEYS = 'SELECT key, value FROM records WHERE collection = $1 AND key = ANY($2::text[])';
+/** Claim holders by space and keys. */
+const HOLDERS_BY_KEYS = 'SELECT key, holder FROM claims WHERE space = $1 AND key = ANY($2::text[])';
 
 /** What the collections and claims write with besides their statements: the fence, the ranks, whom to tell of refusals. */
 export interface Writer {
@@ -92,15 +102,26 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     const name = statementName(text);
     return pool.query<R>(name === undefined ? { text, values } : { name, text, values });
   };
+  const read = async <R extends pg.QueryResultRow>(text: string, values: unknown[]) => {
+    try {
+      return await query<R>(text, values);
+    } catch (err) {
+      if (isUnavailable(err)) health.failed(err);
+      throw err;
+    }
+  };
+  // Each kind of lookup takes at most a quarter of the pool: the rest stays for the writes of payments under way.
+  const lookups = Math.max(1, Math.floor(poolSize / 4));
   const sql: Sql = {
-    read: async <R extends pg.QueryResultRow>(text: string, values: unknown[]) => {
-      try {
-        return await query<R>(text, values);
-      } catch (err) {
-        if (isUnavailable(err)) health.failed(err);
-        throw err;
-      }
-    },
+    read,
+    recordOf: new GroupRead(async (collection, keys) => {
+      const { rows } = await read<{ key: string; value: unknown }>(RECORDS_BY_KEYS, [collection, keys]);
+      return new Map(rows.map((r) => [r.key, r.value]));
+    }, lookups),
+    holderOf: new GroupRead(async (space, keys) => {
+      const { rows } = await read<{ key: string; holder: string }>(HOLDERS_BY_KEYS, [space, keys]);
+      return new Map(rows.map((r) => [r.key, r.holder]));
+    }, lookups),
     write: async <R extends pg.QueryResultRow>(text: string, values: unknown[]) => {
       const started = performance.now();
       try {

@@ -42,9 +42,9 @@ export class PostgresCollection<T> implements DurableCollection<T> {
     this.#within.add(this.#name, key, value);
   }
 
+  /** Read with the other lookups of this collection asked meanwhile, in one statement (see `group-read.ts`). */
   async get(key: string): Promise<T | undefined> {
-    const { rows } = await this.#sql.read<{ value: T }>('SELECT value FROM records WHERE collection = $1 AND key = $2', [this.#name, key]);
-    return rows[0]?.value;
+    return (await this.#sql.recordOf.get(this.#name, key)) as T | undefined;
   }
 
   async remove(key: string): Promise<void> {
