@@ -1,5 +1,6 @@
 import { createActor, type Actor, type AnyStateMachine, type EventFrom, type InputFrom, type SnapshotFrom, type StateValue } from 'xstate';
 import type { Logger } from '../log/logger.ts';
+import { isFenced } from '../store/fence.ts';
 import { statePath } from '../metrics/metrics.ts';
 
 /** What a snapshot stands for in the store: written whenever `key` changes; `undefined` when nothing is to be written. */
@@ -25,8 +26,14 @@ export interface DurableHostOptions<M extends AnyStateMachine, V> {
   done?(id: string, snapshot: SnapshotFrom<M>, state: string): void;
 }
 
+/** A failed durable write is tried again after this long, then twice as long each time, up to {@link RETRY_MAX_MS}. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 5000;
+
 interface Hosted<M extends AnyStateMachine> {
   actor: Actor<M>;
+  /** Durable writes caused so far: a failed write is tried again only while it is the latest. */
+  count: number;
   /** The last write under way (or done): writes of one actor land in the order of its transitions. */
   writes: Promise<void>;
   /** The write the snapshot being handled caused, if any. */
@@ -51,6 +58,8 @@ export class DurableHost<M extends AnyStateMachine, V> {
   readonly #hosted = new Map<string, Hosted<M>>();
   /** Actors that ended while their last writes are under way: what a reader is shown meanwhile. */
   readonly #finishing = new Map<string, { snapshot: SnapshotFrom<M>; writes: Promise<void> }>();
+  /** Set by {@link stop}: failed writes are no longer tried again. */
+  #stopped = false;
 
   constructor(opts: DurableHostOptions<M, V>) {
     this.#o = opts;
@@ -75,7 +84,7 @@ export class DurableHost<M extends AnyStateMachine, V> {
   /** Starts an actor under `id` (a new record, or one read back from the store). */
   spawn(id: string, input: InputFrom<M>): Actor<M> {
     const actor = createActor(this.#o.machine, { input });
-    const hosted: Hosted<M> = { actor, writes: Promise.resolve() };
+    const hosted: Hosted<M> = { actor, count: 0, writes: Promise.resolve() };
     this.#hosted.set(id, hosted);
     const log = this.#o.log;
     let lastKey: string | undefined;
@@ -89,9 +98,15 @@ export class DurableHost<M extends AnyStateMachine, V> {
           const write = hosted.writes.then(() => this.#o.write(durable.value));
           hosted.caused = write;
           hosted.first ??= write;
-          // A failed write (disk full) leaves the record at its last durable state, which a restart resumes from;
-          // the store reports itself unhealthy meanwhile. The next write still goes.
-          hosted.writes = write.catch((err: unknown) => log.error('could not write a durable record', { id, state, error: err }));
+          // A failed write (disk full, the database restarting) fails the step waiting on it (nothing is sent on an
+          // unwritten trail), and is tried again until it lands while no later write has been caused: an actor that
+          // ended while the store was away still leaves its end on disk once the store is back, its answer kept in
+          // memory meanwhile (`snapshot`). The store reports itself unhealthy meanwhile; a later write still goes.
+          const nth = ++hosted.count;
+          hosted.writes = write.catch((err: unknown) => {
+            log.error('could not write a durable record; trying again', { id, state, error: err });
+            return this.#again(hosted, nth, durable.value, { id, state });
+          });
         }
         if ((snapshot as { status: string }).status === 'done') {
           if (this.#hosted.get(id) === hosted) {
@@ -110,6 +125,24 @@ export class DurableHost<M extends AnyStateMachine, V> {
     this.#o.started?.(actor);
     actor.start();
     return actor;
+  }
+
+  /**
+   * Writes `value` again, with backoff, until it lands, a later write of the actor supersedes it (a record is written
+   * whole: the later one carries it), the writer is fenced (another node holds its records now) or the host stops.
+   */
+  async #again(hosted: Hosted<M>, nth: number, value: V, at: { id: string; state: string }): Promise<void> {
+    for (let waitMs = RETRY_FIRST_MS; ; waitMs = Math.min(RETRY_MAX_MS, waitMs * 2)) {
+      await new Promise((r) => setTimeout(r, waitMs).unref()); // a process stopping does not wait for it
+      if (hosted.count !== nth || this.#stopped) return;
+      try {
+        await this.#o.write(value);
+        this.#o.log.info('a durable record that could not be written is written now', at);
+        return;
+      } catch (err) {
+        if (isFenced(err)) return this.#o.log.warn('a durable record is not written: this node is fenced, another finishes it', { ...at, error: err });
+      }
+    }
   }
 
   /** The write of the state the actor under `id` started in: rejects when that write failed. */
@@ -168,6 +201,7 @@ export class DurableHost<M extends AnyStateMachine, V> {
 
   /** Stops every actor (their records stay as last written, for the next start to resume). */
   stop(): void {
+    this.#stopped = true;
     for (const { actor } of this.#hosted.values()) actor.stop();
     this.#hosted.clear();
   }
