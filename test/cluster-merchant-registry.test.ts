@@ -294,3 +294,39 @@ t.test('a record put back without its version (a restore, a blind write) does no
   t.equal((await b.registry.record(reg.slug))?.version, 3);
   t.equal(priceOf(await a.registry.get(reg.slug)), '0.030000');
 });
+
+t.test('the store stops answering: a cached merchant is served up to twice the bound, then the failure is the answer; once back, its answer', async (t) => {
+  // A database of its own, whose connections the test refuses (as a database restarting does), on a logical clock.
+  const own = await startPostgres();
+  t.teardown(() => own.stop());
+  const name = new URL(own.url).pathname.slice(1);
+  const store = await openPostgresStore(own.url, { poolSize: 2, connectTimeoutMs: 2000 });
+  t.teardown(() => store.close());
+  const clock = { ms: 0 };
+  const registry = new MerchantRegistry({
+    store,
+    networks: { has: (n) => n === 'eip155:8453' },
+    filesDir: join(dir, 'away'),
+    resolve: async () => ['93.184.216.34'],
+    revalidateMs: 3000,
+    now: () => clock.ms,
+    log,
+  });
+  const reg = registration(alice.address);
+  t.ok((await registry.register(await signed(alice, reg), NOW)).ok);
+  t.equal(priceOf(registry.get(reg.slug) as Merchant), '0.010000', 'cached as written');
+  await sql.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+  t.teardown(() => sql.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`));
+  await sql.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name]);
+
+  clock.ms = 4500; // past the bound, within twice it
+  const stale = registry.get(reg.slug);
+  t.ok(stale instanceof Promise, 'past the bound the store is asked');
+  t.equal(priceOf(await stale), '0.010000', 'it does not answer: the cached merchant is served');
+  clock.ms = 6001; // past twice the bound
+  await t.rejects(Promise.resolve(registry.get(reg.slug)), { code: 'store_unavailable' }, "past twice the bound the store's failure is the answer (the paid route's 503)");
+
+  await sql.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
+  t.equal(priceOf(await registry.get(reg.slug)), '0.010000', 'the store back: its answer, cached again');
+  t.notOk(registry.get(reg.slug) instanceof Promise, 'served at once from then on');
+});

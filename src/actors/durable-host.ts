@@ -1,5 +1,6 @@
 import { createActor, type Actor, type AnyStateMachine, type EventFrom, type InputFrom, type SnapshotFrom, type StateValue } from 'xstate';
 import type { Logger } from '../log/logger.ts';
+import { isFenced } from '../store/fence.ts';
 import { statePath } from '../metrics/metrics.ts';
 
 /** What a snapshot stands for in the store: written whenever `key` changes; `undefined` when nothing is to be written. */
@@ -25,10 +26,20 @@ export interface DurableHostOptions<M extends AnyStateMachine, V> {
   done?(id: string, snapshot: SnapshotFrom<M>, state: string): void;
 }
 
+/** A failed durable write is tried again after this long, then twice as long each time, up to {@link RETRY_MAX_MS}. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 5000;
+
 interface Hosted<M extends AnyStateMachine> {
   actor: Actor<M>;
-  /** The last write under way (or done): writes of one actor land in the order of its transitions. */
+  /** Durable writes caused so far: a failed write is tried again only while it is the latest. */
+  count: number;
+  /** The last write under way (or done, or failed): writes of one actor land in the order of its transitions. */
   writes: Promise<void>;
+  /** The latest write on disk: after a failure, once tried again until it lands (or it is superseded, or fenced). */
+  landed: Promise<void>;
+  /** The latest write's first try failed (set as it settles). */
+  unlanded?: boolean;
   /** The write the snapshot being handled caused, if any. */
   caused?: Promise<void>;
   /** The write of the state the actor started in, if it is durable: it fails as the write does. */
@@ -49,8 +60,10 @@ export function topState(value: StateValue): string {
 export class DurableHost<M extends AnyStateMachine, V> {
   readonly #o: DurableHostOptions<M, V>;
   readonly #hosted = new Map<string, Hosted<M>>();
-  /** Actors that ended while their last writes are under way: what a reader is shown meanwhile. */
-  readonly #finishing = new Map<string, { snapshot: SnapshotFrom<M>; writes: Promise<void> }>();
+  /** Actors that ended while their last writes are under way (or failed, tried again): what a reader is shown meanwhile. */
+  readonly #finishing = new Map<string, { snapshot: SnapshotFrom<M>; writes: Promise<void>; landed: Promise<void> }>();
+  /** Set by {@link stop}: failed writes are no longer tried again. */
+  #stopped = false;
 
   constructor(opts: DurableHostOptions<M, V>) {
     this.#o = opts;
@@ -75,7 +88,7 @@ export class DurableHost<M extends AnyStateMachine, V> {
   /** Starts an actor under `id` (a new record, or one read back from the store). */
   spawn(id: string, input: InputFrom<M>): Actor<M> {
     const actor = createActor(this.#o.machine, { input });
-    const hosted: Hosted<M> = { actor, writes: Promise.resolve() };
+    const hosted: Hosted<M> = { actor, count: 0, writes: Promise.resolve(), landed: Promise.resolve() };
     this.#hosted.set(id, hosted);
     const log = this.#o.log;
     let lastKey: string | undefined;
@@ -89,18 +102,32 @@ export class DurableHost<M extends AnyStateMachine, V> {
           const write = hosted.writes.then(() => this.#o.write(durable.value));
           hosted.caused = write;
           hosted.first ??= write;
-          // A failed write (disk full) leaves the record at its last durable state, which a restart resumes from;
-          // the store reports itself unhealthy meanwhile. The next write still goes.
-          hosted.writes = write.catch((err: unknown) => log.error('could not write a durable record', { id, state, error: err }));
+          // A failed write (disk full, the database restarting) fails the step waiting on it (nothing is sent on an
+          // unwritten trail), and is tried again until it lands while no later write has been caused: an actor that
+          // ended while the store was away still leaves its end on disk once the store is back, its answer kept in
+          // memory meanwhile (`snapshot`). The store reports itself unhealthy meanwhile; a later write still goes.
+          const nth = ++hosted.count;
+          hosted.writes = write.then(
+            () => {
+              hosted.unlanded = false;
+            },
+            (err: unknown) => {
+              hosted.unlanded = true;
+              log.error('could not write a durable record; trying again', { id, state, error: err });
+            },
+          );
+          hosted.landed = write.catch(() => this.#again(hosted, nth, durable.value, { id, state }));
         }
         if ((snapshot as { status: string }).status === 'done') {
           if (this.#hosted.get(id) === hosted) {
             this.#hosted.delete(id);
-            const finishing = { snapshot, writes: hosted.writes };
+            const finishing = { snapshot, writes: hosted.writes, landed: hosted.landed };
             this.#finishing.set(id, finishing);
-            void hosted.writes.then(() => {
+            const forget = () => {
               if (this.#finishing.get(id) === finishing) this.#finishing.delete(id);
-            });
+            };
+            // Let go once its last write is on disk: at once if it landed, else once tried again until it did.
+            void hosted.writes.then(() => (hosted.unlanded ? void hosted.landed.then(forget) : forget()));
           }
           this.#o.done?.(id, snapshot, state);
         }
@@ -110,6 +137,27 @@ export class DurableHost<M extends AnyStateMachine, V> {
     this.#o.started?.(actor);
     actor.start();
     return actor;
+  }
+
+  /**
+   * Writes `value` again, with backoff, until it lands, a later write of the actor supersedes it (a record is written
+   * whole: the later one carries it), the writer is fenced (another node holds its records now) or the host stops.
+   */
+  async #again(hosted: Hosted<M>, nth: number, value: V, at: { id: string; state: string }): Promise<void> {
+    for (let waitMs = RETRY_FIRST_MS; ; waitMs = Math.min(RETRY_MAX_MS, waitMs * 2)) {
+      await new Promise((r) => setTimeout(r, waitMs).unref()); // a process stopping does not wait for it
+      if (hosted.count !== nth || this.#stopped) return;
+      // In the actor's order of writes: a later write caused meanwhile goes after this one.
+      const attempt = hosted.writes.then(() => this.#o.write(value));
+      hosted.writes = attempt.catch(() => {});
+      try {
+        await attempt;
+        this.#o.log.info('a durable record that could not be written is written now', at);
+        return;
+      } catch (err) {
+        if (isFenced(err)) return this.#o.log.warn('a durable record is not written: this node is fenced, another finishes it', { ...at, error: err });
+      }
+    }
   }
 
   /** The write of the state the actor under `id` started in: rejects when that write failed. */
@@ -137,6 +185,11 @@ export class DurableHost<M extends AnyStateMachine, V> {
   /** Resolves once every write the actor has caused so far is on disk (or has failed). */
   written(id: string): Promise<void> {
     return this.#hosted.get(id)?.writes ?? this.#finishing.get(id)?.writes ?? Promise.resolve();
+  }
+
+  /** Resolves once the actor's latest write is on disk: a failed one tried again until it lands (see `#again`). */
+  landed(id: string): Promise<void> {
+    return this.#hosted.get(id)?.landed ?? this.#finishing.get(id)?.landed ?? Promise.resolve();
   }
 
   /**
@@ -168,6 +221,7 @@ export class DurableHost<M extends AnyStateMachine, V> {
 
   /** Stops every actor (their records stay as last written, for the next start to resume). */
   stop(): void {
+    this.#stopped = true;
     for (const { actor } of this.#hosted.values()) actor.stop();
     this.#hosted.clear();
   }

@@ -2,6 +2,7 @@
  * The composition root's cluster: joined when the store is shared (`GATE402_STORE_URL`), with the leases of this
  * node's relayer keys (and the stock desk's key when this node runs the desk), before the engine resumes anything.
  * A node that loses a lease stops at once: signing on with a key another node may hold now would race it for nonces.
+ * Its supervisor starts it again (`gate402 cluster`: `cluster/node-supervisor.ts`), and it rejoins with a new epoch.
  */
 import { BOOT } from '../cluster/boot.ts';
 import { type ClusterNode, type ClusterNodeConfig, joinCluster } from '../cluster/join.ts';

@@ -159,7 +159,10 @@ export const batchMachine = setup({
         input: ({ context }) => ({ batch: context.batch, calls: context.members.map((m) => m.call), multicall: context.multicall as Address, gas: context.gas as bigint }),
         onDone: [
           { guard: 'sentOk', target: 'sent' },
-          { target: 'failed', actions: assign({ failure: ({ event }) => ({ reason: SettleFailureReason.broadcastRejected, message: (event.output as Err<Failure<SettleReason>>).error.message }) }) },
+          {
+            target: 'failed',
+            actions: assign({ failure: ({ event }) => ({ reason: (event.output as Err<Failure<SettleReason>>).error.code, message: (event.output as Err<Failure<SettleReason>>).error.message }) }),
+          },
         ],
         // Signing or the first durable write failed: nothing was sent.
         onError: { target: 'failed', actions: assign({ failure: ({ event }) => ({ reason: SettleFailureReason.broadcastError, message: String(event.error) }) }) },

@@ -6,6 +6,7 @@ import type { Shed } from '../ports/settlement.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import { fingerprintOf, nonceKeyOf } from '../schemes/payment-identity.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
+import { isStoreUnavailable } from '../store/store-unavailable.ts';
 import { GatewayReason } from '../verify/reasons.ts';
 import type { EngineOptions } from './engine-options.ts';
 import type { FairAdmission } from './fair-admission.ts';
@@ -98,6 +99,26 @@ export class PaymentIntake {
    * of the queue while the queue is nearly full (`SETTLEMENT_SHED`, to be answered 503 with Retry-After).
    */
   async settle(request: VerifyRequest, admit: AdmitHook | undefined, client: string | undefined): Promise<SettleResponse> {
+    try {
+      return await this.#settle(request, admit, client);
+    } catch (error) {
+      // Before its actor started (after, the answer never throws): the store did not answer a read or the admission.
+      if (!isStoreUnavailable(error)) throw error;
+      return (
+        this.#known(request) ?? {
+          ...failure(
+            request.paymentRequirements.network,
+            undefined,
+            GatewayReason.settlementUnknown,
+            'the data store cannot be read now: whether this payment settled before cannot be told; ask again with it',
+          ),
+          extra: { retryAfterSeconds: 2 },
+        }
+      );
+    }
+  }
+
+  async #settle(request: VerifyRequest, admit: AdmitHook | undefined, client: string | undefined): Promise<SettleResponse> {
     const known = this.#known(request) ?? (await this.#settledBefore(request));
     if (known) return known;
     if (admit) {

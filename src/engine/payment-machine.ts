@@ -141,7 +141,8 @@ export const paymentMachine = setup({
           { guard: 'stepOk', target: 'simulating', actions: assign({ record: ({ context, event }) => taken(context.record, (event.output as Done).value.record) }) },
           { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, event.output as StepResult) }) },
         ],
-        onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, err(GatewayReason.nonceInFlight, String(event.error))) }) },
+        // The claim threw: the store did not answer (or this node is fenced). Whether the nonce is claimed is unknown here.
+        onError: { target: 'rejected', actions: assign({ record: ({ context, event }) => withFailure(context.record, err(GatewayReason.settlementUnknown, String(event.error))) }) },
       },
     },
     simulating: {

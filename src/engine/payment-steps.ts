@@ -9,14 +9,14 @@ import { awaitMined, sendDurably, sleep, type Courier } from '../tx/courier.ts';
 import type { SignedTx } from '../tx/trail.ts';
 import { err, ok } from '../protocol/result.ts';
 import { refusedPayer } from '../verify/checks.ts';
-import { GatewayReason, SettleFailureReason, type InvalidReason, type SettleReason } from '../verify/reasons.ts';
+import { GatewayReason, type InvalidReason, type SettleReason } from '../verify/reasons.ts';
 import { authorizationOf, consumptionOf, type Consumption } from './authorization-consumption.ts';
 import { ChainInspector } from './chain-inspector.ts';
 import { DEFAULT_CONSUMED_LOOKBACK_BLOCKS, type EngineOptions } from './engine-options.ts';
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { isFinished, leavesNoRecord, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RevertBudget, RevertEvent } from './revert-budget.ts';
-import { courierOn, SettlementBatcher, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
+import { courierOn, SettlementBatcher, sentOrWhyNot, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
 import { checkPayment, revertReason, settlementCallOf, simulatePayment, type Verdict } from './verify-payment.ts';
 
 /** How often the consumption read is tried before the failure stands (the buyer's retry reads again). */
@@ -196,16 +196,26 @@ export class PaymentSteps {
         if (existing.fingerprint === record.fingerprint) return ok({ recorded: existing.result });
         return err(nonceUsedReason(record.request), 'this nonce has settled another payment');
       }
-      if (existing && !isFinished(existing) && existing.attempt === claim.holder) {
+      if (existing && !isFinished(existing) && existing.attempt === claim.holder && !this.#orphaned(existing)) {
         return err(GatewayReason.nonceInFlight, 'another payment with this nonce is being settled');
       }
-      // The holder failed, or died before writing a record: its claim is stale.
+      // The holder failed, or died before writing a record, or left it orphaned here: its claim is stale.
       if (!(await claims.takeover(record.id, claim.holder, record.attempt))) {
         return err(GatewayReason.nonceInFlight, 'lost the race for this nonce');
       }
     }
     await this.write(claimed);
     return ok({ record: claimed });
+  }
+
+  /**
+   * A record of this node's at `claiming` (nothing signed for it) whose attempt runs nowhere: this process has no
+   * other actor for the nonce (the intake answers from one it has), and this node's earlier runs' records were resumed
+   * as it started. Left by a claim that committed while its statement failed (the database going down at that
+   * moment): the buyer's next request takes it over instead of being told forever that it is in progress.
+   */
+  #orphaned(existing: PaymentRecord): boolean {
+    return existing.state === 'claiming' && existing.node === this.#o.node;
   }
 
   /**
@@ -249,8 +259,8 @@ export class PaymentSteps {
     if (batch) return this.batcher.sent(batch, record);
     if (!verdict?.ok) return err(schemeOfPayload(record.request.paymentPayload.payload).reasons.simulationFailed, 'no verified settlement call');
     const gas = (BigInt(record.gas ?? '200000') * 13n) / 10n + 10_000n;
-    const sent = await sendDurably(this.#courier(record), { to: verdict.value.call.to, data: verdict.value.call.data, gas }, record.txs, (txs) => this.#d.trail(record.id, txs));
-    if (!sent.ok) return err(SettleFailureReason.broadcastRejected, sent.error.message);
+    const sent = await sentOrWhyNot(sendDurably(this.#courier(record), { to: verdict.value.call.to, data: verdict.value.call.data, gas }, record.txs, (txs) => this.#d.trail(record.id, txs)));
+    if (!sent.ok) return sent;
     return ok({ record: { ...record, state: 'broadcasting', txs: sent.value } });
   }
 

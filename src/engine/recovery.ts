@@ -65,8 +65,8 @@ export class PaymentRecovery {
     const adopted = record.node === undefined ? undefined : this.#adopted.get(record.node);
     if (adopted?.open.delete(id) && adopted.open.size === 0) {
       this.#adopted.delete(record.node as string);
-      // Its last write is under way: the node's lease is given back once it is on disk.
-      void this.#d.host.written(id).then(adopted.finished);
+      // Its last write is under way (or failed, tried again): the node's lease is given back once it is on disk.
+      void this.#d.host.landed(id).then(adopted.finished);
     }
   }
 

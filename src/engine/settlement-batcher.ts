@@ -15,9 +15,10 @@ import type { SignedTx } from '../tx/trail.ts';
 import { aggregateCall, callsOfBatch, indistinguishable, settledCalls } from './settlement-batch.ts';
 import type { SchemeName, SettlementCall } from '../schemes/scheme.ts';
 import { schemeOfPayload } from '../schemes/registry.ts';
-import { awaitMined, sendDurably, type Courier } from '../tx/courier.ts';
-import { err, ok } from '../protocol/result.ts';
-import { SettleFailureReason, type SettleReason } from '../verify/reasons.ts';
+import { awaitMined, sendDurably, type Courier, type SendOutcome } from '../tx/courier.ts';
+import { err, ok, type Err, type Failure, type Ok } from '../protocol/result.ts';
+import { isStoreUnavailable } from '../store/store-unavailable.ts';
+import { GatewayReason, SettleFailureReason, type SettleReason } from '../verify/reasons.ts';
 
 export type { MinedBatch } from './batch-machine.ts';
 
@@ -247,8 +248,8 @@ export class SettlementBatcher {
   /** Signs the batch, has its trail recorded by the machine (the host writes it with every member's record), and only then sends it. */
   async #send(batch: BatchRecord, calls: SettlementCall[], multicall: Address, gasEstimate: bigint): Promise<SendResult> {
     const call = { ...aggregateCall(multicall, calls, true), gas: (gasEstimate * 13n) / 10n + 10_000n };
-    const sent = await sendDurably(this.#courier(batch.network, batch.id), call, batch.txs, (txs) => this.#host.record(batch.id, { type: 'trail', txs }));
-    if (!sent.ok) return err(SettleFailureReason.broadcastRejected, sent.error.message);
+    const sent = await sentOrWhyNot(sendDurably(this.#courier(batch.network, batch.id), call, batch.txs, (txs) => this.#host.record(batch.id, { type: 'trail', txs })));
+    if (!sent.ok) return sent;
     this.#o.log.debug('batch sent', { network: batch.network, batch: batch.id, tx: sent.value.at(-1)?.hash, payments: calls.length });
     return ok(undefined);
   }
@@ -262,6 +263,20 @@ export class SettlementBatcher {
 
   #courier(network: string, batch: string): Courier {
     return courierOn(this.#o, network, this.#o.log.child({ batch }));
+  }
+}
+
+/**
+ * A durable send's outcome as a step's: the node's refusal, or a signed transaction the store could not record (the
+ * database did not answer), which was never sent, so nothing was charged: `settlement_unavailable` (503, Retry-After).
+ */
+export async function sentOrWhyNot(send: Promise<SendOutcome>): Promise<Ok<SignedTx[]> | Err<Failure<SettleReason>>> {
+  try {
+    const sent = await send;
+    return sent.ok ? sent : err(SettleFailureReason.broadcastRejected, sent.error.message);
+  } catch (error) {
+    if (!isStoreUnavailable(error)) throw error;
+    return err(GatewayReason.settlementUnavailable, `the signed settlement could not be recorded, so it was not sent (${error.message})`);
   }
 }
 

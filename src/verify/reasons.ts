@@ -75,9 +75,15 @@ export const GatewayReason = {
   nonceInFlight: 'payment_in_progress',
   unexpected: 'unexpected_verify_error',
   unexpectedSettle: 'unexpected_settle_error',
-  /** Settled through remote facilitators: none could take the payment, and none settled it (nothing was charged). */
+  /**
+   * Settled through remote facilitators: none could take the payment, and none settled it; or the engine's store could
+   * not record the signed settlement, so it was never sent (the nonce claim held, the chain read: nothing was charged).
+   */
   settlementUnavailable: 'settlement_unavailable',
-  /** Settled through remote facilitators: whether the payment settled could not be learned (ask again with it). */
+  /**
+   * Whether the payment settled could not be learned (ask again with it): remote facilitators did not say, or the
+   * engine's store could not be read or take the nonce claim (a database restarting).
+   */
   settlementUnknown: 'settlement_outcome_unknown',
   /** A settlement from this payer, or from a contract with its code, reverted on chain after it passed simulation. */
   payerReverted: 'payer_reverted_before',

@@ -15,11 +15,18 @@
  * served (past half of it, read again in the background while still served). So no node serves a changed
  * merchant's old price or wallet for longer than `revalidateMs` plus one read. Only slugs that have a record are
  * kept, at most {@link MERCHANT_CACHE_MAX} of them, least recently used first out.
+ *
+ * While the store does not answer (`StoreUnavailable`: the database restarting), a cached record past `revalidateMs`
+ * is still served, until it is twice that old; older, the read's failure is the answer (the paid route's 503). That
+ * is safe: no merchant can change meanwhile (a change is a write to the store), and nothing can be charged on what a
+ * node serves (a payment's nonce claim is a write to the store too); the one change it could hide is one written just
+ * before the store went away whose notification was lost, and that for at most `2 × revalidateMs` plus one read.
  */
 import { LRUCache } from 'lru-cache';
 import type { Merchant } from '../catalog/merchant.ts';
 import type { DurableCollection } from '../../store/durable-collection.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
+import { isStoreUnavailable } from '../../store/store-unavailable.ts';
 
 /** Merchant records kept decoded in memory; beyond it the least recently used one is read from the store again. */
 export const MERCHANT_CACHE_MAX = 10_000;
@@ -101,7 +108,12 @@ export class MerchantRecords {
         reading.catch(() => {}); // read ahead; served from the cache meanwhile
         return hit.record;
       }
-      return reading;
+      if (age >= 2 * bound) return reading;
+      // The store's answer; while it cannot give one, the cached record (see the top of this file).
+      return reading.catch((err: unknown) => {
+        if (isStoreUnavailable(err)) return hit.record;
+        throw err;
+      });
     }
     return this.#readStore(slug);
   }

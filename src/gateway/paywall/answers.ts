@@ -62,6 +62,16 @@ export function settlementDown(settlement: SettleResponse, unknown: boolean): Ht
   return json(503, { error, code: settlement.errorReason, retry }, { 'retry-after': String(retryAfterOf(settlement)) });
 }
 
+/**
+ * The store did not answer (the database restarting or unreachable): this request was turned away before it could
+ * charge anything (503, Retry-After). It does not say "nothing was charged" of the credential: an earlier request with
+ * it may have been, and that cannot be read until the store is back; the same request then gets that payment's answer.
+ */
+export function storeUnavailable(): HttpResponse {
+  const retry = 'send the same request (with the same credential, if it carries one) after Retry-After seconds: a payment is never charged twice, and one charged before is served then';
+  return json(503, { error: 'the gateway cannot reach its records right now; this request charged nothing', code: 'store_unavailable', retry }, { 'retry-after': '2' });
+}
+
 /** Broadcast, not yet confirmed (202): the same credential gets the resource once it confirms. */
 export function pending(settlement: SettleResponse, receipt: Record<string, string>): HttpResponse {
   const detail = 'the payment is broadcast but not yet confirmed; send the same request with the same credential to receive the resource once it confirms, without paying again';

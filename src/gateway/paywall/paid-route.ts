@@ -11,10 +11,11 @@ import { PaymentRequired } from '../../front-door/payment-required.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../../http/server.ts';
 import { uncharged } from '../../protocol/result.ts';
 import type { BreakerTicket } from '../../resilience/circuit-breaker.ts';
+import { isStoreUnavailable } from '../../store/store-unavailable.ts';
 import { nonceKeyOf } from '../../schemes/payment-identity.ts';
 import { findRoute, type Merchant } from '../catalog/merchant.ts';
 import { CHANNEL_PROTOCOL, channelKeyOf, type ChannelCredential } from '../../front-door/batch-settlement.ts';
-import { json, unchargedAnswer } from './answers.ts';
+import { json, storeUnavailable, unchargedAnswer } from './answers.ts';
 import { channelPaid } from './channel-paid.ts';
 import type { PaywallDeps } from './deps.ts';
 import { guardRefused } from './guard-refusal.ts';
@@ -94,8 +95,20 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
   return (req) => {
     const slug = req.params.slug ?? '';
     const merchant = deps.merchant(slug);
-    return merchant instanceof Promise ? merchant.then((m) => handle(req, slug, m)) : handle(req, slug, merchant);
+    const answer = merchant instanceof Promise ? merchant.then((m) => handle(req, slug, m)) : handle(req, slug, merchant);
+    return answer instanceof Promise ? answer.catch(unavailableOrThrow) : answer;
   };
+}
+
+/**
+ * A purchase that met a store that does not answer (its merchant, served claim or payment could not be read or
+ * written) before anything was charged: 503 with Retry-After. From the settlement on, the steps answer their own
+ * failures (`claimed`, `served`: 502 naming the settlement), so what reaches here charged nothing. Anything else is
+ * a fault of ours, answered 500 by the server (and logged with its stack).
+ */
+function unavailableOrThrow(err: unknown): HttpResponse {
+  if (isStoreUnavailable(err)) return storeUnavailable();
+  throw err;
 }
 
 /** However the purchase ends (an answer, a body too large, a client gone, a throw), its breaker admission is given back, once. */

@@ -22,7 +22,7 @@ import type { PaidRequestRecord, PaywallDeps } from './deps.ts';
 import { forwardToUpstream } from './forward.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
 import { guardRefused } from './guard-refusal.ts';
-import { claimForServing, markServed, releaseServing, SERVING_SLACK_MS, servedState, type ServingClaim } from './served-claims.ts';
+import { claimForServing, markServedPatiently, releaseServing, SERVING_SLACK_MS, servedState, type ServingClaim } from './served-claims.ts';
 import { confinedUpstreamUrl } from './upstream-path.ts';
 
 /** One purchase under way: the request, what it pays with, and the door and breaker admission it came through. */
@@ -240,10 +240,11 @@ function recorded(p: Purchase, { key, record }: { key: string; record: PaidReque
 
 /**
  * Mark served: the payment is spent once the answer is ready, durably, before it goes out; counted once. The paid
- * request's record is written in the same commit as the served mark (one write, not two).
+ * request's record is written in the same commit as the served mark (one write, not two); a store that does not
+ * answer is waited for, within the claim's bound (`markServedPatiently`).
  */
 async function markedServed(p: Purchase, claim: ServingClaim, response: HttpResponse, paid: { key: string; record: PaidRequestRecord }): Promise<HttpResponse> {
-  if (!(await markServed(p.deps.stores.served, claim, () => p.deps.stores.records.putWithin(paid.key, paid.record)))) return refused(p, USED);
+  if (!(await markServedPatiently(p.deps.stores.served, claim, () => p.deps.stores.records.putWithin(paid.key, paid.record)))) return refused(p, USED);
   p.deps.metrics.revenue(p.merchant.slug, p.credential.protocol, Number(p.route.priceUsd));
   return response;
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { BOOT } from '../../cluster/boot.ts';
 import type { NonceClaims } from '../../store/nonce-claims.ts';
+import { isStoreUnavailable } from '../../store/store-unavailable.ts';
 
 /**
  * Which payments have bought their upstream call, durably. A payment is first claimed as `serving` (by this process,
@@ -84,6 +85,30 @@ export async function claimForServing(claims: NonceClaims, key: string, live: Bo
  */
 export async function markServed(claims: NonceClaims, claim: ServingClaim, withServed?: () => void): Promise<boolean> {
   return claims.takeover(claim.key, claim.holder, claim.id, withServed);
+}
+
+/** How long a served mark is tried again while the store does not answer: well inside the claim's {@link SERVING_SLACK_MS}. */
+export const MARK_PATIENCE_MS = 30_000;
+
+/**
+ * {@link markServed}, tried again (250 ms doubling to 2 s, for at most {@link MARK_PATIENCE_MS}) while the store does
+ * not answer (the database restarting): the upstream has answered, and its answer goes out once the mark is durable,
+ * so a restart of the database does not turn a paid, answered call into a lost one. A try that failed may have
+ * committed all the same: a later try that finds the claim already this serve's counts as marked.
+ */
+export async function markServedPatiently(claims: NonceClaims, claim: ServingClaim, withServed?: () => void): Promise<boolean> {
+  const deadline = performance.now() + MARK_PATIENCE_MS;
+  let failedOnce = false;
+  for (let waitMs = 250; ; waitMs = Math.min(2000, waitMs * 2)) {
+    try {
+      if (await markServed(claims, claim, withServed)) return true;
+      return failedOnce && (await claims.holder(claim.key)) === claim.id;
+    } catch (err) {
+      if (!isStoreUnavailable(err) || performance.now() + waitMs > deadline) throw err;
+      failedOnce = true;
+      await new Promise((r) => setTimeout(r, waitMs));
+    }
+  }
 }
 
 /** The call failed: the buyer may send the same credential again. */

@@ -3,6 +3,7 @@ import pg from 'pg';
 import type { FenceSource, LeaseToken } from '../fence.ts';
 import type { RecordOrders, Refused } from '../record-order.ts';
 import type { Store, StoreOptions } from '../store.ts';
+import { StoreUnavailable } from '../store-unavailable.ts';
 import { WriteHealth } from '../write-health.ts';
 import { migrate } from './migrate.ts';
 import { PostgresClaims } from './postgres-claims.ts';
@@ -106,8 +107,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     try {
       return await query<R>(text, values);
     } catch (err) {
-      if (isUnavailable(err)) health.failed(err);
-      throw err;
+      throw unavailableOr(err, health);
     }
   };
   // Each kind of lookup takes at most a quarter of the pool: the rest stays for the writes of payments under way.
@@ -130,8 +130,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
         opts.onCommit?.((performance.now() - started) / 1000);
         return result;
       } catch (err) {
-        if (isUnavailable(err)) health.failed(err);
-        throw err;
+        throw unavailableOr(err, health);
       }
     },
   };
@@ -181,6 +180,13 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
 function isUnavailable(err: unknown): boolean {
   const code = (err as { code?: unknown } | undefined)?.code;
   return !(typeof code === 'string' && /^2[23]/.test(code));
+}
+
+/** A failed statement's error: one for want of the database is told to `health` and thrown as {@link StoreUnavailable}. */
+function unavailableOr(err: unknown, health: WriteHealth): unknown {
+  if (!isUnavailable(err)) return err;
+  health.failed(err);
+  return err instanceof StoreUnavailable ? err : new StoreUnavailable(err);
 }
 
 /** The URL without its password, for messages and `Store.path`. */
