@@ -80,34 +80,6 @@ t.test('of several versions awaited together, the one that mines answers; an unm
   t.equal(await alone, undefined, 'undefined after waitMs');
 });
 
-t.test('on blocks a second apart it reads the head about ten times a block, not every pollMs, and still hands the receipt of the next block', async (t) => {
-  const own = new Map<string, number>();
-  const paced = new BlockWatcher({
-    client: publicClientFor(31_337, anvil.rpcUrl, { observe: (method) => own.set(method, (own.get(method) ?? 0) + 1) }),
-    pollMs: 20,
-    timeoutMs: 2000,
-    log,
-  });
-  t.teardown(() => paced.stop());
-  const miner = setInterval(() => void rpcCall(anvil.rpcUrl, 'evm_mine', []).catch(() => {}), 1000);
-  t.teardown(() => clearInterval(miner));
-  const never = paced.receipt([`0x${'77'.repeat(32)}`], { waitMs: 6000 });
-  // Two blocks to learn the chain's pace (its first head read is no block's arrival), then counted.
-  await sleep(2500);
-  const counted = Date.now();
-  const headsBefore = own.get('eth_blockNumber') ?? 0;
-  await sleep(1000);
-  const hash = await send();
-  const receipt = await paced.receipt([hash], { waitMs: 5000 });
-  t.equal(receipt?.transactionHash, hash, 'a transaction sent meanwhile: its receipt from the next block');
-  t.equal(await never, undefined);
-  const heads = (own.get('eth_blockNumber') ?? 0) - headsBefore;
-  const everyPoll = Math.floor((Date.now() - counted) / 20);
-  // At 20 ms it would read the head ~175 times in these 3.5 s (fewer only on a machine too slow to keep up).
-  t.ok(heads < everyPoll / 3, `${heads} head reads in ${Date.now() - counted} ms (every 20 ms: up to ${everyPoll})`);
-  t.ok(paced.pollMs >= 50 && paced.pollMs <= 1000, `reads ${paced.pollMs} ms apart: a tenth of the block interval seen`);
-});
-
 const totalCalls = () => [...calls.values()].reduce((a, b) => a + b, 0);
 /** Waits out calls still on the wire (a busy machine answers late): until 100 ms pass without one. */
 async function quiet(): Promise<void> {

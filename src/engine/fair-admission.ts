@@ -63,7 +63,6 @@ export class FairAdmission {
           chain = {
             blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
             watchedHead: () => deps.watcher(network).head,
-            watchedEveryMs: () => deps.watcher(network).pollMs,
             balanceOf: batchedBalanceOf(client, deps.networks.get(network)?.multicall),
           };
           chains.set(network, chain);

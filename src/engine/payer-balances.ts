@@ -8,8 +8,6 @@ export interface BalanceChain {
   blockNumber(): Promise<bigint>;
   /** The head the chain's block watcher saw last, and when (ms); undefined when it has seen none. */
   watchedHead(): { block: bigint; atMs: number } | undefined;
-  /** How long the watcher waits between its head reads now (it follows the chain's block interval); none: `headTtlMs`. */
-  watchedEveryMs?(): number;
   balanceOf(token: Address, owner: Address, block: bigint): Promise<bigint>;
 }
 
@@ -35,11 +33,8 @@ export class PayerBalances {
     this.#clock = opts.clock ?? Date.now;
   }
 
-  /**
-   * The head of `network` as last known, read no more than `maxAgeMs` ago (by the watcher or here). By default
-   * `headTtlMs`, or the watcher's wait between its head reads when longer: its head is as new as the chain's pace asks.
-   */
-  head(network: string, maxAgeMs: number = Math.max(this.#headTtlMs, this.#chain(network).watchedEveryMs?.() ?? 0)): Promise<bigint> {
+  /** The head of `network` as last known, read no more than `maxAgeMs` (default `headTtlMs`) ago (by the watcher or here). */
+  head(network: string, maxAgeMs: number = this.#headTtlMs): Promise<bigint> {
     const now = this.#clock();
     const own = this.#heads.get(network);
     const watched = this.#chain(network).watchedHead();

@@ -3,22 +3,10 @@ import type { Logger } from '../log/logger.ts';
 
 /** The waits before the quick rounds that follow a new hash not yet mined (then the poll interval again). */
 const FOLLOW_UP_MS = [5, 15];
-/** While transactions are awaited, the head is read this many times per block (as the watcher has seen blocks come). */
-const READS_PER_BLOCK = 10;
-/** The longest wait between head reads, however slow the chain's blocks. */
-const MAX_POLL_MS = 1000;
-/** Quick rounds follow a hash not mined at once only on a chain whose blocks come faster than this (or not known yet): one that mines a block per transaction. */
-const FOLLOW_UP_BELOW_BLOCK_MS = 250;
-/** Weight of the newest block interval in the running estimate. */
-const INTERVAL_WEIGHT = 0.25;
 
 export interface BlockWatcherOptions {
   client: PublicClient<Transport, Chain>;
-  /**
-   * How often, at most, the chain head is read while some transaction is awaited (never while none is): the reads
-   * follow the chain's pace, a tenth of the block interval seen lately, never more often than this nor less often
-   * than once a second.
-   */
+  /** How often the chain head is read while some transaction is awaited (never while none is). */
   pollMs: number;
   /** Bound of every RPC call the watcher makes, on top of the client's own transport timeout. */
   timeoutMs: number;
@@ -56,11 +44,6 @@ export class BlockWatcher {
   #wake: (() => void) | undefined;
   #blockReceipts = true;
   #head: { block: bigint; atMs: number } | undefined;
-  /** The last head change a round saw, and the block interval learnt from such changes (ms). */
-  #change: { block: bigint; atMs: number; moved: boolean } | undefined;
-  #blockMs: number | undefined;
-  /** Whether the latest new hashes were mined by their first lookup: the chain mines a block per transaction sent. */
-  #minesOnSend = false;
 
   constructor(opts: BlockWatcherOptions) {
     this.#o = opts;
@@ -76,31 +59,6 @@ export class BlockWatcher {
 
   #saw(block: bigint): void {
     if (this.#head === undefined || block >= this.#head.block) this.#head = { block, atMs: Date.now() };
-  }
-
-  /**
-   * The wait between head reads while transactions are awaited: a tenth of the block interval seen, within `pollMs`
-   * and a second; `pollMs` while the interval is not known, or while the chain mines transactions as they are sent.
-   */
-  get pollMs(): number {
-    if (this.#blockMs === undefined || this.#minesOnSend) return this.#o.pollMs;
-    return Math.round(Math.min(MAX_POLL_MS, Math.max(this.#o.pollMs, this.#blockMs / READS_PER_BLOCK)));
-  }
-
-  /**
-   * Learns the block interval from the heads read: between two reads that saw the head move, the time over the blocks
-   * it moved (the head first read is no move: its block came some time before). A chain that mines a block per
-   * transaction has no interval of its own (its blocks follow the sends, and stop while nothing is sent): it is told
-   * by its new hashes, mined by their first lookup (`#minesOnSend`), and read every `pollMs` whatever was learnt.
-   */
-  #paced(head: bigint): void {
-    const now = Date.now();
-    const last = this.#change;
-    if (last?.moved && head > last.block) {
-      const ms = (now - last.atMs) / Number(head - last.block);
-      this.#blockMs = this.#blockMs === undefined ? ms : this.#blockMs * (1 - INTERVAL_WEIGHT) + ms * INTERVAL_WEIGHT;
-    }
-    if (last === undefined || head !== last.block) this.#change = { block: head, atMs: now, moved: last !== undefined };
   }
 
   /** Transactions awaited now. */
@@ -183,7 +141,7 @@ export class BlockWatcher {
           this.#o.log.warn('block watcher round failed', { chain: this.#o.client.chain.id, error: err });
         }
         if (this.#stopped || this.#waiters.size === 0) break;
-        if (!this.#nudged) await this.#sleep(this.#followUps > 0 ? Math.min(this.pollMs, FOLLOW_UP_MS[FOLLOW_UP_MS.length - this.#followUps--] as number) : this.pollMs);
+        if (!this.#nudged) await this.#sleep(this.#followUps > 0 ? Math.min(this.#o.pollMs, FOLLOW_UP_MS[FOLLOW_UP_MS.length - this.#followUps--] as number) : this.#o.pollMs);
       }
     } finally {
       this.#running = false;
@@ -211,7 +169,6 @@ export class BlockWatcher {
     const [head, found] = await Promise.all([this.#call(() => this.#o.client.getBlockNumber({ cacheTime: 0 })), Promise.allSettled(early.map((hash) => this.#lookUp(hash)))]);
     if (this.#stopped) return;
     this.#saw(head);
-    this.#paced(head);
     const unseen: Hex[] = [];
     found.forEach((outcome, i) => {
       const hash = early[i] as Hex;
@@ -220,9 +177,6 @@ export class BlockWatcher {
         this.#deliver(outcome.value);
       } else unseen.push(hash);
     });
-    // A chain seen to mine on send keeps its quick rounds for a hash that raced its block (see the end of the round).
-    const minedOnSend = this.#minesOnSend;
-    if (early.length > 0) this.#minesOnSend = unseen.length < early.length;
     // Not found by then, a fresh hash is looked up again now that the head is read: a miss then means a later block.
     const known = [...this.#waiters.keys()].filter((h) => !this.#fresh.has(h));
     const from = this.#scanned === undefined ? head + 1n : this.#scanned + 1n;
@@ -249,10 +203,8 @@ export class BlockWatcher {
     }
     if (failed) throw new Error('a receipt lookup failed; its blocks are looked at again');
     this.#scanned = head;
-    // Just sent and not mined yet: an automining chain mines it within milliseconds, so look again soon (a chain whose
-    // blocks come seconds apart will not have mined it either, and is read at its pace).
-    const automines = this.#blockMs === undefined || this.#blockMs < FOLLOW_UP_BELOW_BLOCK_MS || minedOnSend;
-    if (automines && unseen.some((h) => this.#waiters.has(h))) this.#followUps = FOLLOW_UP_MS.length;
+    // Just sent and not mined yet: an automining chain mines it within milliseconds, so look again soon.
+    if (unseen.some((h) => this.#waiters.has(h))) this.#followUps = FOLLOW_UP_MS.length;
   }
 
   #deliver(receipt: TransactionReceipt): void {
