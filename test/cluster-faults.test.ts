@@ -167,8 +167,11 @@ t.test('PostgreSQL restarted while paid requests are in flight at both nodes: cl
       .map((d) => `${d?.status} ${d?.text.slice(0, 300)}`)
       .join(' | ')}`,
   );
+  // Or settled but not recorded while the database went away: a 502 naming its transaction and telling the buyer to
+  // send the same credential again, which the final statuses and the ledger below hold to (served once, charged once).
+  const redeemable = (d: Answer) => d.status === 502 && /"transaction":"0x[0-9a-f]{64}"/.test(d.text) && /same credential/.test(d.text);
   for (const d of answers.slice(0, 6)) {
-    t.ok(d && [200, 202, 503].includes(d.status), `each in-flight request ends served, pending or turned away: ${d?.status}`);
+    t.ok(d && ([200, 202, 503].includes(d.status) || redeemable(d)), `each in-flight request ends served, pending, turned away or redeemable: ${d?.status}`);
   }
 
   // Both nodes serve again, neither restarted: a new buyer at each (asking again while the pools reconnect).
