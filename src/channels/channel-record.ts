@@ -45,6 +45,11 @@ export interface ChannelRecord {
   signedMaxClaimable: string;
   signature: Hex;
   pending?: PendingVoucher;
+  /**
+   * A cooperative refund under way (`refund-desk.ts`): the channel takes no voucher, deposit or other refund until it
+   * ends. It stands while the refund's record is open; a marker whose record is gone is stale and may be cleared.
+   */
+  refunding?: { id: string; since: number };
   /** Unix seconds a payer's timed withdrawal was initiated, 0 if none (as last read). */
   withdrawRequestedAt: number;
   refundNonce: string;
@@ -175,4 +180,19 @@ export function withdrawFinalizableAt(r: Pick<ChannelRecord, 'withdrawRequestedA
 export function withdrawClosing(r: Pick<ChannelRecord, 'withdrawRequestedAt' | 'config'>, nowMs: number, marginSeconds: number): boolean {
   const deadline = withdrawFinalizableAt(r);
   return deadline !== undefined && nowMs / 1000 >= deadline - marginSeconds;
+}
+
+/** The channel held for the refund `id` (see {@link ChannelRecord.refunding}). */
+export function withRefunding(r: ChannelRecord, id: string, now: number): ChannelRecord {
+  return { ...r, refunding: { id, since: now }, version: r.version + 1, at: now };
+}
+
+/** The refund `id` ended: its hold released, the chain's view of the channel taken (if read). Not held by it: as is. */
+export function refundEnded(r: ChannelRecord, id: string, chain: Parameters<typeof withChainState>[1] | undefined, now: number): ChannelRecord {
+  if (r.refunding?.id !== id) return chain ? withChainState(r, chain, now) : r;
+  const { refunding: _refunding, ...rest } = r;
+  const released = { ...rest, version: r.version + 1, at: now };
+  if (!chain) return released;
+  const moved = withChainState(released, chain, now);
+  return moved === released ? released : { ...moved, version: r.version + 1 };
 }

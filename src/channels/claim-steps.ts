@@ -47,7 +47,7 @@ export function sweepCallData(rows: readonly ClaimRow[]): Hex {
 }
 
 /** The revert data a node returned with a failed estimate, wherever the client's error wraps it. */
-function revertData(error: unknown): Hex | undefined {
+export function revertData(error: unknown): Hex | undefined {
   for (let e: unknown = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
     const data = (e as { data?: unknown }).data;
     if (typeof data === 'string' && data.startsWith('0x') && data.length >= 10) return data as Hex;
@@ -76,7 +76,7 @@ export function culpritOf(error: unknown, rows: readonly ClaimRow[]): { index: n
   return undefined;
 }
 
-type Estimate = { ok: true; gas: bigint } | { ok: false; error: unknown };
+export type Estimate = { ok: true; gas: bigint } | { ok: false; error: unknown };
 
 /** Who a claim or sweep is simulated as: the relayer that would send it, with the fees it would sign. */
 export interface SimulationSender {
@@ -92,7 +92,8 @@ export interface SimulationChain {
   authorizer: LocalAccount;
 }
 
-async function estimate(chain: SimulationChain, data: Hex, sender: SimulationSender): Promise<Estimate> {
+/** A call to the settlement contract estimated as `sender` would send it (a revert is an answer, not a throw). */
+export async function estimate(chain: SimulationChain, data: Hex, sender: SimulationSender): Promise<Estimate> {
   try {
     const gas = await chain.client.estimateGas({
       account: sender.from,

@@ -183,9 +183,10 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   }, 60_000);
   sweeping.unref();
   const paywall = paywallChannels(config.channels, parts);
-  const claimer = paywall && parts.chain ? await startChannelClaimer(config.channels, paywall, { ...parts, chain: parts.chain, log: parts.log.child({ part: 'channel-claims' }) }) : undefined;
-  // Vouchers are taken only while their claims can be made (see `ChannelClaimer.claiming`).
-  const channels = paywall && claimer ? { ...paywall, claiming: (network: string) => claimer.claiming(network) } : paywall;
+  const actors = paywall && parts.chain ? await startChannelClaimer(config.channels, paywall, { ...parts, chain: parts.chain, log: parts.log.child({ part: 'channel-claims' }) }) : undefined;
+  const claimer = actors?.claimer;
+  // Vouchers are taken only while their claims can be made (see `ChannelClaimer.claiming`); refunds through the desk.
+  const channels = paywall && actors ? { ...paywall, claiming: (network: string) => actors.claimer.claiming(network), refunds: actors.refunds } : paywall;
   const doors = [x402Door({ baseUrl: config.baseUrl }), mppDoor({ key: config.mppKey, realm: config.realm, receiptKey: config.receiptKey, now: Date.now })];
   const paid = paidRouteHandler({
     settlement: parts.settlement,
@@ -258,6 +259,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
     async close() {
       clearInterval(sweeping);
       await claimer?.stop();
+      actors?.refunds.desk.stop();
       if (parts.snapshot === undefined) snapshot.close();
       await server.close();
       await dispatcher.close();

@@ -1,7 +1,8 @@
 /**
  * Payment channels' claims and sweeps (x402 `batch-settlement`, `channels/claimer.ts`): claims and sweeps by outcome,
  * vouchers claimed and rows dropped at simulation, what is accepted but not yet claimed on each network, and the
- * nearest deadline by which a payer's withdrawal could take unclaimed escrow back.
+ * nearest deadline by which a payer's withdrawal could take unclaimed escrow back; cooperative refunds
+ * (`channels/refund-desk.ts`) by outcome and what they returned to the payers.
  */
 import type { Counter, Gauge } from 'prom-client';
 import type { MetricKit } from './metric-kit.ts';
@@ -21,6 +22,12 @@ export interface ChannelSeries {
   readonly channelUnclaimedExposure: Gauge<'network'>;
   /** Unix seconds of the nearest pending withdrawal's finalization among the channels held (0: none pending). */
   readonly channelWithdrawDeadline: Gauge<'network'>;
+  /** The refund outcomes on each network where channels are refunded, at zero. */
+  declareChannelRefunds(networks: readonly string[], outcomes: readonly string[]): void;
+  /** Refund actors finished, by network and final state (`refunded`, `refused`, `failed`, `reverted`, `stalled`). */
+  readonly channelRefunds: Counter<'network' | 'outcome'>;
+  /** What refunds returned to payers, in the tokens' smallest units. */
+  readonly channelRefunded: Counter<'network'>;
 }
 
 export function channelSeries(kit: MetricKit): ChannelSeries {
@@ -42,7 +49,17 @@ export function channelSeries(kit: MetricKit): ChannelSeries {
     help: "Unix seconds at which the nearest payer's pending withdrawal can be finalized, among the channels held (0: none)",
     labelNames: ['network'],
   });
+  const channelRefunds = kit.counter({ name: 'gate402_channel_refunds_total', help: 'Payment-channel refund actors finished, by network and final state', labelNames: ['network', 'outcome'] });
+  const channelRefunded = kit.counter({ name: 'gate402_channel_refunded_total', help: "What channel refunds returned to payers, in the tokens' smallest units", labelNames: ['network'] });
   return {
+    declareChannelRefunds(networks, outcomes) {
+      for (const network of networks) {
+        for (const outcome of outcomes) channelRefunds.labels(network, outcome).inc(0);
+        channelRefunded.labels(network).inc(0);
+      }
+    },
+    channelRefunds,
+    channelRefunded,
     declareChannelClaims(networks, known) {
       for (const network of networks) {
         for (const outcome of known.claimOutcomes) channelClaims.labels(network, outcome).inc(0);

@@ -41,6 +41,8 @@ export const BatchReason = {
   channelBusy: 'invalid_batch_settlement_evm_channel_busy',
   missingChannel: 'invalid_batch_settlement_evm_missing_channel',
   nothingToSettle: 'invalid_batch_settlement_evm_nothing_to_settle',
+  refundSimulationFailed: 'invalid_batch_settlement_evm_refund_simulation_failed',
+  refundTransactionFailed: 'invalid_batch_settlement_evm_refund_transaction_failed',
   // Codes the official facilitator (@x402/evm 2.27.0) answers with beyond the spec's table.
   insufficientBalance: 'invalid_batch_settlement_evm_insufficient_balance',
   permit2AllowanceRequired: 'invalid_batch_settlement_evm_permit2_allowance_required',

@@ -12,6 +12,8 @@ import { budgetedChannelReader } from '../../channels/chain-read-budget.ts';
 import type { ClaimRecord } from '../../channels/claim-machine.ts';
 import type { ClaimChain } from '../../channels/claim-steps.ts';
 import { ChannelClaimer, type ClaimerSettings } from '../../channels/claimer.ts';
+import { ChannelRefunds } from '../../channels/refund-desk.ts';
+import type { RefundRecord } from '../../channels/refund-machine.ts';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
 import { courierOver, type SendingChain } from '../../tx/sending-chain.ts';
 import type { Logger } from '../../log/logger.ts';
@@ -20,6 +22,7 @@ import { MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY } from '../../schemes/batch-sett
 import type { Store } from '../../store/store.ts';
 import type { ChannelOfferTerms } from './channel-offers.ts';
 import type { PaywallChannels } from './channel-paid.ts';
+import type { PaywallRefunds } from './channel-refund.ts';
 import { MAX_TIMEOUT_SECONDS } from './offers.ts';
 import { thisBootOnly, type BootLiveness } from './served-claims.ts';
 
@@ -34,6 +37,10 @@ export interface ChannelConfig {
   withdrawMarginSeconds: number;
   /** Chain reads of channels per second, all channels together (see `channels/chain-read-budget.ts`). */
   chainReadsPerSecond: number;
+  /** The smallest partial refund, in the token's smallest units (a full refund of what is left is always taken). */
+  minRefund: bigint;
+  /** How long a refund request waits for its transaction to mine before it is answered 202. */
+  refundWaitMs: number;
 }
 
 /** A channel is read on chain at most this often; asks in between share its last read. */
@@ -71,7 +78,9 @@ export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | un
     );
   }
   const chainReadsPerSecond = envInt(env, 'GATE402_CHANNEL_CHAIN_READS_PER_SECOND', 20, { min: 1, max: 10_000 });
-  return { authorizerKey: key === '' ? undefined : (key as Hex), withdrawDelay, claims, withdrawMarginSeconds, chainReadsPerSecond };
+  const minRefund = BigInt(envInt(env, 'GATE402_CHANNEL_MIN_REFUND', 10_000, { min: 1 }));
+  const refundWaitMs = envInt(env, 'GATE402_CHANNEL_REFUND_WAIT_MS', 30_000, { min: 1_000, max: 300_000 });
+  return { authorizerKey: key === '' ? undefined : (key as Hex), withdrawDelay, claims, withdrawMarginSeconds, chainReadsPerSecond, minRefund, refundWaitMs };
 }
 
 /** The terms channel offers carry, or undefined when no receiver authorizer is configured. */
@@ -97,14 +106,14 @@ export function paywallChannels(config: ChannelConfig, parts: { store: Store; ne
 }
 
 /**
- * The claim actors of the paywall's channels, started: on every configured network the engine has chain parts for,
+ * The claim and refund actors of the paywall's channels, started: on every configured network the engine has chain parts for,
  * with the engine's relayers (one nonce manager per chain) and the receiver authorizer signing each claim.
  */
 export async function startChannelClaimer(
   config: ChannelConfig,
   channels: PaywallChannels,
   parts: { store: Store; networks: NetworkRegistry; chain(caip2: string): SendingChain | undefined; log: Logger; metrics: Metrics },
-): Promise<ChannelClaimer | undefined> {
+): Promise<{ claimer: ChannelClaimer; refunds: PaywallRefunds & { desk: ChannelRefunds } } | undefined> {
   if (!config.authorizerKey) return undefined;
   const authorizer = privateKeyToAccount(config.authorizerKey);
   const chains = new Map<string, ClaimChain>();
@@ -115,19 +124,25 @@ export async function startChannelClaimer(
     engine.set(n.caip2, c);
     chains.set(n.caip2, { network: n.caip2, chainId: chainIdOf(n.caip2), authorizer, courier: courierOver(c, parts.log.child({ network: n.caip2 })) });
   }
-  const claimer = new ChannelClaimer({
-    settings: config.claims,
+  // What claims and refunds share: the records, the chains (one nonce manager each), who simulates, the chain's view.
+  const shared = {
     ledger: channels.ledger,
-    records: parts.store.collection<ClaimRecord>('channel-claims'),
-    cursors: parts.store.collection<string>('channel-withdraw-scan'),
     chains,
-    simulateFrom: (network) => (engine.get(network) as SendingChain).relayers.nextSender(),
-    // Its own reads, neither shared nor budgeted: a read after a withdrawal event must be of the chain as it is now.
+    simulateFrom: (network: string) => (engine.get(network) as SendingChain).relayers.nextSender(),
+    // Their own reads, neither shared nor budgeted: a read after a withdrawal event, or a refund's amount, must be of the chain as it is now.
     readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
     live: channels.live ?? thisBootOnly,
     metrics: parts.metrics,
+  };
+  const refunds = new ChannelRefunds({ ...shared, records: parts.store.collection<RefundRecord>('channel-refunds'), minRefund: config.minRefund, log: parts.log.child({ part: 'channel-refunds' }) });
+  const claimer = new ChannelClaimer({
+    ...shared,
+    settings: config.claims,
+    records: parts.store.collection<ClaimRecord>('channel-claims'),
+    cursors: parts.store.collection<string>('channel-withdraw-scan'),
     log: parts.log,
   });
   await claimer.start();
-  return claimer;
+  await refunds.start();
+  return { claimer, refunds: { desk: refunds, waitMs: config.refundWaitMs, minRefund: config.minRefund } };
 }

@@ -27,6 +27,7 @@ import { classifyVoucherSignature } from '../../schemes/batch-settlement/voucher
 import { behind, json, paidUnserved, pending as pendingAnswer, shedOf } from './answers.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
 import type { ChannelOfferTerms } from './channel-offers.ts';
+import type { PaywallRefunds } from './channel-refund.ts';
 import { calledUpstream, preparedUpstream, type Purchase } from './paid-steps.ts';
 import { SERVING_SLACK_MS, thisBootOnly, type BootLiveness } from './served-claims.ts';
 
@@ -51,15 +52,20 @@ export interface PaywallChannels {
   claiming?(network: string): boolean;
   /** Told of each voucher accepted or refused (metrics), by reason. */
   counted?(outcome: 'accepted' | string): void;
+  /** Cooperative refunds (`channel-refund.ts`); absent: a refund payload is refused, nothing touched. */
+  refunds?: PaywallRefunds;
 }
+
+/** What a channel's answers need of a purchase (a refund has no breaker admission, no upstream). */
+export type ChannelPurchase = Pick<Purchase, 'deps' | 'required' | 'req' | 'terms' | 'door' | 'credential'>;
 
 /** How many times a request re-reads a record another request moved under it before it answers `channel_busy`. */
 const MAX_RACES = 4;
 
-const asked = (p: Purchase) => ({ method: p.req.method === 'POST' ? ('POST' as const) : ('GET' as const), path: p.req.path, digest: undefined });
+const asked = (p: ChannelPurchase) => ({ method: p.req.method === 'POST' ? ('POST' as const) : ('GET' as const), path: p.req.path, digest: undefined });
 
 /** A 402 whose x402 `error` is the spec's `reason` (what the official client reads), with fresh offers. */
-function refusedWith(p: Purchase, c: PaywallChannels, reason: string, settlement?: SettleResponse): HttpResponse {
+export function refusedWith(p: ChannelPurchase, c: PaywallChannels, reason: string, settlement?: SettleResponse): HttpResponse {
   c.counted?.(reason);
   return p.required.refused(p.terms, asked(p), { problem: 'verification-failed', detail: reason, ...(settlement ? { settlement } : {}) });
 }
@@ -73,7 +79,7 @@ function voucherStateOf(r: ChannelRecord): VoucherStateExtra | undefined {
 }
 
 /** The corrective 402: the voucher is out of step with the record; the offer carries what the server holds. */
-function corrective(p: Purchase, c: PaywallChannels, r: ChannelRecord): HttpResponse {
+export function corrective(p: ChannelPurchase, c: PaywallChannels, r: ChannelRecord): HttpResponse {
   const cred = p.credential as ChannelCredential;
   c.counted?.(BatchReason.cumulativeAmountMismatch);
   const terms = correctiveTerms(p.terms, cred.offer, channelStateOf(r), voucherStateOf(r));
@@ -88,6 +94,12 @@ async function recordFromChain(c: PaywallChannels, cred: ChannelCredential, now:
   return (await c.ledger.create(fresh)) ?? (await c.ledger.read(cred.channelId));
 }
 
+/** Whether a refund holds the channel (its record open; a hold whose refund ended is stale and ignored). */
+async function refundUnderWay(c: PaywallChannels, r: ChannelRecord | undefined): Promise<boolean> {
+  const id = r?.refunding?.id;
+  return id !== undefined && (c.refunds ? await c.refunds.desk.open(id) : true);
+}
+
 /** The record with a dead server's pending write-ahead resolved (committed, see `channels/channel-record.ts`). */
 async function settledPending(c: PaywallChannels, held: HeldRecord, now: number): Promise<HeldRecord | 'busy' | 'raced'> {
   const pending = held.record.pending;
@@ -99,7 +111,7 @@ async function settledPending(c: PaywallChannels, held: HeldRecord, now: number)
 export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<HttpResponse> {
   const cred = p.credential as ChannelCredential;
   const { payload, offer } = cred;
-  // Refunds are the claim-and-refund actor's (not built yet): refused, nothing is touched.
+  // Refunds are the refund desk's (`channel-refund.ts`), dispatched before this; none reaches a paid request.
   if (payload.type === 'refund') return refusedWith(p, c, BatchReason.refundPayload);
   // An accepted voucher must be claimable before any withdrawal takes the escrow back: not while claims are behind.
   if (c.claiming && !c.claiming(offer.network)) {
@@ -125,7 +137,7 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
   let depositTx: string | undefined;
   if (payload.type === 'deposit') {
     const charged = held ? BigInt(held.record.charged) : 0n;
-    if (held?.record.pending) return refusedWith(p, c, BatchReason.channelBusy);
+    if (held?.record.pending || (await refundUnderWay(c, held?.record))) return refusedWith(p, c, BatchReason.channelBusy);
     if (classifyVoucherStep(cumulative, { charged, ...(held ? { signedMaxClaimable: BigInt(held.record.signedMaxClaimable) } : {}) }, price) !== 'next') {
       return held ? corrective(p, c, held.record) : refusedWith(p, c, BatchReason.cumulativeAmountMismatch);
     }
@@ -150,6 +162,8 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
     if (resolved === 'raced') continue;
     held = resolved;
     const r = held.record;
+    // A refund holds the channel: what it returns is not there to be spent.
+    if (await refundUnderWay(c, r)) return refusedWith(p, c, BatchReason.channelBusy);
     const step = classifyVoucherStep(cumulative, { charged: BigInt(r.charged), signedMaxClaimable: BigInt(r.signedMaxClaimable) }, price);
     if (step !== 'next') return corrective(p, c, r);
     // The payer is taking the unclaimed escrow back: a voucher accepted this near the deadline might not be claimed in time.

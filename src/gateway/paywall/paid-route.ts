@@ -17,6 +17,7 @@ import { findRoute, type Merchant } from '../catalog/merchant.ts';
 import { CHANNEL_PROTOCOL, channelKeyOf, type ChannelCredential } from '../../front-door/batch-settlement.ts';
 import { json, storeUnavailable, unchargedAnswer } from './answers.ts';
 import { channelPaid } from './channel-paid.ts';
+import { channelRefund, isChannelRefund } from './channel-refund.ts';
 import type { PaywallDeps } from './deps.ts';
 import { guardRefused } from './guard-refusal.ts';
 import { bodyBound, clientOf, claimed, postedDigest, preparedUpstream, sendsBody, served, settled, signedBeforeBody, unserved, unshed, type PaidHooks, type Purchase } from './paid-steps.ts';
@@ -54,6 +55,10 @@ export function paidRouteHandler(deps: PaywallDeps): HttpHandler {
         reading = door.read(req, t);
         if (reading.kind !== 'none') break;
       }
+    }
+    // A channel refund calls no upstream: it is taken whatever the merchant's guard and breaker say.
+    if (reading.kind === 'credential' && door && deps.channels && isChannelRefund(reading.credential)) {
+      return channelRefund({ deps, required, req, terms: t, door, credential: reading.credential }, deps.channels);
     }
     // An upstream this gateway's guard refuses is refused before anyone pays for it (see upstream-guard/preflight.ts).
     if (merchant.upstream.kind === 'url' && deps.upstream.preflight?.refusesNow(merchant.upstream.baseUrl)) return guardRefused(slug);
