@@ -9,16 +9,20 @@
 import t from 'tap';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { signVoucher } from '@x402/evm/batch-settlement/client';
-import { erc20Abi, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
+import { readFileSync } from 'node:fs';
+import { erc20Abi, parseEventLogs, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
 import { BATCH_SETTLEMENT_ADDRESS, CAIP2 } from '../src/chain/canonical.ts';
+import { rpcCall } from '../src/chain/rpc.ts';
+import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import { readManifest } from '../src/devnet/manifest.ts';
 import { processCpuSeconds } from '../bench/cpu.ts';
 import { channelBuyer, countingUpstream, decodedCredential, encodedCredential, type ChannelBuyer } from './helpers/channel-buyer.ts';
 import { channelOnChain } from './helpers/channels.ts';
 import { clientsFor, freshAccount, network, tester } from './helpers/devnet.ts';
-import { relayerTxCount, spawnPaidGateway } from './helpers/paid-gateway.ts';
+import { relayerTxCount, spawnPaidGateway, until } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
+import { tempDir } from './helpers/temp-dir.ts';
 
 const PRICE = 10_000n; // catjoke/joke: 0.01 USD
 /** Paid requests on the channel; the timed suite's figure (see docs/gateway.md for its cost). */
@@ -33,8 +37,11 @@ const upstream = await countingUpstream();
 t.teardown(() => upstream.close());
 // The claimer waits (a threshold above anything charged here): the refund's own transaction claims.
 const env = { GATE402_CHANNEL_CLAIM_EXPOSURE: '1000000000000', GATE402_CHANNEL_MIN_REFUND: String(MIN_REFUND) };
-const { gw, relayers } = await spawnPaidGateway(manifest, upstream.origin, env, { manifestPath: devnet.manifestPath });
-t.teardown(() => gw.stop());
+const dataDir = tempDir('channel-refund');
+const first = await spawnPaidGateway(manifest, upstream.origin, env, { dataDir, manifestPath: devnet.manifestPath });
+const { relayers } = first;
+let gw = first.gw;
+t.teardown(() => gw.stop('SIGKILL'));
 const url = `${gw.url}/m/catjoke/joke`;
 const required = decodePaymentRequiredHeader((await fetch(url)).headers.get('payment-required') as string);
 const merchant = required.accepts.find((a) => a.scheme === 'batch-settlement' && a.network === CAIP2.base)?.payTo as Address;
@@ -43,6 +50,7 @@ const merchant = required.accepts.find((a) => a.scheme === 'batch-settlement' &&
 const firstChannelOffer = required.accepts.find((a) => a.scheme === 'batch-settlement');
 const home = network(manifest, firstChannelOffer?.network as string);
 const homePub = clientsFor(home, freshAccount()).pub;
+const { pub } = clientsFor(n, freshAccount());
 const homeCaip2 = `eip155:${home.chainId}`;
 
 const contractTokens = () => homePub.readContract({ address: home.stablecoin.address, abi: erc20Abi, functionName: 'balanceOf', args: [BATCH_SETTLEMENT_ADDRESS] });
@@ -84,10 +92,15 @@ t.test(`a deposit, ${N} vouchers, the client's refund: every wei where it belong
   const calls = upstream.calls;
   const cpuBefore = processCpuSeconds(gw.child.pid);
   const started = process.hrtime.bigint();
+  const buyerCpuBefore = process.cpuUsage();
   await pay(buyer, N);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const buyerUsage = process.cpuUsage(buyerCpuBefore);
+  const buyerCpu = (buyerUsage.user + buyerUsage.system) / 1e6;
   const cpu = (processCpuSeconds(gw.child.pid) ?? 0) - (cpuBefore ?? 0);
-  t.comment(`${N} paid requests (1 deposit + ${N - 1} vouchers): ${seconds.toFixed(1)} s wall, ${cpu.toFixed(2)} s of gateway CPU (${((cpu * 1000) / N).toFixed(3)} ms each)`);
+  t.comment(
+    `${N} paid requests (1 deposit + ${N - 1} vouchers): ${seconds.toFixed(1)} s wall; CPU ${cpu.toFixed(2)} s in the gateway (${((cpu * 1000) / N).toFixed(2)} ms each), ${buyerCpu.toFixed(2)} s in the official client (${((buyerCpu * 1000) / N).toFixed(2)} ms each)`,
+  );
   t.equal(upstream.calls - calls, N, 'the upstream called exactly once per paid request');
   t.equal(buyer.sent.length, N, 'one credential per request: no corrective round trip');
   const charged = BigInt(N) * PRICE;
@@ -174,4 +187,39 @@ t.test('partial refunds, amounts not allowed, a stale voucher, twenty refunds at
   t.same(await channelOnChain(n, channelIdOf(buyer)), { balance: chargedNow, totalClaimed: chargedNow }, 'the channel: everything charged claimed, the rest returned');
   const decoded = decodePaymentResponseHeader((await fetch(url, { headers: { 'payment-signature': credential } })).headers.get('payment-response') as string);
   t.match(decoded, { success: false, errorReason: 'invalid_batch_settlement_evm_refund_no_balance' }, 'a refused refund says why in PAYMENT-RESPONSE too');
+});
+
+t.test('SIGKILL after the refund is broadcast, the node losing it: the restart sends the same transaction, refunded once', async (t) => {
+  const payer = await fundedPayer(n, CAIP2.base, tester('channelsHostile'), parseUnits('2', 6));
+  const buyer = channelBuyer(n, payer, { depositMultiplier: 100 });
+  await pay(buyer, 5);
+  const charged = 5n * PRICE;
+  const channelId = channelIdOf(buyer);
+  const payerBefore = await stableBalance(n, payer.address);
+  const relayerTxsBefore = await relayerTxCount(n, relayers);
+  await rpcCall(n.rpcUrl, 'evm_setAutomine', [false]);
+  t.teardown(() => rpcCall(n.rpcUrl, 'evm_setAutomine', [true]));
+  const asked = fetch(url, { headers: { 'payment-signature': await refundCredential(buyer, payer, charged) } }).catch(() => undefined);
+  await until(async () => (await relayerTxCount(n, relayers)) > relayerTxsBefore, 'the refund broadcast (pending at the node)');
+  const pending = (await rpcCall<{ pending: Record<string, Record<string, { hash: Hex }>> }>(n.rpcUrl, 'txpool_content', [])).pending;
+  const refundTx = Object.values(pending).flatMap((byNonce) => Object.values(byNonce).map((tx) => tx.hash))[0] as Hex;
+  await gw.stop('SIGKILL');
+  await asked;
+  // The node loses it too (as a node restart would): only the refund's record can bring it back.
+  await rpcCall(n.rpcUrl, 'anvil_dropTransaction', [refundTx]);
+  gw = (await spawnPaidGateway(manifest, upstream.origin, env, { dataDir, manifestPath: devnet.manifestPath, relayerKeys: first.relayerKeys, relayers, port: gw.port })).gw;
+  await rpcCall(n.rpcUrl, 'evm_setAutomine', [true]);
+  await rpcCall(n.rpcUrl, 'evm_mine', []);
+  const left = 100n * PRICE - charged;
+  await until(async () => (await stableBalance(n, payer.address)) - payerBefore === left, 'the refund after the restart', 120_000);
+  const logs = await pub.getLogs({ address: BATCH_SETTLEMENT_ADDRESS, fromBlock: 0n, toBlock: 'latest' });
+  const refunds = parseEventLogs({ abi: batchSettlementAbi, logs, eventName: 'Refunded' }).filter((l) => l.args.channelId.toLowerCase() === channelId.toLowerCase());
+  t.equal(refunds.length, 1, 'refunded once');
+  t.equal(refunds[0]?.transactionHash, refundTx, 'by the transaction signed before the kill');
+  t.equal((await relayerTxCount(n, relayers)) - relayerTxsBefore, 1, 'one transaction in all');
+  t.same(await channelOnChain(n, channelId), { balance: charged, totalClaimed: charged }, 'what was charged claimed, the rest returned');
+  t.match(readFileSync(gw.logPath, 'utf8'), /resuming a channel refund/, 'the restarted gateway resumed the refund from its record');
+  // The refund's hold on the channel is released once recorded: a fresh refund is answered, not channel_busy.
+  await until(async () => (await refundAsked(await refundCredential(buyer, payer, charged))).error === 'invalid_batch_settlement_evm_refund_no_balance', 'the channel released', 30_000);
+  t.pass('the channel is released: nothing left to refund');
 });

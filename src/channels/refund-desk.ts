@@ -112,7 +112,7 @@ export class ChannelRefunds {
         this.#o.log.warn('an unfinished channel refund is on a network not refunded here; it is left as it is', { refund: record.id, network: record.network });
         continue;
       }
-      this.#o.log.info('resuming a channel refund', { refund: record.id, network: record.network, state: record.state, txs: record.txs.length });
+      this.#o.log.warn('resuming a channel refund', { refund: record.id, network: record.network, state: record.state, txs: record.txs.length });
       await this.#resend(record);
       this.#host.spawn(record.id, { record });
     }
