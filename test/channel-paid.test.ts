@@ -288,7 +288,7 @@ t.test('hostile payloads: another receiver or authorizer, malformed, a refund: 4
     ['no voucher', { ...last, payload: { type: 'voucher', channelConfig: last.payload.channelConfig } }, BatchReason.voucherPayload],
     ['unknown type', { ...last, payload: { type: 'claim' } }, BatchReason.payloadType],
     ['payload a string', { ...last, payload: 'x' }, BatchReason.payloadType],
-    ['a refund (not taken at the door yet)', { ...last, payload: { ...last.payload, type: 'refund' } }, BatchReason.refundPayload],
+    ['a refund where the paywall has no refund desk', { ...last, payload: { ...last.payload, type: 'refund' } }, BatchReason.refundPayload],
   ];
   for (const [what, payment, reason] of cases) {
     const answer = await send(payment);
