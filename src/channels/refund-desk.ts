@@ -51,6 +51,8 @@ export interface RefundAsk {
 /** A refund's record as it ended, or as it stood when the caller's wait ran out (`waiting`: it goes on). */
 export type RefundAnswer = { record: RefundRecord; waiting: boolean };
 
+/** How long a refund that stalled while the desk runs waits before it is resumed. */
+const RESUME_STALLED_MS = 5_000;
 const OPEN = 'open/';
 const DONE = 'done/';
 
@@ -190,6 +192,13 @@ export class ChannelRefunds {
       } catch (error) {
         this.#o.log.error('could not release a channel after its refund ended; it is released when next refunded or paid', { refund: id, channel: record.channelId, error });
       }
+    }
+    // Stalled while the desk runs (a record write failed): its record is open still, resumed where its trail says.
+    if (state === 'stalled' && !this.#stopping.signal.aborted) {
+      const again = setTimeout(() => {
+        if (!this.#stopping.signal.aborted) this.#host.spawn(id, { record: { ...record, state } });
+      }, RESUME_STALLED_MS);
+      again.unref();
     }
     const level = state === 'refunded' || state === 'refused' ? 'info' : 'warn';
     this.#o.log[level]('channel refund ended', {
