@@ -1,6 +1,7 @@
 // The channel records' compare-and-set, on LMDB and on PostgreSQL (two stores on one database, as two nodes): of
 // many writers that read one version, exactly one moves it; the write-ahead, commit, release and a dead server's
 // pending resolved, as pure moves on real stores.
+import { SAMPLE_CHANNEL, SAMPLE_CONFIG, SAMPLE_SIGNATURE } from './support/channel-fixture.ts';
 import t, { type Test } from 'tap';
 import type { Hex } from 'viem';
 import { ChannelLedger, CHANNEL_INDEX, CHANNEL_RECORDS } from '../src/channels/channel-ledger.ts';
@@ -12,17 +13,9 @@ import type { Store } from '../src/store/store.ts';
 import { startPostgres } from './helpers/postgres.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
-const CHANNEL = `0x${'ab'.repeat(32)}` as Hex;
-const CONFIG = {
-  payer: '0x00000000000000000000000000000000000000a1',
-  payerAuthorizer: '0x00000000000000000000000000000000000000a1',
-  receiver: '0x00000000000000000000000000000000000000b2',
-  receiverAuthorizer: '0x00000000000000000000000000000000000000c3',
-  token: '0x00000000000000000000000000000000000000d4',
-  withdrawDelay: 900,
-  salt: `0x${'00'.repeat(32)}`,
-} as const;
-const SIG = `0x${'11'.repeat(65)}` as Hex;
+const CHANNEL = SAMPLE_CHANNEL;
+const CONFIG = SAMPLE_CONFIG;
+const SIG = SAMPLE_SIGNATURE;
 const opened = (balance: bigint) => openedRecord({ channelId: CHANNEL, network: 'eip155:8453', config: CONFIG, balance, totalClaimed: 0n, now: 1 });
 
 t.test("the claim's moves: claimed totals never fall, the chain's view taken, withdrawals closing, sweeps one per receiver and token", async (t) => {

@@ -1,5 +1,6 @@
 // The refund's rules as pure functions, no chain: how much a refund returns and when it is refused (the spec's reason,
 // before anything is signed), the channel's hold taken and released, and the one transaction's calls in order.
+import { SAMPLE_CHANNEL, SAMPLE_CONFIG, SAMPLE_SIGNATURE } from './support/channel-fixture.ts';
 import t from 'tap';
 import { decodeFunctionData, type Hex } from 'viem';
 import { openedRecord, refundEnded, withRefunding } from '../src/channels/channel-record.ts';
@@ -8,17 +9,9 @@ import { decideRefund, refundCallData } from '../src/channels/refund-steps.ts';
 import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import { BatchReason } from '../src/verify/batch-settlement-reasons.ts';
 
-const CHANNEL = `0x${'ab'.repeat(32)}` as Hex;
-const CONFIG = {
-  payer: '0x00000000000000000000000000000000000000a1',
-  payerAuthorizer: '0x00000000000000000000000000000000000000a1',
-  receiver: '0x00000000000000000000000000000000000000b2',
-  receiverAuthorizer: '0x00000000000000000000000000000000000000c3',
-  token: '0x00000000000000000000000000000000000000d4',
-  withdrawDelay: 900,
-  salt: `0x${'00'.repeat(32)}`,
-} as const;
-const SIG = `0x${'11'.repeat(65)}` as Hex;
+const CHANNEL = SAMPLE_CHANNEL;
+const CONFIG = SAMPLE_CONFIG;
+const SIG = SAMPLE_SIGNATURE;
 const chain = (balance: bigint, totalClaimed = 0n) => ({ balance, totalClaimed, withdrawRequestedAt: 0, refundNonce: 3n });
 
 function refusal(f: () => unknown): string | undefined {

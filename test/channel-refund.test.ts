@@ -16,7 +16,7 @@ import { rpcCall } from '../src/chain/rpc.ts';
 import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import { readManifest } from '../src/devnet/manifest.ts';
 import { processCpuSeconds } from '../bench/cpu.ts';
-import { channelBuyer, countingUpstream, decodedCredential, encodedCredential, type ChannelBuyer } from './helpers/channel-buyer.ts';
+import { channelBuyer, countingUpstream, decodedCredential, encodedCredential, recordingFetch, type ChannelBuyer } from './helpers/channel-buyer.ts';
 import { channelOnChain } from './helpers/channels.ts';
 import { clientsFor, freshAccount, network, tester } from './helpers/devnet.ts';
 import { relayerTxCount, spawnPaidGateway, until } from './helpers/paid-gateway.ts';
@@ -109,13 +109,7 @@ t.test(`a deposit, ${N} vouchers, the client's refund: every wei where it belong
 
   const relayerTxs = await relayerTxCount(home, relayers);
   const refundSent: string[] = [];
-  const recording: typeof fetch = async (input, init) => {
-    const req = new Request(input as Parameters<typeof fetch>[0], init);
-    const credential = req.headers.get('payment-signature');
-    if (credential) refundSent.push(credential);
-    return fetch(req);
-  };
-  const settled = await buyer.scheme.refund(url, { fetch: recording });
+  const settled = await buyer.scheme.refund(url, { fetch: recordingFetch(refundSent) });
   t.match(
     settled,
     { success: true, amount: String(deposit - charged), extra: { channelState: { balance: String(charged), totalClaimed: String(charged), refundNonce: '1' } } },

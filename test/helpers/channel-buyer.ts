@@ -33,13 +33,17 @@ export function channelBuyer(n: NetworkEntry, payer: LocalAccount, opts: { depos
   // The devnet's tokens are not the default assets the spend controls allow: the test's buyer takes any (as `exact` tests do).
   const client = x402Client.fromConfig({ schemes: [], spendControls: false }).register(`eip155:${n.chainId}`, scheme);
   const sent: string[] = [];
-  const recording: typeof fetch = async (input, init) => {
+  return { pay: wrapFetchWithPayment(recordingFetch(sent), client), raw: fetch, sent, scheme };
+}
+
+/** A fetch that keeps each PAYMENT-SIGNATURE it sends in `sent` (a test can replay or alter them). */
+export function recordingFetch(sent: string[]): typeof fetch {
+  return async (input, init) => {
     const req = new Request(input as Parameters<typeof fetch>[0], init);
     const credential = req.headers.get('payment-signature');
     if (credential) sent.push(credential);
     return fetch(req);
   };
-  return { pay: wrapFetchWithPayment(recording, client), raw: fetch, sent, scheme };
 }
 
 /** The envelope of a sent credential, decoded. */
