@@ -109,6 +109,7 @@ export const refundMachine = setup({
   },
   guards: {
     mined: ({ context }) => context.record.tx !== undefined,
+    refusal: ({ event }) => (event as { error?: unknown }).error instanceof RefundRefusal,
     signed: ({ context }) => context.record.txs.length > 0,
     minedWell: ({ event }) => (event as unknown as DoneActorEvent<MinedTx>).output.success,
     grows: ({ context, event }) => event.type === 'trail' && extendsTrail(context.record.txs, event.txs),
@@ -125,7 +126,7 @@ export const refundMachine = setup({
     routing: {
       always: [{ guard: 'mined', target: 'recording' }, { guard: 'signed', target: 'sent' }, { target: 'preparing' }],
     },
-    /** The channel held, the chain read, claim and refund signed, the whole call simulated: nothing is sent. */
+    /** The channel held, the chain read, claim and refund signed, the whole call simulated: nothing is sent (refused with the spec's reason; failed when the store or node could not be asked). */
     preparing: {
       invoke: {
         src: 'prepare',
@@ -138,12 +139,15 @@ export const refundMachine = setup({
             data: event.output.data,
           })),
         },
-        onError: {
-          target: 'refused',
-          actions: assign({
-            record: ({ context, event }) => ({ ...context.record, reason: reasonOf(event.error) ?? 'invalid_batch_settlement_evm_refund_simulation_failed', failure: failure(event.error) }),
-          }),
-        },
+        onError: [
+          {
+            guard: 'refusal',
+            target: 'refused',
+            actions: assign({ record: ({ context, event }) => ({ ...context.record, reason: reasonOf(event.error), failure: failure(event.error) }) }),
+          },
+          // The store or the node could not be asked: ours, not the payer's; nothing was sent.
+          { target: 'failed', actions: assign({ record: ({ context, event }) => ({ ...context.record, failure: failure(event.error) }) }) },
+        ],
       },
     },
     /** Signs, has the trail written (`trail`), and only then sends. */
@@ -197,7 +201,7 @@ export const refundMachine = setup({
     refunded: { type: 'final' },
     /** Refused before anything was signed for the chain (the spec's reason in `reason`): no gas spent. */
     refused: { type: 'final' },
-    /** Nothing of this refund was sent (signing or the node failed). */
+    /** Nothing of this refund was sent (the store, signing or the node failed). */
     failed: { type: 'final' },
     /** The transaction mined and reverted: nothing was claimed or refunded. */
     reverted: { type: 'final' },
