@@ -122,6 +122,37 @@ t.test('a reorg that re-includes a transfer in another block is followed, not se
   t.equal(guard.size, 0);
 });
 
+t.test('a transaction handed over after a reorg already took its block back is looked up and sent again', async (t) => {
+  warnings.length = 0;
+  const guard = guardOn();
+  await pay(t, guard);
+  await guard.check();
+  // Mined, its receipt read, but not yet handed to the guard (a sender does not wait for the watch to be durable).
+  const to = freshAccount().address;
+  const late = await pool.sign({ to, data: '0x', gas: 21_000n, value: VALUE });
+  t.equal(await pool.broadcast(late), 'sent');
+  const receipt = await client.waitForTransactionReceipt({ hash: late.hash, pollingInterval: 20 });
+  pool.done(late);
+  await rpcCall(anvil.rpcUrl, 'anvil_reorg', [1, []]);
+  t.notOk((await guard.check()).reorganised, 'the new head descends from the last one the guard saw: no reorg to notice');
+  await guard.watch(late, receipt, `transfer to ${to}`);
+  const report = await guard.check();
+  t.same(
+    report.outcomes.map((o) => [o.hash, o.outcome]),
+    [[late.hash, 'resent']],
+    'looked up once when handed over: dropped, sent again',
+  );
+  await mine(1);
+  t.equal(await balance(to), VALUE, 'the recipient is paid once');
+  await guard.check();
+  calls.clear();
+  await guard.check();
+  t.equal(count('eth_getTransactionReceipt'), 0, 'then no look-ups while nothing changes');
+  await mine(6);
+  await guard.check();
+  t.equal(guard.size, 0);
+});
+
 t.test('after a restart the durable watch list is read: a reorg while the node was down is still repaired', async (t) => {
   const before = guardOn();
   const lost = await pay(t, before);

@@ -76,6 +76,12 @@ export class ReorgGuard {
   readonly #o: ReorgGuardOptions;
   /** Transactions watched, by key: the durable list as this process holds it. */
   readonly #watching = new Map<string, WatchedTx>();
+  /**
+   * Keys watched since the last look-up: their block may be gone already. A watch is handed over after the receipt
+   * was read (and not awaited by the sender), so a reorg can take the block back before the guard ever holds it; the
+   * heads then still descend from the last one seen, and only looking the transaction up tells it was dropped.
+   */
+  readonly #fresh = new Set<string>();
   #last: BlockRef | undefined;
   #loaded = false;
 
@@ -99,6 +105,7 @@ export class ReorgGuard {
     const key = keyOf(this.#o.chainId, tx.hash);
     await this.#o.watched.put(key, w);
     this.#watching.set(key, w);
+    this.#fresh.add(key);
   }
 
   /**
@@ -112,11 +119,17 @@ export class ReorgGuard {
       this.#last = undefined;
       return report;
     }
+    // Taken before the head is read: a fresh transaction's block is then at or below it. Let go of only once looked
+    // up (a failed check keeps them fresh).
+    const fresh = new Set(this.#fresh);
     const head = await this.#o.chain.head();
     const unsent = [...this.#watching.values()].some((w) => w.blockNumber === undefined);
     report.reorganised = await this.#reorganisedSince(head);
-    this.#last = head;
     if (report.reorganised || unsent) await this.#recheck(report);
+    else if (fresh.size > 0) await this.#recheck(report, fresh);
+    // Only now: a check that failed half way through a reorg finds the reorg again at the next one.
+    this.#last = head;
+    for (const key of fresh) this.#fresh.delete(key);
     for (const [key, w] of this.#watching) {
       if (w.blockNumber !== undefined && head.number - BigInt(w.blockNumber) >= BigInt(this.#o.depth)) {
         await this.#o.watched.remove(key);
@@ -138,10 +151,14 @@ export class ReorgGuard {
     return there?.hash !== last.hash;
   }
 
-  /** Looks every watched transaction up; sends again, in nonce order per relayer, those the chain no longer has. */
-  async #recheck(report: CheckReport): Promise<void> {
+  /**
+   * Looks every watched transaction up (or only `only`'s); sends again, in nonce order per relayer, those the chain no
+   * longer has.
+   */
+  async #recheck(report: CheckReport, only?: ReadonlySet<string>): Promise<void> {
     const dropped: Array<[string, WatchedTx]> = [];
     for (const [key, w] of this.#watching) {
+      if (only && !only.has(key)) continue;
       const at = await this.#o.chain.minedAt(w.tx.hash);
       if (at) {
         if (at.blockHash !== w.blockHash) {
