@@ -9,6 +9,8 @@ import { BATCH_SETTLEMENT_ADDRESS, CAIP2 } from '../src/chain/canonical.ts';
 import { ChannelLedger, CHANNEL_RECORDS } from '../src/channels/channel-ledger.ts';
 import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import { openStore } from '../src/store/open-store.ts';
+import { fromAtomic, money } from '../src/web/client/format.ts';
+import { launchChromium, newContext } from './helpers/browser.ts';
 import { channelBuyer, countingUpstream, decodedCredential } from './helpers/channel-buyer.ts';
 import { clientsFor, freshAccount, network, tester, testDevnet } from './helpers/devnet.ts';
 import { relayerTxCount, spawnPaidGateway } from './helpers/paid-gateway.ts';
@@ -74,6 +76,46 @@ t.test(`a deposit, then ${N} vouchers: one transaction, an upstream call per req
   const channelIdOnChain = (decodedCredential(buyer.sent[0] as string).payload.voucher as { channelId: Hex }).channelId;
   const [onChainBalance, claimed] = await pub.readContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'channels', args: [channelIdOnChain] });
   t.same([onChainBalance, claimed], [depositAmount, 0n], "the channel holds the deposit; nothing claimed yet (claims are the claim actor's)");
+
+  // What the payer can look up: the gateway's record of the channel, by its id, over HTTP and on the marketplace page.
+  const spent = BigInt(N + 1) * PRICE;
+  const viewed = await fetch(`${gw.url}/api/channels/${channelIdOnChain}`);
+  t.equal(viewed.headers.get('cache-control'), 'no-store', 'a channel view is never cached');
+  t.match(
+    await viewed.json(),
+    {
+      channel: {
+        channelId: channelIdOnChain,
+        payer: payer.address,
+        deposited: String(depositAmount),
+        spent: String(spent),
+        remaining: String(depositAmount - spent),
+        claimed: '0',
+        decimals: n.stablecoin.decimals,
+      },
+    },
+    'GET /api/channels/:id: deposited, spent (N + 1 prices), remaining, nothing claimed yet',
+  );
+  const malformed = await fetch(`${gw.url}/api/channels/0x1234`);
+  t.match([malformed.status, await malformed.json()], [400, { error: /64 hex/ }], 'a malformed id: 400 with the reason');
+  const unknown = await fetch(`${gw.url}/api/channels/0x${'ab'.repeat(32)}`);
+  t.match([unknown.status, await unknown.json()], [404, { error: /no record/ }], 'a channel the gateway does not hold: 404');
+  const browser = await launchChromium();
+  try {
+    const page = await (await newContext(browser, 'desktop')).newPage();
+    await page.goto(`${gw.url}/marketplace`);
+    await page.locator('#channel-id').fill(channelIdOnChain);
+    await page.locator('#channel-show').click();
+    const shown = (field: string) => page.locator(`#channel-view dd[data-field="${field}"]`).textContent();
+    await t.resolves(page.locator('#channel-view').waitFor(), 'the marketplace page shows the channel');
+    // As the page writes amounts: the token's units to the cent (or beyond where not zero), and its symbol.
+    const shownAs = (atomic: bigint) => `${money(fromAtomic(atomic, n.stablecoin.decimals))} ${n.stablecoin.symbol}`;
+    t.equal(await shown('deposited'), shownAs(depositAmount), 'its deposit');
+    t.equal(await shown('spent'), shownAs(spent), 'what was spent');
+    t.equal(await shown('remaining'), shownAs(depositAmount - spent), 'and what is left');
+  } finally {
+    await browser.close();
+  }
 
   await gw.stop();
   const store = await openStore({ dataDir });

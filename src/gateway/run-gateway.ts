@@ -1,3 +1,4 @@
+import { channelViewHandler } from '../channels/channel-view.ts';
 import { createHmac } from 'node:crypto';
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -247,6 +248,8 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   }))
     server.route(r.method, r.path, r.handler);
   for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler, r.options);
+  // A payer's view of a channel (deposited, spent, remaining): one record read.
+  if (channels) server.route('GET', '/api/channels/:channelId', channelViewHandler(channels.ledger, parts.networks));
   // Paid routes have their own body limit, and read a body only once its credential has passed the cheap checks.
   for (const method of ['GET', 'POST']) server.route(method, '/m/:slug/*', paid, { maxBodyBytes: config.paidMaxBodyBytes, bodyOnDemand: true });
   const port = await server.listen();

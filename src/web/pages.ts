@@ -107,6 +107,17 @@ const MARKET_MAIN = `
     <div id="market-message" class="message" role="alert" hidden></div>
   </section>
   <div id="merchants" class="merchants"><p class="hint">Loading the discovery index…</p></div>
+  <section class="card channel-lookup" aria-labelledby="channel-title">
+    <h2 id="channel-title">Your payment channel</h2>
+    <p class="hint">Paying through a channel (<code>batch-settlement</code>)? Its id (the key in the channels file of <code>npx gate402 pay --scheme batch-settlement</code>) shows what you deposited, spent and have left.</p>
+    <form id="channel-form" class="inline" novalidate>
+      <label for="channel-id" class="sr-only">Channel id</label>
+      <input id="channel-id" name="channel-id" autocomplete="off" spellcheck="false" placeholder="0x… (64 hexadecimal digits)">
+      <button type="submit" id="channel-show" class="secondary">Show</button>
+    </form>
+    <div id="channel-message" class="message" role="alert" hidden></div>
+    <dl id="channel-view" class="facts channel-view" aria-live="polite" hidden></dl>
+  </section>
 </main>`;
 
 const MERCHANT_MAIN = `

@@ -3,6 +3,7 @@
  * inputs and a paid-request example to copy. Merchant details come from `GET /api/merchants`.
  */
 import { api } from './api.ts';
+import { mountChannelPanel } from './channel-panel.ts';
 import { messageOf, mountWalletButton, reportUncaughtErrors, showMessage } from './chrome.ts';
 import { byId, el, replaceChildren } from './dom.ts';
 import { money } from './format.ts';
@@ -314,6 +315,7 @@ async function load(): Promise<void> {
 
 ui.filter.addEventListener('input', applyFilter);
 mountWalletButton(new Wallet(), () => {});
+mountChannelPanel();
 load().catch((err: unknown) => {
   replaceChildren(ui.merchants);
   showMessage(ui.message, 'error', `The discovery index could not be loaded. ${messageOf(err)}`);

@@ -1,0 +1,70 @@
+/**
+ * The marketplace's channel panel: a payment channel (x402 `batch-settlement`) by its id, as the gateway holds it:
+ * deposited, spent, remaining, claimed on chain, and a pending withdrawal (`GET /api/channels/:channelId`).
+ */
+import { api } from './api.ts';
+import { clearMessage, guarded, showMessage } from './chrome.ts';
+import { byId, el, replaceChildren } from './dom.ts';
+import { fromAtomic, money, shortHash } from './format.ts';
+
+/** The gateway's answer (amounts in the token's atomic units, decimal strings). */
+interface ChannelView {
+  channelId: string;
+  network: string;
+  payer: string;
+  receiver: string;
+  token: string;
+  symbol?: string;
+  decimals?: number;
+  deposited: string;
+  spent: string;
+  remaining: string;
+  claimed: string;
+  withdrawal?: { requestedAt: number; finalizableAt: number };
+}
+
+const CHANNEL_ID = /^0x[0-9a-fA-F]{64}$/;
+
+function amount(view: ChannelView, atomic: string): string {
+  if (view.decimals === undefined) return `${atomic} (smallest units of ${shortHash(view.token)})`;
+  return `${money(fromAtomic(BigInt(atomic), view.decimals))} ${view.symbol ?? ''}`.trim();
+}
+
+function rows(view: ChannelView): HTMLElement[] {
+  const row = (term: string, value: string, field: string) => el('div', {}, el('dt', { text: term }), el('dd', { text: value, attrs: { 'data-field': field } }));
+  const out = [
+    row('Deposited', amount(view, view.deposited), 'deposited'),
+    row('Spent', amount(view, view.spent), 'spent'),
+    row('Remaining', amount(view, view.remaining), 'remaining'),
+    row('Claimed by the merchant so far', amount(view, view.claimed), 'claimed'),
+    row('Network', view.network, 'network'),
+    row('Payer', view.payer, 'payer'),
+  ];
+  if (view.withdrawal) out.push(row('Withdrawal can be finalized', new Date(view.withdrawal.finalizableAt * 1000).toISOString(), 'withdrawal'));
+  return out;
+}
+
+export function mountChannelPanel(): void {
+  const ui = {
+    form: byId<HTMLFormElement>('channel-form'),
+    id: byId<HTMLInputElement>('channel-id'),
+    show: byId<HTMLButtonElement>('channel-show'),
+    message: byId('channel-message'),
+    view: byId('channel-view'),
+  };
+  ui.form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const id = ui.id.value.trim();
+    ui.view.hidden = true;
+    clearMessage(ui.message);
+    if (!CHANNEL_ID.test(id)) {
+      showMessage(ui.message, 'error', 'A channel id is 0x followed by 64 hexadecimal digits.');
+      return;
+    }
+    void guarded(ui.show, ui.message, async () => {
+      const answer = await api<{ channel: ChannelView }>(`/api/channels/${id}`);
+      replaceChildren(ui.view, ...rows(answer.body.channel));
+      ui.view.hidden = false;
+    });
+  });
+}
