@@ -12,6 +12,9 @@ import { budgetedChannelReader } from '../../channels/chain-read-budget.ts';
 import type { ClaimRecord } from '../../channels/claim-machine.ts';
 import type { ClaimChain } from '../../channels/claim-steps.ts';
 import { ChannelClaimer, type ClaimerSettings } from '../../channels/claimer.ts';
+import { CLAIMER_WORD, ClaimRole, type ClaimerWord, type ClaimFence, type Claiming } from '../../channels/claim-lease.ts';
+import type { RoleLeases } from '../../cluster/role-lease.ts';
+import { guardedCourier } from '../../tx/guarded-courier.ts';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
 import { courierOver, type SendingChain } from '../../tx/sending-chain.ts';
 import type { Logger } from '../../log/logger.ts';
@@ -41,8 +44,8 @@ const CHANNEL_READ_INTERVAL_MS = 2_000;
 
 /**
  * `devnetKey`: the devnet's authorizer, given only on the devnet. Off the devnet, channels are refused for now: a
- * voucher accepted just before a payer's withdrawal margin has only the margin for its claim to land, and every
- * cluster node runs its own claimer (docs/gateway.md, payment channels, says what is left).
+ * voucher accepted just before a payer's withdrawal margin has only the margin for its claim to land
+ * (docs/gateway.md, payment channels, says what is left).
  */
 export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | undefined): ChannelConfig {
   const key = envString(env, 'GATE402_CHANNEL_AUTHORIZER_KEY', devnetKey ?? '');
@@ -96,38 +99,75 @@ export function paywallChannels(config: ChannelConfig, parts: { store: Store; ne
   };
 }
 
+/** What the claimer needs of a cluster: the claim lease is taken and kept through this node's leases (`channels/claim-lease.ts`). */
+export interface ClaimCluster {
+  leases: RoleLeases;
+  termMs: number;
+  node: string;
+  /** Closes what the lease runs on (after it is given back). */
+  close(): Promise<void>;
+}
+
 /**
  * The claim actors of the paywall's channels, started: on every configured network the engine has chain parts for,
- * with the engine's relayers (one nonce manager per chain) and the receiver authorizer signing each claim.
+ * with the engine's relayers (one nonce manager per chain) and the receiver authorizer signing each claim. In a
+ * cluster (`parts.cluster`), on the node holding the claim lease alone, fenced by it; the others stand by.
  */
 export async function startChannelClaimer(
   config: ChannelConfig,
   channels: PaywallChannels,
-  parts: { store: Store; networks: NetworkRegistry; chain(caip2: string): SendingChain | undefined; log: Logger; metrics: Metrics },
-): Promise<ChannelClaimer | undefined> {
-  if (!config.authorizerKey) return undefined;
+  parts: { store: Store; networks: NetworkRegistry; chain(caip2: string): SendingChain | undefined; cluster?: ClaimCluster; log: Logger; metrics: Metrics },
+): Promise<Claiming | undefined> {
+  if (!config.authorizerKey) {
+    await parts.cluster?.close();
+    return undefined;
+  }
   const authorizer = privateKeyToAccount(config.authorizerKey);
-  const chains = new Map<string, ClaimChain>();
   const engine = new Map<string, SendingChain>();
   for (const n of parts.networks.all()) {
     const c = parts.chain(n.caip2);
-    if (!c) continue;
-    engine.set(n.caip2, c);
-    chains.set(n.caip2, { network: n.caip2, chainId: chainIdOf(n.caip2), authorizer, courier: courierOver(c, parts.log.child({ network: n.caip2 })) });
+    if (c) engine.set(n.caip2, c);
   }
-  const claimer = new ChannelClaimer({
-    settings: config.claims,
-    ledger: channels.ledger,
-    records: parts.store.collection<ClaimRecord>('channel-claims'),
-    cursors: parts.store.collection<string>('channel-withdraw-scan'),
-    chains,
-    simulateFrom: (network) => (engine.get(network) as SendingChain).relayers.nextSender(),
-    // Its own reads, neither shared nor budgeted: a read after a withdrawal event must be of the chain as it is now.
-    readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
-    live: channels.live ?? thisBootOnly,
-    metrics: parts.metrics,
+  const start = async (lease?: ClaimFence): Promise<ChannelClaimer> => {
+    const chains = new Map<string, ClaimChain>();
+    for (const [network, c] of engine) {
+      const courier = courierOver(c, parts.log.child({ network }));
+      chains.set(network, { network, chainId: chainIdOf(network), authorizer, courier: lease ? guardedCourier(courier, lease.signing) : courier });
+    }
+    const fenced = lease ? { fence: lease.fence } : {};
+    const claimer = new ChannelClaimer({
+      settings: config.claims,
+      ledger: channels.ledger,
+      records: parts.store.collection<ClaimRecord>('channel-claims', fenced),
+      cursors: parts.store.collection<string>('channel-withdraw-scan', fenced),
+      chains,
+      simulateFrom: (network) => (engine.get(network) as SendingChain).relayers.nextSender(),
+      // Its own reads, neither shared nor budgeted: a read after a withdrawal event must be of the chain as it is now.
+      readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
+      live: channels.live ?? thisBootOnly,
+      metrics: parts.metrics,
+      log: parts.log,
+    });
+    await claimer.start();
+    return claimer;
+  };
+  const cluster = parts.cluster;
+  if (!cluster) return start();
+  const role = new ClaimRole({
+    leases: cluster.leases,
+    termMs: cluster.termMs,
+    node: cluster.node,
+    networks: [...engine.keys()],
+    word: (fence) => parts.store.collection<ClaimerWord>(CLAIMER_WORD, { fence }),
+    start,
     log: parts.log,
   });
-  await claimer.start();
-  return claimer;
+  await role.start();
+  return {
+    claiming: (network) => role.claiming(network),
+    stop: async () => {
+      await role.stop();
+      await cluster.close();
+    },
+  };
 }
