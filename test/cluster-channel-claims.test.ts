@@ -7,18 +7,18 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { parseEventLogs, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
-import { BATCH_SETTLEMENT_ADDRESS, CAIP2 } from '../src/chain/canonical.ts';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
+import type { Address, Hex } from 'viem';
+import { CAIP2 } from '../src/chain/canonical.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { CLAIM_LEASE } from '../src/channels/claim-lease.ts';
 import { readManifest } from '../src/devnet/manifest.ts';
-import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
-import { channelBuyer, countingUpstream, decodedCredential, type ChannelBuyer } from './helpers/channel-buyer.ts';
+import { countingUpstream } from './helpers/channel-buyer.ts';
+import { channelOf, newChannelPayer, payChannel, settlementEvents, type ChannelPayer } from './helpers/channel-payers.ts';
 import { channelOnChain } from './helpers/channels.ts';
-import { clientsFor, freshAccount, network, tester } from './helpers/devnet.ts';
+import { network } from './helpers/devnet.ts';
 import { relayerTxCount, spawnPaidGateway, until, type PaidGateway } from './helpers/paid-gateway.ts';
-import { fundedPayer, stableBalance } from './helpers/payments.ts';
+import { stableBalance } from './helpers/payments.ts';
 import { startPostgres } from './helpers/postgres.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 
@@ -30,7 +30,6 @@ const devnet = await spawnOwnDevnet('cluster-claims');
 t.teardown(() => devnet.stop());
 const manifest = readManifest(devnet.manifestPath);
 const n = network(manifest, CAIP2.base);
-const { pub } = clientsFor(n, freshAccount());
 const upstream = await countingUpstream();
 t.teardown(() => upstream.close());
 const db = await startPostgres();
@@ -80,35 +79,14 @@ const merchant = decodePaymentRequiredHeader((await fetch(`${a.gw.url}/m/catjoke
   (o) => o.scheme === 'batch-settlement' && o.network === CAIP2.base,
 )?.payTo as Address;
 
-interface Payer {
-  account: LocalAccount;
-  buyer: ChannelBuyer;
+interface Payer extends ChannelPayer {
   at: PaidGateway;
-  paid: number;
 }
 
-async function newPayer(at: PaidGateway): Promise<Payer> {
-  const account = await fundedPayer(n, CAIP2.base, tester('channelsHostile'), parseUnits('1', 6));
-  return { account, buyer: channelBuyer(n, account, { depositMultiplier: 20 }), at, paid: 0 };
-}
-
-async function pay(p: Payer, times: number): Promise<void> {
-  for (let i = 0; i < times; i++) {
-    const res = await p.buyer.pay(`${p.at.gw.url}/m/catjoke/joke`);
-    if (res.status !== 200) throw new Error(`payment ${p.paid + 1} at ${p.at.gw.url}: ${res.status} ${await res.text()}`);
-    const charged = decodePaymentResponseHeader(res.headers.get('payment-response') as string).extra?.channelState as { chargedCumulativeAmount: string };
-    p.paid += 1;
-    if (BigInt(charged.chargedCumulativeAmount) !== BigInt(p.paid) * PRICE) throw new Error(`charged ${charged.chargedCumulativeAmount} after ${p.paid} payments`);
-  }
-}
-
-const channelIdOf = (p: Payer) => (decodedCredential(p.buyer.sent[0] as string).payload.voucher as { channelId: Hex }).channelId;
-
-/** Every `Claimed` event of the channel: each claim transaction that raised its total. */
-async function claimsOf(channelId: Hex) {
-  const logs = await pub.getLogs({ address: BATCH_SETTLEMENT_ADDRESS, fromBlock: 0n, toBlock: 'latest' });
-  return parseEventLogs({ abi: batchSettlementAbi, logs, eventName: 'Claimed' }).filter((l) => l.args.channelId.toLowerCase() === channelId.toLowerCase());
-}
+const newPayer = async (at: PaidGateway): Promise<Payer> => ({ ...(await newChannelPayer(n, 20)), at });
+const pay = (p: Payer, times: number) => payChannel(p, `${p.at.gw.url}/m/catjoke/joke`, times, PRICE);
+const channelIdOf = (p: Payer) => channelOf(p).channelId;
+const claimsOf = async (channelId: Hex) => (await settlementEvents(n, 'Claimed')).filter((l) => 'channelId' in l.args && l.args.channelId.toLowerCase() === channelId.toLowerCase());
 
 t.test('the first node holds the claim lease; the standby node still takes vouchers', async (t) => {
   t.equal(await claimer(), 'k1', 'the claim lease is the first node’s');
