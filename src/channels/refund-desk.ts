@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Hex } from 'viem';
 import { fromPromise } from 'xstate';
 import { DurableHost } from '../actors/durable-host.ts';
+import { BOOT } from '../cluster/boot.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { ChannelConfig } from '../schemes/batch-settlement/channel-config.ts';
@@ -102,7 +103,10 @@ export class ChannelRefunds {
     });
   }
 
-  /** Resumes every unfinished refund from its record. */
+  /**
+   * Resumes every unfinished refund from its record, but those of another boot still live (a cluster node running
+   * them); one taken over names this boot from then on.
+   */
   async start(): Promise<void> {
     this.#o.metrics.declareChannelRefunds([...this.#o.chains.keys()], REFUND_FINALS);
     for await (const [, record] of this.#o.records.entries(OPEN)) {
@@ -110,13 +114,16 @@ export class ChannelRefunds {
         await this.#write(record);
         continue;
       }
+      if (record.boot !== undefined && record.boot !== BOOT && (await this.#o.live(record.boot))) continue; // another node's, still running it
       if (!this.#o.chains.has(record.network)) {
         this.#o.log.warn('an unfinished channel refund is on a network not refunded here; it is left as it is', { refund: record.id, network: record.network });
         continue;
       }
-      this.#o.log.warn('resuming a channel refund', { refund: record.id, network: record.network, state: record.state, txs: record.txs.length });
-      await this.#resend(record);
-      this.#host.spawn(record.id, { record });
+      this.#o.log.warn('resuming a channel refund', { refund: record.id, network: record.network, state: record.state, txs: record.txs.length, boot: record.boot });
+      const taken = { ...record, boot: BOOT };
+      await this.#o.records.put(`${OPEN}${record.id}`, taken);
+      await this.#resend(taken);
+      this.#host.spawn(record.id, { record: taken });
     }
   }
 
@@ -133,6 +140,7 @@ export class ChannelRefunds {
       config: ask.config,
       voucher: { maxClaimableAmount: ask.voucher.maxClaimableAmount.toString(), signature: ask.voucher.signature },
       ...(ask.requested !== undefined ? { requested: ask.requested.toString() } : {}),
+      boot: BOOT,
       state: 'preparing',
       txs: [],
       createdAt: now,

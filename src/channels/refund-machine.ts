@@ -31,6 +31,8 @@ export interface RefundRecord {
   voucher: { maxClaimableAmount: string; signature: Hex };
   /** What the payer asked back (decimal); absent: everything unclaimed. */
   requested?: string;
+  /** The boot (gateway run) driving it: a start resumes only refunds of boots no longer live. */
+  boot?: string;
   /** The machine's top-level state as last written. */
   state: string;
   /** What the signed refund returns (decimal), and the refund nonce it is signed for: set once prepared. */

@@ -3,7 +3,7 @@
  * the stock desk, the pages, and the paid reverse proxy, all on the store and the settlement port they are lent.
  */
 import type { NetworkRegistry } from '../chain/networks.ts';
-import type { ClusterNode } from '../cluster/join.ts';
+import { clusterNodeConfigFromEnv, type ClusterNode } from '../cluster/join.ts';
 import type { DevnetUpstreams, ServiceDevnet } from '../devnet/service-devnet.ts';
 import type { Merchant } from '../gateway/catalog/merchant.ts';
 import { bazaarResources, type BazaarResource } from '../gateway/discovery/bazaar-resources.ts';
@@ -28,6 +28,7 @@ import type { PriceFloors } from '../policy/price-floor.ts';
 import { webConfigFromEnv } from '../web/config.ts';
 import { webRoutes } from '../web/routes.ts';
 import { composeDeskCluster } from './compose-desk-cluster.ts';
+import { roleLeases } from './compose-role-leases.ts';
 import { composeMerchants } from './compose-merchants.ts';
 
 export interface GatewayComposition {
@@ -96,12 +97,14 @@ export async function composeGateway(c: GatewayComposition): Promise<ComposedGat
   const channelOffers = channelOfferTerms(config.channels);
   const handlers = merchantHandlers({ registry, snapshot });
   // The pages offer a wallet the stock chain's RPC when it does not know the chain: on the devnet, its own.
+  const clusterConfig = c.cluster ? clusterNodeConfigFromEnv(env) : undefined;
   const web = webConfigFromEnv(env, devnet ? { walletRpcUrl: devnet.walletRpcUrl } : {});
   const gateway = await runGateway(
     {
       networks,
       settlement: c.settlement,
       ...(c.chain ? { chain: c.chain } : {}),
+      ...(clusterConfig ? { claimCluster: roleLeases(clusterConfig, 'channel claimer', log.child({ part: 'channel-claims' })) } : {}),
       load: c.load,
       store: c.store,
       ...(c.cluster ? { live: c.cluster.membership.live } : {}),

@@ -17,7 +17,7 @@ import { CircuitBreakers } from '../resilience/circuit-breaker.ts';
 import { mppDoor } from '../front-door/mpp.ts';
 import { x402Door } from '../front-door/x402.ts';
 import { channelDoor } from '../front-door/batch-settlement.ts';
-import { channelConfigFromEnv, paywallChannels, startChannelClaimer, type ChannelConfig } from './paywall/channel-composition.ts';
+import { channelConfigFromEnv, paywallChannels, startChannelClaimer, type ChannelConfig, type ClaimCluster } from './paywall/channel-composition.ts';
 import type { SendingChain } from '../tx/sending-chain.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
@@ -147,6 +147,8 @@ export interface GatewayParts {
    * accept are claimed and swept here (`channels/claimer.ts`); without, nothing claims them.
    */
   chain?(caip2: string): SendingChain | undefined;
+  /** In a cluster: the claimer runs on the node holding the claim lease alone (`channels/claim-lease.ts`). */
+  claimCluster?: ClaimCluster;
   /** Extra routes mounted by other parts (merchant registration, stock API, ...). */
   extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler; options?: RouteOptions }>;
   log: Logger;
@@ -184,7 +186,10 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   }, 60_000);
   sweeping.unref();
   const paywall = paywallChannels(config.channels, parts);
-  const actors = paywall && parts.chain ? await startChannelClaimer(config.channels, paywall, { ...parts, chain: parts.chain, log: parts.log.child({ part: 'channel-claims' }) }) : undefined;
+  const actors =
+    paywall && parts.chain
+      ? await startChannelClaimer(config.channels, paywall, { ...parts, chain: parts.chain, cluster: parts.claimCluster, log: parts.log.child({ part: 'channel-claims' }) })
+      : undefined;
   const claimer = actors?.claimer;
   // Vouchers are taken only while their claims can be made (see `ChannelClaimer.claiming`); refunds through the desk.
   const channels = paywall && actors ? { ...paywall, claiming: (network: string) => actors.claimer.claiming(network), refunds: actors.refunds } : paywall;

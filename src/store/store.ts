@@ -20,8 +20,12 @@ export interface Store {
   readonly nonces: NonceClaims;
   /** Another named set of atomic claims (e.g. which payments have been served upstream). */
   claims(name: string): NonceClaims;
-  /** Open a named collection of durable records (payments, orders, sponsorships, ...). */
-  collection<T>(name: string): DurableCollection<T>;
+  /**
+   * Open a named collection of durable records (payments, orders, sponsorships, ...). `fence`: its `put` and `remove` carry
+   * that lease instead of the store's (a role one node plays at a time, fenced by the role's lease, see `fence.ts`);
+   * `putWithin` writes go with `atomically`'s, under the store's.
+   */
+  collection<T>(name: string, opts?: { fence?: FenceSource }): DurableCollection<T>;
   /** Runs `write` (its writes made with `putWithin`, in any collections) as one transaction, durably: all or nothing. */
   atomically(write: () => void): Promise<void>;
   /**

@@ -12,8 +12,11 @@ import { budgetedChannelReader } from '../../channels/chain-read-budget.ts';
 import type { ClaimRecord } from '../../channels/claim-machine.ts';
 import type { ClaimChain } from '../../channels/claim-steps.ts';
 import { ChannelClaimer, type ClaimerSettings } from '../../channels/claimer.ts';
+import { CLAIMER_WORD, ClaimRole, type ClaimerWord, type ClaimFence, type Claiming } from '../../channels/claim-lease.ts';
 import { ChannelRefunds } from '../../channels/refund-desk.ts';
 import type { RefundRecord } from '../../channels/refund-machine.ts';
+import type { RoleLeases } from '../../cluster/role-lease.ts';
+import { guardedCourier } from '../../tx/guarded-courier.ts';
 import { ConfigError, envInt, envString } from '../../config/env.ts';
 import { courierOver, type SendingChain } from '../../tx/sending-chain.ts';
 import type { Logger } from '../../log/logger.ts';
@@ -48,8 +51,8 @@ const CHANNEL_READ_INTERVAL_MS = 2_000;
 
 /**
  * `devnetKey`: the devnet's authorizer, given only on the devnet. Off the devnet, channels are refused for now: a
- * voucher accepted just before a payer's withdrawal margin has only the margin for its claim to land, and every
- * cluster node runs its own claimer (docs/gateway.md, payment channels, says what is left).
+ * voucher accepted just before a payer's withdrawal margin has only the margin for its claim to land
+ * (docs/gateway.md, payment channels, says what is left).
  */
 export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | undefined): ChannelConfig {
   const key = envString(env, 'GATE402_CHANNEL_AUTHORIZER_KEY', devnetKey ?? '');
@@ -105,44 +108,96 @@ export function paywallChannels(config: ChannelConfig, parts: { store: Store; ne
   };
 }
 
+/** What the claimer needs of a cluster: the claim lease is taken and kept through this node's leases (`channels/claim-lease.ts`). */
+export interface ClaimCluster {
+  leases: RoleLeases;
+  termMs: number;
+  node: string;
+  /** Closes what the lease runs on (after it is given back). */
+  close(): Promise<void>;
+}
+
 /**
- * The claim and refund actors of the paywall's channels, started: on every configured network the engine has chain parts for,
- * with the engine's relayers (one nonce manager per chain) and the receiver authorizer signing each claim.
+ * The claim and refund actors of the paywall's channels, started: on every configured network the engine has chain
+ * parts for, with the engine's relayers (one nonce manager per chain) and the receiver authorizer signing each claim.
+ * Claims: in a cluster (`parts.cluster`), on the node holding the claim lease alone, fenced by it; the others stand
+ * by. Refunds: on the node a refund request reaches (each refund's record names its boot; a start resumes only the
+ * refunds of boots no longer live).
  */
 export async function startChannelClaimer(
   config: ChannelConfig,
   channels: PaywallChannels,
-  parts: { store: Store; networks: NetworkRegistry; chain(caip2: string): SendingChain | undefined; log: Logger; metrics: Metrics },
-): Promise<{ claimer: ChannelClaimer; refunds: PaywallRefunds & { desk: ChannelRefunds } } | undefined> {
-  if (!config.authorizerKey) return undefined;
+  parts: { store: Store; networks: NetworkRegistry; chain(caip2: string): SendingChain | undefined; cluster?: ClaimCluster; log: Logger; metrics: Metrics },
+): Promise<{ claimer: Claiming; refunds: PaywallRefunds & { desk: ChannelRefunds } } | undefined> {
+  if (!config.authorizerKey) {
+    await parts.cluster?.close();
+    return undefined;
+  }
   const authorizer = privateKeyToAccount(config.authorizerKey);
-  const chains = new Map<string, ClaimChain>();
   const engine = new Map<string, SendingChain>();
   for (const n of parts.networks.all()) {
     const c = parts.chain(n.caip2);
-    if (!c) continue;
-    engine.set(n.caip2, c);
-    chains.set(n.caip2, { network: n.caip2, chainId: chainIdOf(n.caip2), authorizer, courier: courierOver(c, parts.log.child({ network: n.caip2 })) });
+    if (c) engine.set(n.caip2, c);
   }
-  // What claims and refunds share: the records, the chains (one nonce manager each), who simulates, the chain's view.
+  const chainsOf = (lease?: ClaimFence): Map<string, ClaimChain> => {
+    const chains = new Map<string, ClaimChain>();
+    for (const [network, c] of engine) {
+      const courier = courierOver(c, parts.log.child({ network }));
+      chains.set(network, { network, chainId: chainIdOf(network), authorizer, courier: lease ? guardedCourier(courier, lease.signing) : courier });
+    }
+    return chains;
+  };
+  // What claims and refunds share: the records, who simulates, the chain's view.
   const shared = {
     ledger: channels.ledger,
-    chains,
     simulateFrom: (network: string) => (engine.get(network) as SendingChain).relayers.nextSender(),
     // Their own reads, neither shared nor budgeted: a read after a withdrawal event, or a refund's amount, must be of the chain as it is now.
     readChannel: rpcChannelReader((network) => parts.networks.find(network)?.rpcUrl),
     live: channels.live ?? thisBootOnly,
     metrics: parts.metrics,
   };
-  const refunds = new ChannelRefunds({ ...shared, records: parts.store.collection<RefundRecord>('channel-refunds'), minRefund: config.minRefund, log: parts.log.child({ part: 'channel-refunds' }) });
-  const claimer = new ChannelClaimer({
+  const refunds = new ChannelRefunds({
     ...shared,
-    settings: config.claims,
-    records: parts.store.collection<ClaimRecord>('channel-claims'),
-    cursors: parts.store.collection<string>('channel-withdraw-scan'),
+    chains: chainsOf(),
+    records: parts.store.collection<RefundRecord>('channel-refunds'),
+    minRefund: config.minRefund,
+    log: parts.log.child({ part: 'channel-refunds' }),
+  });
+  await refunds.start();
+  const refundsPart = { desk: refunds, waitMs: config.refundWaitMs, minRefund: config.minRefund };
+  const start = async (lease?: ClaimFence): Promise<ChannelClaimer> => {
+    const fenced = lease ? { fence: lease.fence } : {};
+    const claimer = new ChannelClaimer({
+      ...shared,
+      chains: chainsOf(lease),
+      settings: config.claims,
+      records: parts.store.collection<ClaimRecord>('channel-claims', fenced),
+      cursors: parts.store.collection<string>('channel-withdraw-scan', fenced),
+      log: parts.log,
+    });
+    await claimer.start();
+    return claimer;
+  };
+  const cluster = parts.cluster;
+  if (!cluster) return { claimer: await start(), refunds: refundsPart };
+  const role = new ClaimRole({
+    leases: cluster.leases,
+    termMs: cluster.termMs,
+    node: cluster.node,
+    networks: [...engine.keys()],
+    word: (fence) => parts.store.collection<ClaimerWord>(CLAIMER_WORD, { fence }),
+    start,
     log: parts.log,
   });
-  await claimer.start();
-  await refunds.start();
-  return { claimer, refunds: { desk: refunds, waitMs: config.refundWaitMs, minRefund: config.minRefund } };
+  await role.start();
+  return {
+    claimer: {
+      claiming: (network) => role.claiming(network),
+      stop: async () => {
+        await role.stop();
+        await cluster.close();
+      },
+    },
+    refunds: refundsPart,
+  };
 }

@@ -154,7 +154,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     path: redacted(url),
     nonces: new PostgresClaims('nonces', sql, within, writer),
     claims: (name) => new PostgresClaims(`claims:${name}`, sql, within, writer),
-    collection: <T>(name: string) => new PostgresCollection<T>(name, sql, within, writer),
+    collection: <T>(name: string, o?: { fence?: FenceSource }) => new PostgresCollection<T>(name, sql, within, o?.fence ? { ...writer, lease: o.fence } : writer),
     atomically: async (write) => {
       const writes = within.gather(write);
       if (!writes.length) return;
