@@ -80,6 +80,34 @@ t.test('of several versions awaited together, the one that mines answers; an unm
   t.equal(await alone, undefined, 'undefined after waitMs');
 });
 
+t.test('on blocks a second apart it reads the head a few times a block, not every pollMs, and hands the receipt of the next block', async (t) => {
+  const own = new Map<string, number>();
+  const paced = new BlockWatcher({
+    client: publicClientFor(31_337, anvil.rpcUrl, { observe: (method) => own.set(method, (own.get(method) ?? 0) + 1) }),
+    pollMs: 20,
+    timeoutMs: 2000,
+    log,
+  });
+  t.teardown(() => paced.stop());
+  // The node's own interval miner: steadier than a timer in this (maybe loaded) process.
+  await rpcCall(anvil.rpcUrl, 'evm_setIntervalMining', [1]);
+  t.teardown(() => rpcCall(anvil.rpcUrl, 'evm_setIntervalMining', [0]));
+  const never = paced.receipt([`0x${'77'.repeat(32)}`], { waitMs: 9000 });
+  // Four blocks to learn the chain's pace (three intervals), then counted.
+  await sleep(5000);
+  const counted = Date.now();
+  const headsBefore = own.get('eth_blockNumber') ?? 0;
+  await sleep(1000);
+  const hash = await send();
+  const receipt = await paced.receipt([hash], { waitMs: 5000 });
+  t.equal(receipt?.transactionHash, hash, 'a transaction sent meanwhile: its receipt from the next block');
+  t.equal(await never, undefined);
+  const heads = (own.get('eth_blockNumber') ?? 0) - headsBefore;
+  const everyPoll = Math.floor((Date.now() - counted) / 20);
+  // At 20 ms it would read the head up to ~150 times in these 3 s (fewer only on a machine too slow to keep up).
+  t.ok(heads < everyPoll / 2, `${heads} head reads in ${Date.now() - counted} ms (every 20 ms: up to ${everyPoll})`);
+});
+
 const totalCalls = () => [...calls.values()].reduce((a, b) => a + b, 0);
 /** Waits out calls still on the wire (a busy machine answers late): until 100 ms pass without one. */
 async function quiet(): Promise<void> {

@@ -1,16 +1,22 @@
 import { formatTransactionReceipt, type Chain, type Hex, type PublicClient, type TransactionReceipt, type Transport } from 'viem';
 import type { Logger } from '../log/logger.ts';
+import { BlockPace } from './block-pace.ts';
 
 /** The waits before the quick rounds that follow a new hash not yet mined (then the poll interval again). */
 const FOLLOW_UP_MS = [5, 15];
 
 export interface BlockWatcherOptions {
   client: PublicClient<Transport, Chain>;
-  /** How often the chain head is read while some transaction is awaited (never while none is). */
+  /**
+   * How often the chain head is read while some transaction is awaited (never while none is) and its block is due: on
+   * a chain of steady block intervals, the watcher waits until shortly before the next block is due (`BlockPace`).
+   */
   pollMs: number;
   /** Bound of every RPC call the watcher makes, on top of the client's own transport timeout. */
   timeoutMs: number;
   log: Logger;
+  /** The clock the reads are timed by (ms); `Date.now` unless a test drives it. */
+  now?: () => number;
 }
 
 interface Waiter {
@@ -44,21 +50,30 @@ export class BlockWatcher {
   #wake: (() => void) | undefined;
   #blockReceipts = true;
   #head: { block: bigint; atMs: number } | undefined;
+  readonly #pace: BlockPace;
+  readonly #now: () => number;
 
   constructor(opts: BlockWatcherOptions) {
     this.#o = opts;
+    this.#pace = new BlockPace(opts.pollMs);
+    this.#now = opts.now ?? Date.now;
   }
 
   /**
-   * The highest block this watcher has seen (a head it read, or the block of a receipt it handed out) and when
-   * (`Date.now()`); undefined before its first. Others may read the head from here rather than ask the chain again.
+   * The highest block this watcher has seen (a head it read, or the block of a receipt it handed out) and when it was
+   * known to be the head (`now()`; on a chain of steady blocks, up to when the next one is due); undefined before its
+   * first. Others may read the head from here rather than ask the chain again.
    */
   get head(): { block: bigint; atMs: number } | undefined {
-    return this.#head;
+    // On a chain of steady blocks, the head read stays the head until the next block is due (reads resume then).
+    if (this.#head === undefined) return undefined;
+    const quietUntil = this.#pace.quietUntilMs(this.#head.block);
+    if (quietUntil === undefined || quietUntil <= this.#head.atMs) return this.#head;
+    return { block: this.#head.block, atMs: Math.min(this.#now(), quietUntil) };
   }
 
   #saw(block: bigint): void {
-    if (this.#head === undefined || block >= this.#head.block) this.#head = { block, atMs: Date.now() };
+    if (this.#head === undefined || block >= this.#head.block) this.#head = { block, atMs: this.#now() };
   }
 
   /** Transactions awaited now. */
@@ -141,7 +156,7 @@ export class BlockWatcher {
           this.#o.log.warn('block watcher round failed', { chain: this.#o.client.chain.id, error: err });
         }
         if (this.#stopped || this.#waiters.size === 0) break;
-        if (!this.#nudged) await this.#sleep(this.#followUps > 0 ? Math.min(this.#o.pollMs, FOLLOW_UP_MS[FOLLOW_UP_MS.length - this.#followUps--] as number) : this.#o.pollMs);
+        if (!this.#nudged) await this.#sleep(this.#followUps > 0 ? Math.min(this.#o.pollMs, FOLLOW_UP_MS[FOLLOW_UP_MS.length - this.#followUps--] as number) : this.#pace.waitMs(this.#now()));
       }
     } finally {
       this.#running = false;
@@ -166,9 +181,11 @@ export class BlockWatcher {
     // A fresh hash is looked up alongside the head read: mined already (on an automining chain it is), it is
     // answered within one round trip.
     const early = [...this.#fresh];
+    const startMs = this.#now();
     const [head, found] = await Promise.all([this.#call(() => this.#o.client.getBlockNumber({ cacheTime: 0 })), Promise.allSettled(early.map((hash) => this.#lookUp(hash)))]);
     if (this.#stopped) return;
     this.#saw(head);
+    this.#pace.read(head, startMs, this.#now());
     const unseen: Hex[] = [];
     found.forEach((outcome, i) => {
       const hash = early[i] as Hex;
@@ -177,6 +194,7 @@ export class BlockWatcher {
         this.#deliver(outcome.value);
       } else unseen.push(hash);
     });
+    if (early.length > 0) this.#pace.minedOnSend(unseen.length < early.length);
     // Not found by then, a fresh hash is looked up again now that the head is read: a miss then means a later block.
     const known = [...this.#waiters.keys()].filter((h) => !this.#fresh.has(h));
     const from = this.#scanned === undefined ? head + 1n : this.#scanned + 1n;
@@ -203,8 +221,9 @@ export class BlockWatcher {
     }
     if (failed) throw new Error('a receipt lookup failed; its blocks are looked at again');
     this.#scanned = head;
-    // Just sent and not mined yet: an automining chain mines it within milliseconds, so look again soon.
-    if (unseen.some((h) => this.#waiters.has(h))) this.#followUps = FOLLOW_UP_MS.length;
+    // Just sent and not mined yet: an automining chain mines it within milliseconds, so look again soon (one of steady
+    // block intervals will not, and is read when its next block is due).
+    if (this.#pace.intervalMs === undefined && unseen.some((h) => this.#waiters.has(h))) this.#followUps = FOLLOW_UP_MS.length;
   }
 
   #deliver(receipt: TransactionReceipt): void {
