@@ -104,8 +104,10 @@ t.test('on blocks a second apart it reads the head a few times a block, not ever
   t.equal(await never, undefined);
   const heads = (own.get('eth_blockNumber') ?? 0) - headsBefore;
   const everyPoll = Math.floor((Date.now() - counted) / 20);
-  // At 20 ms it would read the head up to ~150 times in these 3 s (fewer only on a machine too slow to keep up).
-  t.ok(heads < everyPoll / 2, `${heads} head reads in ${Date.now() - counted} ms (every 20 ms: up to ${everyPoll})`);
+  // At 20 ms it would read the head up to ~200 times in these 4 s (fewer only on a machine too slow to keep up). The
+  // schedule itself is checked on a logical clock (block-pace.test.ts); here, that it engages on a real chain, with a
+  // margin for a loaded machine (at load 15, 112 reads of 199 were seen while the pace was relearnt).
+  t.ok(heads < everyPoll * 0.75, `${heads} head reads in ${Date.now() - counted} ms (every 20 ms: up to ${everyPoll})`);
 });
 
 const totalCalls = () => [...calls.values()].reduce((a, b) => a + b, 0);
