@@ -14,10 +14,14 @@
  * claimed totals) is idempotent, and a resumed claim whose receipt exists passes through it again. A sweep moves funds
  * from the channel contract straight to the merchant's wallet; one with nothing due changes nothing.
  */
+import { minedTrail, signingTrail } from '../tx/trail-states.ts';
 import { assign, fromPromise, setup, type DoneActorEvent } from 'xstate';
 import type { Address, Hex } from 'viem';
 import type { ChannelConfig } from '../schemes/batch-settlement/channel-config.ts';
 import { extendsTrail, type SignedTx } from '../tx/trail.ts';
+
+/** The sweep's trail: its own event, guard and action beside the claim's. */
+const SWEEP_TRAIL = { event: 'sweepTrail', guard: 'sweepGrows', action: 'growSweepTrail' } as const;
 
 /** One row of the claim: a channel's latest voucher and the total it claims (decimal strings: the record is JSON). */
 export interface ClaimRow {
@@ -157,11 +161,7 @@ export const claimMachine = setup({
         // Signing, the first durable write, or the node refused: nothing of this claim is in flight.
         onError: { target: 'failed', actions: assign({ record: ({ context, event }) => ({ ...context.record, failure: failure(event.error) }) }) },
       },
-      initial: 'signing',
-      states: {
-        signing: { on: { trail: { guard: 'grows', target: 'signed', actions: 'growTrail' } } },
-        signed: { on: { trail: { guard: 'grows', actions: 'growTrail' } } },
-      },
+      ...signingTrail(),
     },
     /** Carried to its receipt; priced out by the base fee, it is replaced (same nonce, the trail grows first). */
     sent: {
@@ -178,11 +178,7 @@ export const claimMachine = setup({
         // Only when the claimer stops: the transaction may still mine, the next start resumes it from the record.
         onError: { target: 'stalled' },
       },
-      initial: 'waiting',
-      states: {
-        waiting: { on: { trail: { guard: 'grows', target: 'replaced', actions: 'growTrail' } } },
-        replaced: { on: { trail: { guard: 'grows', actions: 'growTrail' } } },
-      },
+      ...minedTrail(),
     },
     /** The channel records learn their new claimed totals (compare-and-set, idempotent). */
     recording: {
@@ -202,11 +198,7 @@ export const claimMachine = setup({
         // The claimed funds stay credited to the merchant in the contract: the next sweep of that receiver moves them.
         onError: { target: 'sweepFailed', actions: assign({ record: ({ context, event }) => ({ ...context.record, failure: failure(event.error) }) }) },
       },
-      initial: 'signing',
-      states: {
-        signing: { on: { sweepTrail: { guard: 'sweepGrows', target: 'signed', actions: 'growSweepTrail' } } },
-        signed: { on: { sweepTrail: { guard: 'sweepGrows', actions: 'growSweepTrail' } } },
-      },
+      ...signingTrail(SWEEP_TRAIL),
     },
     sweepSent: {
       invoke: {
@@ -221,11 +213,7 @@ export const claimMachine = setup({
         ],
         onError: { target: 'stalled' },
       },
-      initial: 'waiting',
-      states: {
-        waiting: { on: { sweepTrail: { guard: 'sweepGrows', target: 'replaced', actions: 'growSweepTrail' } } },
-        replaced: { on: { sweepTrail: { guard: 'sweepGrows', actions: 'growSweepTrail' } } },
-      },
+      ...minedTrail(SWEEP_TRAIL),
     },
     swept: { type: 'final' },
     /** Every row would revert (or none was given): nothing was signed. */

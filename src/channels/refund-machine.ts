@@ -13,6 +13,7 @@
  * for the chain and no gas spent. The signed transaction is written (its trail) BEFORE it is sent, so a crash after
  * the broadcast resumes the same transaction from its record: the refund nonce makes a second one impossible anyway.
  */
+import { minedTrail, signingTrail } from '../tx/trail-states.ts';
 import { assign, fromPromise, setup, type DoneActorEvent } from 'xstate';
 import type { Hex } from 'viem';
 import type { ChannelConfig } from '../schemes/batch-settlement/channel-config.ts';
@@ -161,11 +162,7 @@ export const refundMachine = setup({
         // Signing, the first durable write, or the node refused: nothing of this refund is in flight.
         onError: { target: 'failed', actions: assign({ record: ({ context, event }) => ({ ...context.record, failure: failure(event.error) }) }) },
       },
-      initial: 'signing',
-      states: {
-        signing: { on: { trail: { guard: 'grows', target: 'signed', actions: 'growTrail' } } },
-        signed: { on: { trail: { guard: 'grows', actions: 'growTrail' } } },
-      },
+      ...signingTrail(),
     },
     /** Carried to its receipt; priced out by the base fee, it is replaced (same nonce, the trail grows first). */
     sent: {
@@ -182,11 +179,7 @@ export const refundMachine = setup({
         // Only when the desk stops: the transaction may still mine, the next start resumes it from the record.
         onError: { target: 'stalled' },
       },
-      initial: 'waiting',
-      states: {
-        waiting: { on: { trail: { guard: 'grows', target: 'replaced', actions: 'growTrail' } } },
-        replaced: { on: { trail: { guard: 'grows', actions: 'growTrail' } } },
-      },
+      ...minedTrail(),
     },
     /** The channel record learns the chain's view (claimed, refunded, next nonce) and is released (idempotent). */
     recording: {

@@ -1,3 +1,4 @@
+import { minedTrail, signingTrail } from '../tx/trail-states.ts';
 import { assign, fromPromise, setup, type ActorRefFrom, type DoneActorEvent } from 'xstate';
 import type { Address } from 'viem';
 import type { BatchRecord, PaymentRecord } from './payment-record.ts';
@@ -167,11 +168,7 @@ export const batchMachine = setup({
         // Signing or the first durable write failed: nothing was sent.
         onError: { target: 'failed', actions: assign({ failure: ({ event }) => ({ reason: SettleFailureReason.broadcastError, message: String(event.error) }) }) },
       },
-      initial: 'signing',
-      states: {
-        signing: { on: { trail: { guard: 'grows', target: 'signed', actions: 'growTrail' } } },
-        signed: { on: { trail: { guard: 'grows', actions: 'growTrail' } } },
-      },
+      ...signingTrail(),
     },
     /** Carried to its receipt, once for every member; priced out by the base fee, it is replaced (same nonce). */
     sent: {
@@ -188,11 +185,7 @@ export const batchMachine = setup({
         // The confirm step gives up only when the batcher stops: the transaction may still mine, the next start resumes it.
         onError: { target: 'stalled' },
       },
-      initial: 'waiting',
-      states: {
-        waiting: { on: { trail: { guard: 'grows', target: 'replaced', actions: 'growTrail' } } },
-        replaced: { on: { trail: { guard: 'grows', actions: 'growTrail' } } },
-      },
+      ...minedTrail(),
     },
     mined: { type: 'final' },
     /** Signed but refused by the node, or never signed: no member is in a transaction of this batch. */
