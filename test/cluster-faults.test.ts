@@ -19,7 +19,8 @@ import { fundedPayer } from './helpers/payments.ts';
 
 // Four faults, each waiting out lease terms and retries on a loaded machine: more than the default file timeout.
 t.setTimeout(600_000);
-const cluster = await startCluster(t);
+// A server of its own: the outages below stop and restart it.
+const cluster = await startCluster(t, { ownServer: true });
 const { n, caip2, db, fixtures } = cluster;
 const joke = (node: ClusterNode) => `${node.gw.url}/m/catjoke/joke`;
 const price = 10_000n; // catjoke's joke: $0.01

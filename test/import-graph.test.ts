@@ -151,7 +151,7 @@ t.test('no product file imports a package a production install lacks', async (t)
 });
 
 t.test('`gate402 facilitator` and `gate402 gateway` load no devDependency before they serve', async (t) => {
-  const roots = ['cli/bin.mjs', 'cli/main.ts', 'cli/facilitator-command.ts'].map((p) => join(SRC, p));
+  const roots = ['cli/bin.mjs', 'cli/main.ts', 'cli/facilitator-command.ts', 'cli/service.ts'].map((p) => join(SRC, p));
   for (const root of roots) t.ok(graph.has(root), `${rel(root)} exists`);
   const via = new Map<string, string | undefined>(roots.map((r) => [r, undefined]));
   const queue = [...roots];

@@ -5,6 +5,7 @@
 // recovered from.
 import t from 'tap';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { openLmdbStore } from '../src/store/lmdb/open-lmdb-store.ts';
 import { openStore, type Store } from '../src/store/open-store.ts';
@@ -30,6 +31,8 @@ interface Backend {
 }
 
 const db = await startPostgres();
+/** A name for another database on db's server, which may be the run's shared one: unique to this run of the file. */
+const fresh = (what: string): string => `${what}_${randomBytes(4).toString('hex')}`;
 t.teardown(() => db.stop());
 let databases = 0;
 const backends: Backend[] = [
@@ -37,7 +40,7 @@ const backends: Backend[] = [
   {
     name: 'PostgreSQL',
     open: (url) => openStore({ dataDir: '/nonexistent', url }, { poolSize: 4 }),
-    place: () => db.server.createDatabase(`contract_${++databases}`),
+    place: () => db.server.createDatabase(fresh(`contract_${++databases}`)),
     shared: true,
   },
 ];
@@ -144,7 +147,7 @@ for (const b of backends) {
 }
 
 t.test('PostgreSQL: an acknowledged write survives SIGKILL of the writer', async (t) => {
-  const url = await db.server.createDatabase('killed_writer');
+  const url = await db.server.createDatabase(fresh('killed_writer'));
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/store-writer.ts', url, 'pay-1'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const line = await new Promise<string>((resolve, reject) => {
     child.stdout.on('data', (d: Buffer) => resolve(d.toString()));
@@ -160,7 +163,7 @@ t.test('PostgreSQL: an acknowledged write survives SIGKILL of the writer', async
 });
 
 t.test('PostgreSQL: migrations are applied once, however many nodes start at once', async (t) => {
-  const url = await db.server.createDatabase('migrations_race');
+  const url = await db.server.createDatabase(fresh('migrations_race'));
   const stores = await Promise.all(Array.from({ length: 4 }, () => openPostgresStore(url, { poolSize: 2 })));
   t.teardown(() => Promise.all(stores.map((s) => s.close())));
   const client = new pg.Client({ connectionString: url });
@@ -181,15 +184,16 @@ t.test('PostgreSQL: an unreachable database is a clear error at start, and store
   const closed = db.server.url('no_such_database');
   await t.rejects(openPostgresStore(closed, { connectTimeoutMs: 1000 }), /PostgreSQL store at postgres:\/\/postgres:\*\*\*@.*could not be opened: .*no_such_database/, 'named, password hidden');
 
-  const url = await db.server.createDatabase('outage');
+  const outage = fresh('outage');
+  const url = await db.server.createDatabase(outage);
   const store = await openPostgresStore(url, { poolSize: 2, connectTimeoutMs: 1000, statementTimeoutMs: 1000, failureMemoryMs: 300 });
   t.teardown(() => store.close());
   const admin = new pg.Client({ connectionString: db.server.url() });
   await admin.connect();
   t.teardown(() => admin.end());
   const cutOff = async (allow: boolean) => {
-    await admin.query(`ALTER DATABASE outage ALLOW_CONNECTIONS ${allow}`);
-    if (!allow) await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'outage'");
+    await admin.query(`ALTER DATABASE ${outage} ALLOW_CONNECTIONS ${allow}`);
+    if (!allow) await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [outage]);
   };
   const payments = store.collection<{ state: string }>('payments');
   await payments.put('p', { state: 'broadcasting' });
@@ -210,7 +214,7 @@ t.test('PostgreSQL: an unreachable database is a clear error at start, and store
 });
 
 t.test('PostgreSQL: a write the database refuses for its content fails alone, the store stays healthy', async (t) => {
-  const store = await openPostgresStore(await db.server.createDatabase('content'), { poolSize: 2 });
+  const store = await openPostgresStore(await db.server.createDatabase(fresh('content')), { poolSize: 2 });
   t.teardown(() => store.close());
   const c = store.collection<number>('c');
   await t.rejects(
@@ -225,7 +229,7 @@ t.test('PostgreSQL: a write the database refuses for its content fails alone, th
 });
 
 t.test('PostgreSQL: a storm of lookups reads every key right and does not hold up a write asked after it', async (t) => {
-  const store = await openPostgresStore(await db.server.createDatabase('lookups'), { poolSize: 4 });
+  const store = await openPostgresStore(await db.server.createDatabase(fresh('lookups')), { poolSize: 4 });
   t.teardown(() => store.close());
   const records = store.collection<{ n: number }>('records');
   const keys = Array.from({ length: 2000 }, (_, i) => `k${i}`);

@@ -39,11 +39,11 @@ interface Teardown {
   teardown(fn: () => unknown): void;
 }
 
-export async function startCluster(t: Teardown, opts: { leaseMs?: number; env?: Record<string, string> } = {}): Promise<TestCluster> {
+export async function startCluster(t: Teardown, opts: { leaseMs?: number; env?: Record<string, string>; ownServer?: boolean } = {}): Promise<TestCluster> {
   const manifest = testDevnet();
   const caip2 = CAIP2.stockChain;
   const n = network(manifest, caip2);
-  const db = await startPostgres();
+  const db = await startPostgres({ own: opts.ownServer });
   t.teardown(() => db.stop());
   const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
   t.teardown(() => fixtures.close());

@@ -41,3 +41,21 @@ function onExit(hook: () => void): void {
   }
   hooks.push(hook);
 }
+
+/** SIGTERM to `pid`, and SIGKILL if it is still there after `graceMs`; resolves once it is gone. */
+export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> {
+  try {
+    process.kill(pid, 'SIGTERM');
+    const deadline = Date.now() + graceMs;
+    for (;;) {
+      process.kill(pid, 0);
+      if (Date.now() > deadline) {
+        process.kill(pid, 'SIGKILL');
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } catch {
+    // already gone
+  }
+}

@@ -1,8 +1,10 @@
-// tap `before`: one devnet for the whole run, on free ports, so the suite runs beside `npm start`.
+// tap `before`: one devnet for the whole run, on free ports, so the suite runs beside `npm start`; and one
+// PostgreSQL server, on which each test file that asks gets fresh databases (test/helpers/postgres.ts).
 import { TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
+import { spawnSharedPostgres } from '../helpers/postgres.ts';
 import { spawnDevnet } from '../helpers/spawn-devnet.ts';
 
 const started = Date.now();
-const { child } = await spawnDevnet(TEST_MANIFEST_PATH, { detached: true, exitAfter: 1800 });
+const [{ child }] = await Promise.all([spawnDevnet(TEST_MANIFEST_PATH, { detached: true, exitAfter: 1800 }), spawnSharedPostgres(1800)]);
 child.unref();
-process.stdout.write(`# test devnet up in ${((Date.now() - started) / 1000).toFixed(1)}s (pid ${child.pid})\n`);
+process.stdout.write(`# test devnet and PostgreSQL up in ${((Date.now() - started) / 1000).toFixed(1)}s (devnet pid ${child.pid})\n`);

@@ -1,22 +1,9 @@
-// tap `after`: stop the run's devnet; its anvils go down with it.
+// tap `after`: stop the run's devnet (its anvils go down with it) and its PostgreSQL server.
 import { existsSync } from 'node:fs';
 import { readManifest } from '../../src/devnet/manifest.ts';
 import { TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
+import { stopSharedPostgres } from '../helpers/postgres.ts';
+import { stopProcess } from '../helpers/temp-dir.ts';
 
-if (existsSync(TEST_MANIFEST_PATH)) {
-  const { pid } = readManifest(TEST_MANIFEST_PATH);
-  try {
-    process.kill(pid, 'SIGTERM');
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      process.kill(pid, 0);
-      if (Date.now() > deadline) {
-        process.kill(pid, 'SIGKILL');
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  } catch {
-    // already gone
-  }
-}
+await stopSharedPostgres();
+if (existsSync(TEST_MANIFEST_PATH)) await stopProcess(readManifest(TEST_MANIFEST_PATH).pid);

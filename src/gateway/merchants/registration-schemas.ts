@@ -3,7 +3,7 @@
  * What a schema cannot say is checked in code (`validate.ts`).
  */
 import type { ErrorObject, SchemaObject } from 'ajv';
-import { createAjv } from '../../protocol/x402/codec.ts';
+import { schemaCheck } from '../../protocol/x402/codec.ts';
 import {
   HARD_MAX_ROUTES,
   MAX_FILE_NAME,
@@ -112,13 +112,12 @@ const fileUpstreamSchema: SchemaObject = {
   },
 };
 
-const ajv = createAjv();
 export const validators = {
-  request: ajv.compile<{ registration: { action: string }; signature: `0x${string}` }>(requestSchema),
-  upsert: ajv.compile<Registration>(upsertSchema),
-  delete: ajv.compile<DeleteRegistration>(deleteSchema),
-  urlUpstream: ajv.compile<Extract<UpstreamInput, { kind: 'url' }>>(urlUpstreamSchema),
-  fileUpstream: ajv.compile<Extract<UpstreamInput, { kind: 'file' }>>(fileUpstreamSchema),
+  request: schemaCheck<{ registration: { action: string }; signature: `0x${string}` }>(requestSchema),
+  upsert: schemaCheck<Registration>(upsertSchema),
+  delete: schemaCheck<DeleteRegistration>(deleteSchema),
+  urlUpstream: schemaCheck<Extract<UpstreamInput, { kind: 'url' }>>(urlUpstreamSchema),
+  fileUpstream: schemaCheck<Extract<UpstreamInput, { kind: 'file' }>>(fileUpstreamSchema),
 };
 
 /** What a failed pattern means, by field name. */

@@ -17,7 +17,7 @@
 import { Buffer } from 'node:buffer';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { SchemaObject } from 'ajv';
-import { MAX_HEADER_BYTES, createAjv, decodeBase64Json, describeAjvError, encodeBase64Url, fail, ok, utf8, type Result } from '../x402/codec.ts';
+import { MAX_HEADER_BYTES, decodeBase64Json, describeAjvError, encodeBase64Url, fail, ok, utf8, schemaCheck, type Result } from '../x402/codec.ts';
 import { err, type Err, type Failure, type Ok } from '../result.ts';
 import { ADDRESS_PATTERN, UINT256_PATTERN } from '../x402/schemas.ts';
 import { canonicalJson } from './canonical-json.ts';
@@ -26,8 +26,6 @@ import { CHARGE_INTENT, EVM_METHOD, type ChallengeIdFields, type ChargeRequest, 
 export const RFC3339_PATTERN = '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$';
 export const BASE64URL_PATTERN = '^[A-Za-z0-9_-]+$';
 const RFC3339 = new RegExp(RFC3339_PATTERN);
-
-const ajv = createAjv();
 
 export const chargeRequestSchema: SchemaObject = {
   type: 'object',
@@ -56,7 +54,7 @@ export const chargeRequestSchema: SchemaObject = {
   },
 };
 
-const validateChargeRequest = ajv.compile<ChargeRequest>(chargeRequestSchema);
+const validateChargeRequest = schemaCheck<ChargeRequest>(chargeRequestSchema);
 
 // ---------------------------------------------------------------------------------------------
 // request

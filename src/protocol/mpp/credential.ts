@@ -34,7 +34,7 @@
  */
 import type { SchemaObject } from 'ajv';
 import { keccak256, stringToBytes } from 'viem';
-import { MAX_HEADER_BYTES, MAX_SIGNATURE_BYTES, createAjv, decodeBase64Json, describeAjvError, encodeBase64Url, fail, ok, utf8, type Result } from '../x402/codec.ts';
+import { MAX_HEADER_BYTES, MAX_SIGNATURE_BYTES, decodeBase64Json, describeAjvError, encodeBase64Url, fail, ok, utf8, schemaCheck, type Result } from '../x402/codec.ts';
 import { ADDRESS_PATTERN, BYTES32_PATTERN, SIGNATURE_PATTERN, UINT256_PATTERN } from '../x402/schemas.ts';
 import { BASE64URL_PATTERN, RFC3339_PATTERN } from './challenge.ts';
 import { CHARGE_INTENT, EVM_METHOD, type HexString, type PaymentCredential } from './types.ts';
@@ -84,8 +84,7 @@ export const credentialSchema: SchemaObject = {
   },
 };
 
-const ajv = createAjv();
-const validateCredential = ajv.compile<PaymentCredential>(credentialSchema);
+const validateCredential = schemaCheck<PaymentCredential>(credentialSchema);
 
 const SCHEME_PREFIX = /^[ \t]*payment(?:[ \t]|$)/i;
 const CREDENTIAL = /^[ \t]*payment[ \t]+([A-Za-z0-9_-]+={0,2})[ \t]*$/i;

@@ -19,7 +19,7 @@
 import type { SchemaObject } from 'ajv';
 import { privateKeyToAccount } from 'viem/accounts';
 import { verifyMessage } from 'viem';
-import { MAX_HEADER_BYTES, createAjv, decodeBase64Json, describeAjvError, encodeBase64Url, fail, ok, utf8, type Result } from '../x402/codec.ts';
+import { MAX_HEADER_BYTES, decodeBase64Json, describeAjvError, encodeBase64Url, fail, ok, utf8, schemaCheck, type Result } from '../x402/codec.ts';
 import { ADDRESS_PATTERN, SIGNATURE_PATTERN } from '../x402/schemas.ts';
 import { canonicalJson } from './canonical-json.ts';
 import { RFC3339_PATTERN } from './challenge.ts';
@@ -52,9 +52,8 @@ export const signedReceiptSchema: SchemaObject = {
   required: ['status', 'method', 'reference', 'timestamp', 'signer', 'signature'],
 };
 
-const ajv = createAjv();
-const validateReceipt = ajv.compile<PaymentReceipt & Partial<SignedPaymentReceipt>>(receiptSchema);
-const validateSignedReceipt = ajv.compile<SignedPaymentReceipt>(signedReceiptSchema);
+const validateReceipt = schemaCheck<PaymentReceipt & Partial<SignedPaymentReceipt>>(receiptSchema);
+const validateSignedReceipt = schemaCheck<SignedPaymentReceipt>(signedReceiptSchema);
 
 /** The header value for a receipt, signed or not. Validates first (`invalid_value`). */
 export function encodeReceipt(receipt: PaymentReceipt | SignedPaymentReceipt): Result<string> {

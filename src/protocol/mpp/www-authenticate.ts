@@ -3,7 +3,7 @@
  * challenge's fields mean, and for the quoted-string escaping decision).
  */
 import type { SchemaObject } from 'ajv';
-import { MAX_HEADER_BYTES, createAjv, describeAjvError, fail, ok, type Result } from '../x402/codec.ts';
+import { MAX_HEADER_BYTES, describeAjvError, fail, ok, schemaCheck, type Result } from '../x402/codec.ts';
 import { BASE64URL_PATTERN, RFC3339_PATTERN } from './challenge.ts';
 import { PAYMENT_SCHEME, type PaymentChallenge } from './types.ts';
 
@@ -27,7 +27,7 @@ const challengeParamsSchema: SchemaObject = {
   additionalProperties: { type: 'string' },
 };
 
-const validateChallengeParams = createAjv().compile<PaymentChallenge>(challengeParamsSchema);
+const validateChallengeParams = schemaCheck<PaymentChallenge>(challengeParamsSchema);
 
 /** Printable ASCII but `"` and `\`: written as it is. */
 const PLAIN_QUOTED = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;

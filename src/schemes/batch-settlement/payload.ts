@@ -4,9 +4,9 @@
  * `refund` (config, a zero-charge voucher and an optional amount). Malformed input gets the spec's reason for its
  * payload type; every nested object is closed, as the signed parts of the exact scheme are.
  */
-import type { SchemaObject, ValidateFunction } from 'ajv';
+import type { SchemaObject } from 'ajv';
 import type { Address, Hex } from 'viem';
-import { createAjv, describeAjvError, MAX_SIGNATURE_BYTES } from '../../protocol/x402/codec.ts';
+import { describeAjvError, MAX_SIGNATURE_BYTES, schemaCheck, type SchemaCheck } from '../../protocol/x402/codec.ts';
 import { ADDRESS_PATTERN, BYTES32_PATTERN, SIGNATURE_PATTERN, UINT256_PATTERN } from '../../protocol/x402/schemas.ts';
 import { err, ok, type Result } from '../../protocol/result.ts';
 import type { ChannelConfig } from './channel-config.ts';
@@ -94,9 +94,8 @@ const permit2AuthorizationSchema = closed({
   signature,
 });
 
-const ajv = createAjv();
 const validators = {
-  deposit: ajv.compile(
+  deposit: schemaCheck(
     closed({
       type: { const: 'deposit' },
       channelConfig: channelConfigSchema,
@@ -107,9 +106,9 @@ const validators = {
       }),
     }),
   ),
-  voucher: ajv.compile(closed({ type: { const: 'voucher' }, channelConfig: channelConfigSchema, voucher: voucherSchema })),
-  refund: ajv.compile(closed({ type: { const: 'refund' }, channelConfig: channelConfigSchema, voucher: voucherSchema, amount: { type: 'string', maxLength: 80 } }, ['amount'])),
-} satisfies Record<BatchPayload['type'], ValidateFunction>;
+  voucher: schemaCheck(closed({ type: { const: 'voucher' }, channelConfig: channelConfigSchema, voucher: voucherSchema })),
+  refund: schemaCheck(closed({ type: { const: 'refund' }, channelConfig: channelConfigSchema, voucher: voucherSchema, amount: { type: 'string', maxLength: 80 } }, ['amount'])),
+} satisfies Record<BatchPayload['type'], SchemaCheck<unknown>>;
 
 const shapeReason = { deposit: BatchReason.depositPayload, voucher: BatchReason.voucherPayload, refund: BatchReason.refundPayload } as const;
 

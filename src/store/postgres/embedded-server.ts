@@ -85,6 +85,27 @@ function server(first: ChildProcess, port: number, dataDir: string, password: st
   };
   process.once('exit', onExit);
   const url = (database = 'postgres'): string => `postgres://${USER}:${password}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+  return {
+    port,
+    dataDir,
+    url,
+    ...databaseAdmin(url),
+    stop: async () => {
+      process.removeListener('exit', onExit);
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
+      await exited;
+    },
+    restart: async () => {
+      if (child.exitCode === null && child.signalCode === null) throw new Error('PostgreSQL is still running');
+      child = await relaunch();
+      exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      process.once('exit', onExit);
+    },
+  };
+}
+
+/** CREATE and DROP DATABASE on the server whose URLs `url` gives, each in a short session of its own. */
+export function databaseAdmin(url: (database?: string) => string): Pick<EmbeddedPostgres, 'createDatabase' | 'dropDatabase'> {
   const admin = async (sql: string): Promise<void> => {
     const { default: pg } = await import('pg');
     const client = new pg.Client({ connectionString: url(), connectionTimeoutMillis: 10_000 });
@@ -97,25 +118,11 @@ function server(first: ChildProcess, port: number, dataDir: string, password: st
   };
   const ident = (name: string): string => `"${name.replaceAll('"', '""')}"`;
   return {
-    port,
-    dataDir,
-    url,
     createDatabase: async (name) => {
       await admin(`CREATE DATABASE ${ident(name)}`);
       return url(name);
     },
     dropDatabase: (name) => admin(`DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`),
-    stop: async () => {
-      process.removeListener('exit', onExit);
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
-      await exited;
-    },
-    restart: async () => {
-      if (child.exitCode === null && child.signalCode === null) throw new Error('PostgreSQL is still running');
-      child = await relaunch();
-      exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      process.once('exit', onExit);
-    },
   };
 }
 
