@@ -106,7 +106,10 @@ t.test(`${BUYERS} buyers at once on ${BLOCK_SECONDS}-second blocks: each answer 
   t.equal(served.length + shed.length, BUYERS, 'every answer is a 200 or a 503 (no 202, no 402, no 5xx else)');
   t.ok(served.length >= 32, `at least a batch's worth is served (${served.length})`);
   t.ok(shed.length > 0, `and the rest is turned away before charging (${shed.length})`);
-  t.ok(p99 < (BLOCK_SECONDS + 1) * 1000, `p99 of the 200s (${p99.toFixed(0)} ms) is under one block plus one second`);
+  // The admitted batch lands in the next block or the one after, by the phase of the storm against the block clock:
+  // the same code measured p99 1,240 and 2,410 ms back to back (and 2,188 / 2,210 at the next commit), all 200s within
+  // tens of ms of each other. Bounded at two blocks and a second: the 200s come in a batch's first blocks, not later.
+  t.ok(p99 < (2 * BLOCK_SECONDS + 1) * 1000, `p99 of the 200s (${p99.toFixed(0)} ms) is under two blocks plus one second`);
   t.ok(
     shed.every((a) => Number(a.retryAfter) >= 1 && /nothing was charged/.test(a.body)),
     'each 503 says nothing was charged and when to come back (Retry-After)',
