@@ -171,4 +171,20 @@ t.test('the official server, gate402 facilitating: deposit settled once, voucher
   t.equal((await answer(settleBody(otherReceiver))).errorReason, 'invalid_batch_settlement_evm_nothing_to_settle', 'a sweep of a receiver with nothing claimed is refused');
   t.equal(await relayerTxCount(), txsAfter, 'none of these sent a transaction');
   t.equal(await stableBalance(base, merchant.receiver), PRICE * BigInt(requests), "and the receiver's balance is as it was");
+
+  // The merchant refunds the rest cooperatively: the manager's refund, sent by gate402's relayers.
+  const charged = PRICE * BigInt(requests);
+  const refunded = await shop.manager.refund([channelId]);
+  t.equal(refunded.length, 1, 'the channel is refunded');
+  t.match(refunded[0]?.transaction, /^0x[0-9a-f]{64}$/);
+  t.equal(payerBefore - (await stableBalance(base, payer.address)), charged, 'the payer got the rest back: it paid exactly price x requests');
+  t.same(await channelOnChain(base, channelId), { balance: charged, totalClaimed: charged }, 'the channel keeps only what was claimed');
+  t.equal(await stableBalance(base, merchant.receiver), charged, 'the receiver keeps what it was paid');
+  t.equal(await relayerTxCount(), txsAfter + 1, 'one transaction: the refund');
+  const refund = ofType('refund');
+  const refundAgain = await answer({ x402Version: 2, paymentPayload: refund.payload, paymentRequirements: refund.requirements });
+  t.same([refundAgain.success, refundAgain.transaction], [true, refunded[0]?.transaction], 'the same refund asked again: its recorded answer');
+  const forged = { ...(refund.payload.payload as Record<string, unknown>), refundNonce: '1', refundAuthorizerSignature: await stranger.signMessage({ message: 'a refund' }) };
+  t.equal((await answer(settleBody(forged))).errorReason, 'invalid_batch_settlement_evm_receiver_authorizer_mismatch', 'a refund not signed by the receiver authorizer is refused');
+  t.equal(await relayerTxCount(), txsAfter + 1, 'and sends nothing');
 });

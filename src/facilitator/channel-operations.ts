@@ -1,12 +1,14 @@
 /**
  * The receiver side's `batch-settlement` operations at the open facilitator's /settle: the official server's channel
- * manager sends its `claim` and `settle` payloads here. Ours is an open door, and each of these costs gas we pay, so
- * a claim is relayed only when its batch is signed by every row's receiver authorizer (the contract checks the same
- * signature; without it we would pay for strangers' reverts), only when some row raises what its channel has claimed,
- * and only after it simulates as the relayer that would send it; a sweep only when the receiver has claimed funds not
- * yet swept. A reverting one costs one estimate and no gas.
+ * manager sends its `claim`, `settle` and cooperative `refund` payloads here. Ours is an open door, and each of these
+ * costs gas we pay, so a claim is relayed only when its batch is signed by every row's receiver authorizer (the
+ * contract checks the same signature; without it we would pay for strangers' reverts), only when some row raises what
+ * its channel has claimed, and only after it simulates as the relayer that would send it; a sweep only when the
+ * receiver has claimed funds not yet swept; a refund only when signed by the channel's receiver authorizer for the
+ * channel's current refund nonce, with something unclaimed to return. A reverting one costs one estimate and no gas.
  *
- * Exactly once: each operation has a key (a claim: its calldata; a sweep: the receiver's claimed total it sweeps),
+ * Exactly once: each operation has a key (a claim: its calldata; a sweep: the receiver's claimed total it sweeps; a
+ * refund: its channel's refund nonce),
  * claimed in the store with its record before anything is signed, the signed trail written before it is sent. The
  * same operation asked again, concurrently or after a crash, awaits that trail or answers its recorded outcome.
  * Relayers, nonces and the block watcher are the settlement engine's (one nonce manager per chain).
@@ -20,7 +22,9 @@ import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import { batchSettlementAbi } from '../schemes/batch-settlement/abi.ts';
 import { channelIdOf } from '../schemes/batch-settlement/channel-config.ts';
 import { BATCH_SETTLEMENT_SCHEME } from '../schemes/batch-settlement/domain.ts';
-import { checkClaimSigner, operationCallData, parseReceiverOperation, receiverOperationType, type ReceiverOperation } from '../schemes/batch-settlement/receiver-operations.ts';
+import { channelStateOf, readChannel } from '../schemes/batch-settlement/channel-reads.ts';
+import { refundableAmount } from '../schemes/batch-settlement/refund.ts';
+import { checkClaimSigner, checkRefundSigners, operationCallData, parseReceiverOperation, receiverOperationType, type ReceiverOperation } from '../schemes/batch-settlement/receiver-operations.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
 import { awaitMined, sendDurably } from '../tx/courier.ts';
@@ -55,6 +59,14 @@ const PENDING = 'settlement_pending';
 /** A claimed operation whose holder signed nothing for this long is taken over (it died before sending). */
 const STALE_UNSENT_MS = 60_000;
 
+/** An operation ready to send: its key, call, and what its answer adds once mined (a refund: the amount and the channel's state). */
+interface Prepared {
+  key: string;
+  data: Hex;
+  op: ReceiverOperation;
+  details?: () => Promise<Partial<SettleResponse>>;
+}
+
 export interface ChannelOperations {
   /** Whether a decoded /settle body is a receiver-side operation (then {@link settle} answers it). */
   handles(body: unknown): body is VerifyRequest;
@@ -76,7 +88,7 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
   });
 
   /** The operation's key and call, or a refusal: the checks that cost no gas, the chain reads that say it does something. */
-  async function prepare(request: VerifyRequest): Promise<{ key: string; data: Hex; op: ReceiverOperation } | SettleResponse> {
+  async function prepare(request: VerifyRequest): Promise<Prepared | SettleResponse> {
     const requirements = request.paymentRequirements;
     const network = String(requirements?.network ?? '');
     if ((requirements?.scheme as string | undefined) !== BATCH_SETTLEMENT_SCHEME) return refusal(network, BatchReason.scheme, 'requirements.scheme must be batch-settlement');
@@ -102,6 +114,24 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
       }
       return { key, data, op };
     }
+    if (op.type === 'refund') {
+      const signed = await checkRefundSigners(op, chainId);
+      if (!signed.ok) return refusal(network, signed.error.code, signed.error.message);
+      const channelId = channelIdOf(op.config, chainId);
+      // The contract's refund nonce makes each refund one: the same nonce asked again is the same refund.
+      const key = `refund:${network}:${channelId}:${op.nonce}`;
+      const recorded = (await parts.records.get(key))?.outcome;
+      if (recorded) return recorded;
+      const before = await readChannel(chain.client, channelId);
+      if (before.refundNonce !== op.nonce) return refusal(network, BatchReason.refundPayload, `the channel's refund nonce is ${before.refundNonce}, the refund is signed for ${op.nonce}`);
+      const claimedAfter = (op.claim?.rows ?? []).reduce((max, row) => (row.totalClaimed > max ? row.totalClaimed : max), before.totalClaimed);
+      if (refundableAmount(before.balance, claimedAfter, op.amount) === 0n) return refusal(network, BatchReason.refundNoBalance, 'the channel holds nothing unclaimed to refund');
+      const details = async (): Promise<Partial<SettleResponse>> => {
+        const after = await readChannel(chain.client, channelId);
+        return { payer: op.config.payer, amount: (before.balance - after.balance).toString(), extra: { channelState: channelStateOf(channelId, after) } };
+      };
+      return { key, data, op, details };
+    }
     const [totalClaimed, totalSettled] = await chain.client.readContract({ ...at, functionName: 'receivers', args: [op.receiver, op.token] });
     // One sweep per claimed total: asked again before another claim, it is the same sweep.
     const key = `settle:${network}:${op.receiver.toLowerCase()}:${op.token.toLowerCase()}:${totalClaimed}`;
@@ -123,10 +153,10 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
   };
 
   /** Sends (or resumes) the operation under `key` and awaits its receipt for at most `confirmMs`. */
-  async function carry(key: string, network: string, data: Hex, op: ReceiverOperation): Promise<SettleResponse> {
+  async function carry({ key, data, op, details }: Prepared, network: string): Promise<SettleResponse> {
     const chain = parts.chain(network) as SendingChain;
     const courier = courierOver(chain, parts.log.child({ network, part: 'channel-operations' }));
-    const failed = op.type === 'claim' ? BatchReason.claimPayload : BatchReason.settlePayload;
+    const failed = { claim: BatchReason.claimPayload, settle: BatchReason.settlePayload, refund: BatchReason.refundSimulationFailed }[op.type];
     let record = await parts.records.get(key);
     if (record?.outcome) return record.outcome;
     if (!record || record.txs.length === 0) {
@@ -140,7 +170,7 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
         if (held?.outcome) return held.outcome;
         const stale = held !== undefined && held.txs.length === 0 && now() - held.at > STALE_UNSENT_MS;
         if (!stale || !(await parts.claims.takeover(key, won.holder, me, () => parts.records.putWithin(key, fresh)))) {
-          if (held && held.txs.length > 0) return awaitOutcome(key, held, courier, op);
+          if (held && held.txs.length > 0) return awaitOutcome(key, held, courier, op, details);
           return { ...refusal(network, PENDING, `this ${op.type} is being sent; ask again`), status: 'pending' };
         }
       }
@@ -158,10 +188,10 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
       }
       record = { ...record, txs: sent.value };
     }
-    return awaitOutcome(key, record, courier, op);
+    return awaitOutcome(key, record, courier, op, details);
   }
 
-  async function awaitOutcome(key: string, record: OperationRecord, courier: ReturnType<typeof courierOver>, op: ReceiverOperation): Promise<SettleResponse> {
+  async function awaitOutcome(key: string, record: OperationRecord, courier: ReturnType<typeof courierOver>, op: ReceiverOperation, details?: Prepared['details']): Promise<SettleResponse> {
     const network = record.network as SettleResponse['network'];
     let current = record;
     const persist = async (txs: SignedTx[]) => {
@@ -176,10 +206,11 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
       return { success: false, errorReason: PENDING, errorMessage: `the ${op.type} is sent and not yet mined; ask again`, transaction: hash, network, status: 'pending' };
     }
     const hash = mined.receipt.transactionHash;
+    const reverted = { claim: BatchReason.claimPayload, settle: BatchReason.settlePayload, refund: BatchReason.refundTransactionFailed }[op.type];
     const outcome: SettleResponse =
       mined.receipt.status === 'success'
-        ? { success: true, transaction: hash, network, ...(op.type === 'settle' ? { payer: op.receiver } : {}) }
-        : { success: false, errorReason: op.type === 'claim' ? BatchReason.claimPayload : BatchReason.settlePayload, errorMessage: `the ${op.type} reverted on chain`, transaction: hash, network };
+        ? { success: true, transaction: hash, network, ...(op.type === 'settle' ? { payer: op.receiver } : {}), ...(details ? await details().catch(() => ({})) : {}) }
+        : { success: false, errorReason: reverted, errorMessage: `the ${op.type} reverted on chain`, transaction: hash, network };
     await parts.records.put(key, { ...current, txs: mined.txs, outcome });
     return outcome;
   }
@@ -192,10 +223,10 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
     async settle(request) {
       const prepared = await prepare(request);
       if (!('key' in prepared)) return prepared;
-      const { key, data, op } = prepared;
+      const key = prepared.key;
       const joined = carrying.get(key);
       if (joined) return joined;
-      const carried = carry(key, request.paymentRequirements.network, data, op).finally(() => carrying.delete(key));
+      const carried = carry(prepared, request.paymentRequirements.network).finally(() => carrying.delete(key));
       carrying.set(key, carried);
       return carried;
     },

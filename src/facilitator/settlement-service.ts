@@ -130,11 +130,12 @@ export function settlementService(
 
 const CLAIM = Buffer.from('"claim"');
 const SWEEP = Buffer.from('"settle"');
+const REFUND = Buffer.from('"refundAuthorizerSignature"');
 
 /** The body as a receiver-side operation, when it is one (only bodies naming one are parsed here). */
 function receiverOperationOf(body: Uint8Array, operations: ChannelOperations): VerifyRequest | undefined {
   const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  if (!bytes.includes(CLAIM) && !bytes.includes(SWEEP)) return undefined;
+  if (!bytes.includes(CLAIM) && !bytes.includes(SWEEP) && !bytes.includes(REFUND)) return undefined;
   const parsed = parseJsonBytes(body);
   return parsed.ok && operations.handles(parsed.value) ? parsed.value : undefined;
 }

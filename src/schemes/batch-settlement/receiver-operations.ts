@@ -10,7 +10,9 @@ import { err, ok, type Result } from '../../protocol/result.ts';
 import { BatchReason, type BatchReasonCode } from '../../verify/batch-settlement-reasons.ts';
 import { batchSettlementAbi } from './abi.ts';
 import { claimBatchTypedData, voucherClaimArgs, type VoucherClaim } from './claim-batch.ts';
+import { channelIdOf, type ChannelConfig } from './channel-config.ts';
 import { MAX_UINT128 } from './domain.ts';
+import { refundTypedData } from './refund.ts';
 import { address, channelConfigSchema, closed, configOf, signature, uint256, type WireConfig } from './payload.ts';
 
 /** The most rows one claim may hold here (the official channel manager sends at most 100 by default). */
@@ -29,8 +31,40 @@ export interface SweepOperation {
   token: Address;
 }
 
-export type ReceiverOperation = ClaimOperation | SweepOperation;
+/** A cooperative refund as the official server sends it: the receiver authorizer's refund signature, and the claim of what was charged first. */
+export interface RefundOperation {
+  type: 'refund';
+  config: ChannelConfig;
+  amount: bigint;
+  /** The contract's `refundNonce(channelId)` the signature is for. */
+  nonce: bigint;
+  refundSignature: Hex;
+  /** The channel's charges claimed in the same transaction, before the refund; undefined when there are none. */
+  claim?: ClaimOperation;
+}
 
+export type ReceiverOperation = ClaimOperation | SweepOperation | RefundOperation;
+
+const claimRowsSchema = {
+  type: 'array',
+  maxItems: MAX_CLAIM_ROWS,
+  items: closed({ voucher: closed({ channel: channelConfigSchema, maxClaimableAmount: uint256 }), signature, totalClaimed: uint256 }),
+};
+const refundCheck = schemaCheck(
+  closed(
+    {
+      type: { const: 'refund' },
+      channelConfig: channelConfigSchema,
+      voucher: { type: 'object' },
+      amount: uint256,
+      refundNonce: uint256,
+      claims: claimRowsSchema,
+      refundAuthorizerSignature: signature,
+      claimAuthorizerSignature: signature,
+    },
+    ['voucher', 'claims', 'claimAuthorizerSignature'],
+  ),
+);
 const claimCheck = schemaCheck(
   closed(
     {
@@ -48,9 +82,14 @@ const claimCheck = schemaCheck(
 );
 const sweepCheck = schemaCheck(closed({ type: { const: 'settle' }, receiver: address, token: address }));
 
-/** Whether a payload is one of the receiver side's (its `type`), without judging the rest of it. */
-export function receiverOperationType(payload: unknown): 'claim' | 'settle' | undefined {
-  const type = typeof payload === 'object' && payload !== null ? (payload as { type?: unknown }).type : undefined;
+/**
+ * Whether a payload is one of the receiver side's (its `type`), without judging the rest of it. A refund is the
+ * server's when it carries the receiver authorizer's signature (a payer's own refund request carries none).
+ */
+export function receiverOperationType(payload: unknown): ReceiverOperation['type'] | undefined {
+  if (typeof payload !== 'object' || payload === null) return undefined;
+  const type = (payload as { type?: unknown }).type;
+  if (type === 'refund') return 'refundAuthorizerSignature' in payload ? 'refund' : undefined;
   return type === 'claim' || type === 'settle' ? type : undefined;
 }
 
@@ -68,9 +107,27 @@ export function parseReceiverOperation(payload: unknown): Result<ReceiverOperati
     const wire = payload as { receiver: Address; token: Address };
     return ok({ type, receiver: getAddress(wire.receiver), token: getAddress(wire.token) });
   }
+  if (type === 'refund') return refundOf(payload);
   if (type !== 'claim') return err(BatchReason.payloadType, `payload.type must be claim or settle, got ${JSON.stringify((payload as { type?: unknown } | null)?.type) ?? 'nothing'}`);
   if (!claimCheck(payload)) return err(BatchReason.claimPayload, describeAjvError(claimCheck.errors).message);
-  const wire = payload as { claims: WireClaimRow[]; claimAuthorizerSignature?: string };
+  return claimOf(payload as { claims: WireClaimRow[]; claimAuthorizerSignature?: string });
+}
+
+function refundOf(payload: unknown): Result<RefundOperation, BatchReasonCode> {
+  if (!refundCheck(payload)) return err(BatchReason.refundPayload, describeAjvError(refundCheck.errors).message);
+  const wire = payload as { channelConfig: WireConfig; amount: string; refundNonce: string; claims?: WireClaimRow[]; refundAuthorizerSignature: string; claimAuthorizerSignature?: string };
+  const amount = BigInt(wire.amount);
+  if (amount === 0n || amount > MAX_UINT128) return err(BatchReason.refundAmountInvalid, '/amount: must be positive and fit in uint128');
+  const refund: RefundOperation = { type: 'refund', config: configOf(wire.channelConfig), amount, nonce: BigInt(wire.refundNonce), refundSignature: wire.refundAuthorizerSignature as Hex };
+  if (!wire.claims || wire.claims.length === 0) return ok(refund);
+  const claim = claimOf({ claims: wire.claims, ...(wire.claimAuthorizerSignature ? { claimAuthorizerSignature: wire.claimAuthorizerSignature } : {}) });
+  if (!claim.ok) return err(BatchReason.refundPayload, claim.error.message);
+  const channel = JSON.stringify(refund.config).toLowerCase();
+  if (claim.value.rows.some((row) => JSON.stringify(row.config).toLowerCase() !== channel)) return err(BatchReason.refundPayload, "/claims: a refund claims its own channel's charges only");
+  return ok({ ...refund, claim: claim.value });
+}
+
+function claimOf(wire: { claims: WireClaimRow[]; claimAuthorizerSignature?: string }): Result<ClaimOperation, BatchReasonCode> {
   // Without it only the receiver authorizer itself may send `claim`: this facilitator would be asked to pay for a
   // transaction it cannot make succeed.
   if (wire.claimAuthorizerSignature === undefined) {
@@ -85,7 +142,7 @@ export function parseReceiverOperation(payload: unknown): Result<ReceiverOperati
     }
     rows.push({ config: configOf(row.voucher.channel), maxClaimableAmount, signature: row.signature as Hex, totalClaimed });
   }
-  return ok({ type, rows, authorizerSignature: wire.claimAuthorizerSignature as Hex });
+  return ok({ type: 'claim', rows, authorizerSignature: wire.claimAuthorizerSignature as Hex });
 }
 
 /** Who signed a claim's `ClaimBatch`; every row must name that address as its receiver authorizer, else a reason. */
@@ -101,8 +158,28 @@ export async function checkClaimSigner(op: ClaimOperation, chainId: number): Pro
   return ok(signer);
 }
 
+/** Whether a refund's signature is the receiver authorizer's, for its channel, amount and nonce (and its claim's too). */
+export async function checkRefundSigners(op: RefundOperation, chainId: number): Promise<Result<undefined, BatchReasonCode>> {
+  let signer: Address | undefined;
+  try {
+    signer = await recoverTypedDataAddress({ ...refundTypedData({ channelId: channelIdOf(op.config, chainId), nonce: op.nonce, amount: op.amount }, chainId), signature: op.refundSignature });
+  } catch {}
+  if (signer !== getAddress(op.config.receiverAuthorizer))
+    return err(BatchReason.receiverAuthorizerMismatch, "/refundAuthorizerSignature: not the channel's receiverAuthorizer's signature of this refund");
+  if (op.claim) {
+    const claim = await checkClaimSigner(op.claim, chainId);
+    if (!claim.ok) return claim;
+  }
+  return ok(undefined);
+}
+
 /** The settlement contract call of an operation. */
 export function operationCallData(op: ReceiverOperation): Hex {
   if (op.type === 'settle') return encodeFunctionData({ abi: batchSettlementAbi, functionName: 'settle', args: [op.receiver, op.token] });
+  if (op.type === 'refund') {
+    const refund = encodeFunctionData({ abi: batchSettlementAbi, functionName: 'refundWithSignature', args: [op.config, op.amount, op.nonce, op.refundSignature] });
+    if (!op.claim) return refund;
+    return encodeFunctionData({ abi: batchSettlementAbi, functionName: 'multicall', args: [[operationCallData(op.claim), refund]] });
+  }
   return encodeFunctionData({ abi: batchSettlementAbi, functionName: 'claimWithSignature', args: [voucherClaimArgs(op.rows), op.authorizerSignature] });
 }
