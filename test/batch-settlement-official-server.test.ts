@@ -4,7 +4,9 @@
 // `gate402 facilitator`, paid by the official `@x402/fetch` with the official batch-settlement client. What the merchant
 // notices: its handler runs once per paid request, the payer's tokens move once (the deposit, settled by gate402's
 // relayers), and after the channel manager's claim and settle, both sent to gate402's /settle, the receiver holds
-// exactly price x requests and the channel's totalClaimed says the same. On the shared devnet.
+// exactly price x requests and the channel's totalClaimed says the same; the manager's refund returns the rest to the
+// payer (alone, or with the claim of unclaimed charges in one transaction). What an attacker sends to /settle with the
+// same payloads (again, unsigned, signed by a stranger, with nothing to do) costs no gas. On the shared devnet.
 import t from 'tap';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
@@ -187,4 +189,31 @@ t.test('the official server, gate402 facilitating: deposit settled once, voucher
   const forged = { ...(refund.payload.payload as Record<string, unknown>), refundNonce: '1', refundAuthorizerSignature: await stranger.signMessage({ message: 'a refund' }) };
   t.equal((await answer(settleBody(forged))).errorReason, 'invalid_batch_settlement_evm_receiver_authorizer_mismatch', 'a refund not signed by the receiver authorizer is refused');
   t.equal(await relayerTxCount(), txsAfter + 1, 'and sends nothing');
+});
+
+t.test('a refund of a channel with unclaimed charges: claimed and refunded in one transaction, then swept', async (t) => {
+  const merchant = newMerchant();
+  const shop = await officialMerchant(merchant);
+  const payer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
+  const pay = officialBuyer(payer);
+  const payerBefore = await stableBalance(base, payer.address);
+  const txsBefore = await relayerTxCount();
+  const requests = 3;
+  for (let i = 0; i < requests; i++) t.equal((await pay(shop.url)).status, 200, `request ${i + 1} served`);
+  t.equal(shop.served.count, requests, 'the handler ran once per paid request');
+  const channelId = (await shop.scheme.getStorage().list())[0]?.channelId as Hex;
+  const charged = PRICE * BigInt(requests);
+
+  const refunded = await shop.manager.refund([channelId]);
+  t.equal(refunded.length, 1, 'refunded');
+  const sent = shop.facilitator.sent.find((s) => (s.payload.payload as { type?: string }).type === 'refund');
+  t.equal((sent?.payload.payload as { claims?: unknown[] } | undefined)?.claims?.length, 1, 'the refund carried the claim of the unclaimed charges');
+  t.same(await channelOnChain(base, channelId), { balance: charged, totalClaimed: charged }, 'claimed and refunded at once: the channel keeps exactly the charges');
+  t.equal(payerBefore - (await stableBalance(base, payer.address)), charged, 'the payer paid exactly price x requests');
+  t.equal(await relayerTxCount(), txsBefore + 2, 'two transactions: the deposit, then the claim and refund together');
+
+  const swept = await shop.manager.settle();
+  t.match(swept.transaction, /^0x[0-9a-f]{64}$/, 'the sweep');
+  t.equal(await stableBalance(base, merchant.receiver), charged, 'the receiver holds exactly price x requests');
+  t.equal(await relayerTxCount(), txsBefore + 3, 'and one transaction more');
 });
