@@ -115,13 +115,16 @@ function officialBuyer(payer: Awaited<ReturnType<typeof fundedPayer>>) {
   return wrapFetchWithPayment(fetch, x402Client.fromConfig({ schemes: [], spendControls: false }).register(CAIP2.base, scheme));
 }
 
-t.test('the official server, gate402 facilitating: deposit settled once, vouchers served, claim and settle pay the receiver exactly', async (t) => {
+/** A fresh official merchant and a funded buyer paying through the official client, with the balances before. */
+async function openShop() {
   const merchant = newMerchant();
   const shop = await officialMerchant(merchant);
   const payer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
-  const pay = officialBuyer(payer);
-  const payerBefore = await stableBalance(base, payer.address);
-  const txsBefore = await relayerTxCount();
+  return { merchant, shop, payer, pay: officialBuyer(payer), payerBefore: await stableBalance(base, payer.address), txsBefore: await relayerTxCount() };
+}
+
+t.test('the official server, gate402 facilitating: deposit settled once, vouchers served, claim and settle pay the receiver exactly', async (t) => {
+  const { merchant, shop, payer, pay, payerBefore, txsBefore } = await openShop();
 
   const requests = 1 + VOUCHERS;
   for (let i = 0; i < requests; i++) {
@@ -192,12 +195,7 @@ t.test('the official server, gate402 facilitating: deposit settled once, voucher
 });
 
 t.test('a refund of a channel with unclaimed charges: claimed and refunded in one transaction, then swept', async (t) => {
-  const merchant = newMerchant();
-  const shop = await officialMerchant(merchant);
-  const payer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
-  const pay = officialBuyer(payer);
-  const payerBefore = await stableBalance(base, payer.address);
-  const txsBefore = await relayerTxCount();
+  const { merchant, shop, payer, pay, payerBefore, txsBefore } = await openShop();
   const requests = 3;
   for (let i = 0; i < requests; i++) t.equal((await pay(shop.url)).status, 200, `request ${i + 1} served`);
   t.equal(shop.served.count, requests, 'the handler ran once per paid request');

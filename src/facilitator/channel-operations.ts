@@ -106,8 +106,8 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
       if (!signer.ok) return refusal(network, signer.error.code, signer.error.message);
       const key = `claim:${network}:${keccak256(data)}`;
       // Asked again once done: its recorded answer (before the chain says it would change nothing now).
-      const recorded = (await parts.records.get(key))?.outcome;
-      if (recorded) return recorded;
+      const held = await heldAnswer(key, data, op);
+      if (held) return held;
       const claimed = await Promise.all(op.rows.map((row) => chain.client.readContract({ ...at, functionName: 'channels', args: [channelIdOf(row.config, chainId)] })));
       if (!op.rows.some((row, i) => row.totalClaimed > (claimed[i] as readonly [bigint, bigint])[1])) {
         return refusal(network, BatchReason.claimPayload, "no row raises its channel's totalClaimed: the claim would change nothing");
@@ -120,8 +120,8 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
       const channelId = channelIdOf(op.config, chainId);
       // The contract's refund nonce makes each refund one: the same nonce asked again is the same refund.
       const key = `refund:${network}:${channelId}:${op.nonce}`;
-      const recorded = (await parts.records.get(key))?.outcome;
-      if (recorded) return recorded;
+      const held = await heldAnswer(key, data, op);
+      if (held) return held;
       const before = await readChannel(chain.client, channelId);
       if (before.refundNonce !== op.nonce) return refusal(network, BatchReason.refundPayload, `the channel's refund nonce is ${before.refundNonce}, the refund is signed for ${op.nonce}`);
       const claimedAfter = (op.claim?.rows ?? []).reduce((max, row) => (row.totalClaimed > max ? row.totalClaimed : max), before.totalClaimed);
@@ -135,10 +135,20 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
     const [totalClaimed, totalSettled] = await chain.client.readContract({ ...at, functionName: 'receivers', args: [op.receiver, op.token] });
     // One sweep per claimed total: asked again before another claim, it is the same sweep.
     const key = `settle:${network}:${op.receiver.toLowerCase()}:${op.token.toLowerCase()}:${totalClaimed}`;
-    const recorded = (await parts.records.get(key))?.outcome;
-    if (recorded) return recorded;
+    const held = await heldAnswer(key, data, op);
+    if (held) return held;
     if (totalClaimed === totalSettled) return refusal(network, BatchReason.nothingToSettle, `${op.receiver} has nothing claimed and unsettled in ${op.token}`);
     return { key, data, op };
+  }
+
+  /**
+   * An operation already recorded: its outcome, or (sent, not yet answered) the operation to resume, before the chain
+   * is asked whether it would still do something (once it mined, it would not).
+   */
+  async function heldAnswer(key: string, data: Hex, op: ReceiverOperation): Promise<SettleResponse | Prepared | undefined> {
+    const record = await parts.records.get(key);
+    if (record?.outcome) return record.outcome;
+    return record && record.txs.length > 0 ? { key, data, op } : undefined;
   }
 
   /** Why a call reverts, by the contract's error name when it gives one. */
