@@ -2,7 +2,8 @@
 // where its contracts stand, a deposit made by the official client (EIP-3009 on Base, Permit2 on the stock chain) is
 // verified and settled by gate402's relayers through the engine (balances moved exactly, relayers paid the gas),
 // settled once however often it is asked, a voucher on the channel verifies, and a facilitator killed after the
-// deposit was broadcast finishes it from its record with one transaction. On chains of this file's own (it pauses
+// deposit was broadcast finishes it from its record with one transaction; so does one killed after broadcasting a
+// receiver's claim (as the official server's channel manager sends it). On chains of this file's own (it pauses
 // mining).
 import t, { type Test } from 'tap';
 import { rmSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { BATCH_SETTLEMENT_ADDRESS, CAIP2, ERC3009_DEPOSIT_COLLECTOR_ADDRESS } from '../src/chain/canonical.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import { clientsFor, tester } from './helpers/devnet.ts';
+import { claimBatchTypedData } from '../src/schemes/batch-settlement/claim-batch.ts';
 import { channelOnChain, newMerchant, offerOn, officialChannelClient, officialChannelPayment } from './helpers/channels.ts';
 import { fundedPayer, postJson, stableBalance } from './helpers/payments.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
@@ -62,6 +64,23 @@ const settleUntilFinal = async (fac: SpawnedFacilitator, body: unknown): Promise
     if (r.status !== 'pending') return r;
     await new Promise((res) => setTimeout(res, 100));
   }
+};
+
+/**
+ * `body` sent at /settle to `first` while mining is paused (answered pending, with the broadcast hash), `first` killed,
+ * another started on the records in `dir`, and mining resumed.
+ */
+const broadcastThenKill = async (t: Test, first: SpawnedFacilitator, body: unknown, dir: string) => {
+  const txsBefore = await relayerTxCount(base);
+  await pauseMining(t, base);
+  const pending = (await postJson(`${first.url}/settle`, body)).json as Settle;
+  t.equal(pending.status, 'pending', JSON.stringify(pending));
+  t.match(pending.transaction, /^0x[0-9a-f]{64}$/, 'with the broadcast hash');
+  await first.stop('SIGKILL');
+  const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir: dir });
+  t.teardown(() => second.stop());
+  await resumeMining(base);
+  return { pending, second, txsBefore };
 };
 
 // Its records in a directory of this file's: the last test kills it and starts another on the same records.
@@ -170,20 +189,44 @@ t.test('a facilitator killed after broadcasting a deposit finishes it from its r
   const payment = await officialChannelPayment(officialChannelClient(base, payer), offer);
   const channelId = (payment.payload.voucher as { channelId: Hex }).channelId;
   const body = { x402Version: 2, paymentPayload: payment, paymentRequirements: offer };
-  const txsBefore = await relayerTxCount(base);
-  await pauseMining(t, base);
-  const pending = (await postJson(`${first.url}/settle`, body)).json as Settle;
-  t.equal(pending.status, 'pending', JSON.stringify(pending));
-  t.match(pending.transaction, /^0x[0-9a-f]{64}$/, 'with the broadcast hash');
-  await first.stop('SIGKILL');
-
-  const second = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir });
-  t.teardown(() => second.stop());
-  await resumeMining(base);
+  const { pending, second, txsBefore } = await broadcastThenKill(t, first, body, dataDir);
   const done = await settleUntilFinal(second, body);
   t.equal(done.success, true, JSON.stringify(done));
   t.equal(done.transaction, pending.transaction, 'completed by the transaction sent before the kill');
   t.equal((await relayerTxCount(base)) - txsBefore, 1, 'one transaction on chain');
   t.same(await channelOnChain(base, channelId), { balance: DEPOSIT, totalClaimed: 0n }, 'deposited once');
   t.equal(await stableBalance(base, payer.address), parseUnits('1', 6) - DEPOSIT, 'the payer paid once');
+});
+
+t.test("a facilitator killed after broadcasting a receiver's claim finishes it from its record: one claim, one transaction", async (t) => {
+  const payer = await fundedPayer(base, CAIP2.base, funder, parseUnits('1', 6));
+  const merchant = newMerchant();
+  const offer = offerOn(base, merchant, { price: PRICE, deposit: DEPOSIT, method: 'eip3009' });
+  const payment = await officialChannelPayment(officialChannelClient(base, payer), offer);
+  const claimDir = tempDir('channels-facilitator-claim');
+  t.teardown(() => rmSync(claimDir, { recursive: true, force: true }));
+  const first = await spawnFacilitator({ manifestPath: devnet.manifestPath, env, dataDir: claimDir });
+  const deposited = await settleUntilFinal(first, { x402Version: 2, paymentPayload: payment, paymentRequirements: offer });
+  t.equal(deposited.success, true, JSON.stringify(deposited));
+  // The deposit's voucher (its ceiling is the price), claimed as the official server's channel manager claims it.
+  const config = payment.payload.channelConfig as Parameters<typeof claimBatchTypedData>[0][number]['config'];
+  const voucher = payment.payload.voucher as { channelId: Hex; maxClaimableAmount: string; signature: Hex };
+  const row = { config, maxClaimableAmount: PRICE, signature: voucher.signature, totalClaimed: PRICE };
+  const claimAuthorizerSignature = await merchant.authorizer.signTypedData(claimBatchTypedData([row], base.chainId));
+  const manager = { scheme: 'batch-settlement', network: CAIP2.base, asset: base.stablecoin.address, amount: '0', payTo: merchant.receiver, maxTimeoutSeconds: 0, extra: {} };
+  const claim = {
+    type: 'claim',
+    claims: [{ voucher: { channel: config, maxClaimableAmount: PRICE.toString() }, signature: voucher.signature, totalClaimed: PRICE.toString() }],
+    claimAuthorizerSignature,
+  };
+  const body = { x402Version: 2, paymentPayload: { x402Version: 2, accepted: manager, payload: claim }, paymentRequirements: manager };
+  const { pending, second, txsBefore } = await broadcastThenKill(t, first, body, claimDir);
+  const done = await settleUntilFinal(second, body);
+  t.equal(done.success, true, JSON.stringify(done));
+  t.equal(done.transaction, pending.transaction, 'completed by the transaction sent before the kill');
+  t.equal((await relayerTxCount(base)) - txsBefore, 1, 'one transaction on chain');
+  t.same(await channelOnChain(base, voucher.channelId), { balance: DEPOSIT, totalClaimed: PRICE }, 'claimed once');
+  const again = (await postJson(`${second.url}/settle`, body)).json as Settle;
+  t.same([again.success, again.transaction], [true, pending.transaction], 'asked again: the recorded answer');
+  t.equal((await relayerTxCount(base)) - txsBefore, 1, 'and nothing more sent');
 });

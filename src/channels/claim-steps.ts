@@ -93,7 +93,7 @@ export interface SimulationChain {
 }
 
 /** A call to the settlement contract estimated as `sender` would send it (a revert is an answer, not a throw). */
-export async function estimate(chain: SimulationChain, data: Hex, sender: SimulationSender): Promise<Estimate> {
+export async function estimate(chain: Pick<SimulationChain, 'client'>, data: Hex, sender: SimulationSender): Promise<Estimate> {
   try {
     const gas = await chain.client.estimateGas({
       account: sender.from,

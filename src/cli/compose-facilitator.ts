@@ -26,6 +26,8 @@ export interface FacilitatorComposition {
   publicMetrics: Array<{ method: string; path: string; handler: HttpHandler }>;
   log: Logger;
   metrics: Metrics;
+  /** How long a receiver's claim or sweep at /settle waits for its receipt before it is answered pending. */
+  confirmMs: number;
 }
 
 export function composeFacilitator(c: FacilitatorComposition): Promise<RunningFacilitator> {
@@ -37,6 +39,7 @@ export function composeFacilitator(c: FacilitatorComposition): Promise<RunningFa
     http: facilitatorHttpConfigFromEnv(c.env),
     log: c.log.child({ part: 'facilitator' }),
     metrics: c.metrics,
+    confirmMs: c.confirmMs,
     extraRoutes: [...c.publicMetrics, discovery],
     admission: { config: facilitatorAdmissionConfigFromEnv(c.env), ...(c.desk ? { ownPayees: [c.desk] } : {}) },
   });

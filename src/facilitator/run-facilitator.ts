@@ -7,6 +7,7 @@ import type { Store } from '../store/open-store.ts';
 import { facilitatorAdmissionConfigFromEnv, PaymentAdmission, type FacilitatorAdmissionConfig } from './admission.ts';
 import type { FacilitatorHttpConfig } from './config.ts';
 import { startFacilitatorHttp } from './http-app.ts';
+import { channelOperations } from './channel-operations.ts';
 import { settlementService } from './settlement-service.ts';
 
 export interface RunningFacilitator {
@@ -18,9 +19,9 @@ export interface RunningFacilitator {
 /** What the facilitator serves from: the engine (the caller's: the gateway may share it), and the store it writes to. */
 export interface FacilitatorParts {
   /** The engine and its relayers (their balances are on /health). */
-  running: Pick<RunningEngine, 'engine' | 'relayers'>;
-  /** The store the engine writes to: /health says whether it can. */
-  store: Pick<Store, 'probe'>;
+  running: Pick<RunningEngine, 'engine' | 'relayers' | 'chain'>;
+  /** The store the engine writes to (/health says whether it can), and where receivers' claims and sweeps are recorded. */
+  store: Pick<Store, 'probe' | 'collection' | 'claims'>;
   networks: NetworkRegistry;
   http: FacilitatorHttpConfig;
   log: Logger;
@@ -29,6 +30,8 @@ export interface FacilitatorParts {
   extraRoutes?: Array<{ method: string; path: string; handler: HttpHandler }>;
   /** The admission policy of open /settle and /verify, and payees it never pays (the stock desk). */
   admission?: { config: FacilitatorAdmissionConfig; ownPayees?: readonly string[] };
+  /** How long a receiver's claim or sweep (`batch-settlement` at /settle) waits for its receipt before it is answered pending. */
+  confirmMs: number;
 }
 
 /** The settlement engine behind the facilitator's HTTP routes. */
@@ -61,6 +64,13 @@ export async function runFacilitator(parts: FacilitatorParts): Promise<RunningFa
       door,
       (route, err) => log.error(`facilitator: unexpected ${route} error`, { error: err }),
       (network, reason) => metrics.paymentShed(network, reason),
+      channelOperations({
+        chain: (caip2) => running.chain(caip2),
+        records: parts.store.collection('facilitator-channel-operations'),
+        claims: parts.store.claims('facilitator-channel-operations'),
+        confirmMs: parts.confirmMs,
+        log: log.child({ part: 'channel-operations' }),
+      }),
     ),
     {
       host: http.host,

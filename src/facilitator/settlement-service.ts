@@ -2,9 +2,11 @@ import type { Err, Ok } from '../protocol/result.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import type { SettlementEngine } from '../engine/settlement-engine.ts';
+import { parseJsonBytes } from '../protocol/x402/codec.ts';
 import { SETTLEMENT_SHED } from '../ports/settlement.ts';
 import { GatewayReason } from '../verify/reasons.ts';
 import type { PaymentAdmission } from './admission.ts';
+import type { ChannelOperations } from './channel-operations.ts';
 import { admitRequest } from './request-refusal.ts';
 import type { FacilitatorService, ServiceAnswer } from './service.ts';
 
@@ -23,6 +25,7 @@ export function settlementService(
   admission?: PaymentAdmission,
   onUnexpected: (route: 'verify' | 'settle', err: unknown) => void = () => {},
   onShed?: (network: string, reason: string) => void,
+  operations?: ChannelOperations,
 ): FacilitatorService {
   /** The request of a body, or the answer that refuses it: a 400 for a body that is no verify request, else a 200. */
   const decode = (body: Uint8Array, route: 'verify' | 'settle'): Ok<VerifyRequest> | Err<ServiceAnswer> => {
@@ -55,6 +58,20 @@ export function settlementService(
       }
     },
     async settle(body, client) {
+      // A receiver's `batch-settlement` claim or sweep (the official server's channel manager): no payer, no price.
+      const operation = operations ? receiverOperationOf(body, operations) : undefined;
+      if (operation) {
+        try {
+          return { status: 200, body: await (operations as ChannelOperations).settle(operation) };
+        } catch (err) {
+          onUnexpected('settle', err);
+          const network = String(operation.paymentRequirements.network) as SettleResponse['network'];
+          return {
+            status: 200,
+            body: { success: false, errorReason: GatewayReason.unexpectedSettle, errorMessage: 'the operation could not be completed; ask again with the same payload', transaction: '', network },
+          };
+        }
+      }
       const d = decode(body, 'settle');
       if (!d.ok) return d.error;
       const admit = admission
@@ -109,4 +126,16 @@ export function settlementService(
       }
     },
   };
+}
+
+const CLAIM = Buffer.from('"claim"');
+const SWEEP = Buffer.from('"settle"');
+const REFUND = Buffer.from('"refundAuthorizerSignature"');
+
+/** The body as a receiver-side operation, when it is one (only bodies naming one are parsed here). */
+function receiverOperationOf(body: Uint8Array, operations: ChannelOperations): VerifyRequest | undefined {
+  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  if (!bytes.includes(CLAIM) && !bytes.includes(SWEEP) && !bytes.includes(REFUND)) return undefined;
+  const parsed = parseJsonBytes(body);
+  return parsed.ok && operations.handles(parsed.value) ? parsed.value : undefined;
 }

@@ -80,6 +80,9 @@ export const TESTER_SLOTS = {
   channels: 35,
   channelsHostile: 36,
   channelsFacilitator: 37,
+  // test/batch-settlement-official-server.test.ts: test/batch-settlement-facilitator.test.ts funds with 37 on its own
+  // devnet only, so on the shared devnet the account is this file's alone
+  officialServer: 37,
   // the cluster's fault tests (a database restarted, connections cut, a node killed between receipt and record)
   clusterFaults: 38,
 } as const;

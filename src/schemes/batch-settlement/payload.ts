@@ -61,18 +61,18 @@ export interface RefundPayload {
 
 export type BatchPayload = DepositPayload | VoucherPayload | RefundPayload;
 
-const address: SchemaObject = { type: 'string', pattern: ADDRESS_PATTERN, eip55: true };
-const uint256: SchemaObject = { type: 'string', pattern: UINT256_PATTERN, uint256: true };
+export const address: SchemaObject = { type: 'string', pattern: ADDRESS_PATTERN, eip55: true };
+export const uint256: SchemaObject = { type: 'string', pattern: UINT256_PATTERN, uint256: true };
 const bytes32: SchemaObject = { type: 'string', pattern: BYTES32_PATTERN };
-const signature: SchemaObject = { type: 'string', maxLength: 2 + 2 * MAX_SIGNATURE_BYTES, pattern: SIGNATURE_PATTERN };
-const closed = (properties: Record<string, SchemaObject>, optional: string[] = []): SchemaObject => ({
+export const signature: SchemaObject = { type: 'string', maxLength: 2 + 2 * MAX_SIGNATURE_BYTES, pattern: SIGNATURE_PATTERN };
+export const closed = (properties: Record<string, SchemaObject>, optional: string[] = []): SchemaObject => ({
   type: 'object',
   additionalProperties: false,
   required: Object.keys(properties).filter((key) => !optional.includes(key)),
   properties,
 });
 
-const channelConfigSchema = closed({
+export const channelConfigSchema = closed({
   payer: address,
   payerAuthorizer: address,
   receiver: address,
@@ -115,7 +115,7 @@ const shapeReason = { deposit: BatchReason.depositPayload, voucher: BatchReason.
 const CHANNEL_ID = /^0x[0-9a-fA-F]{64}$/;
 const POSITIVE_DECIMAL = /^[1-9][0-9]{0,38}$/;
 
-interface WireConfig extends Omit<ChannelConfig, 'salt'> {
+export interface WireConfig extends Omit<ChannelConfig, 'salt'> {
   salt: string;
 }
 interface WireVoucher {
@@ -124,7 +124,7 @@ interface WireVoucher {
   signature: string;
 }
 
-function configOf(wire: WireConfig): ChannelConfig {
+export function configOf(wire: WireConfig): ChannelConfig {
   return { ...wire, salt: wire.salt.toLowerCase() as Hex };
 }
 
