@@ -125,6 +125,12 @@ t.test(`a deposit, ${N} vouchers, the client's refund: every wei where it belong
   t.equal(await contractTokens(), contractBefore, 'the channel contract keeps nothing of it');
   const onChain = await channelOnChain(home, channelId);
   t.same(onChain, { balance: charged, totalClaimed: charged }, 'the channel: all claimed, nothing unclaimed left');
+  const view = (await (await fetch(`${gw.url}/api/channels/${channelId}`)).json()) as { channel: Record<string, string> };
+  t.match(
+    view.channel,
+    { balance: String(charged), spent: String(charged), remaining: '0', claimed: String(charged) },
+    "the payer's view after the refund: the balance is what was spent, nothing remains",
+  );
   t.equal(upstream.calls - calls, N, 'the refund called no upstream');
 
   // The same refund again, replayed as sent, and signed afresh: nothing left, no transaction.

@@ -87,14 +87,14 @@ t.test(`a deposit, then ${N} vouchers: one transaction, an upstream call per req
       channel: {
         channelId: channelIdOnChain,
         payer: payer.address,
-        deposited: String(depositAmount),
+        balance: String(depositAmount),
         spent: String(spent),
         remaining: String(depositAmount - spent),
         claimed: '0',
         decimals: n.stablecoin.decimals,
       },
     },
-    'GET /api/channels/:id: deposited, spent (N + 1 prices), remaining, nothing claimed yet',
+    'GET /api/channels/:id: balance (the deposit), spent (N + 1 prices), remaining, nothing claimed yet',
   );
   const malformed = await fetch(`${gw.url}/api/channels/0x1234`);
   t.match([malformed.status, await malformed.json()], [400, { error: /64 hex/ }], 'a malformed id: 400 with the reason');
@@ -110,7 +110,7 @@ t.test(`a deposit, then ${N} vouchers: one transaction, an upstream call per req
     await t.resolves(page.locator('#channel-view').waitFor(), 'the marketplace page shows the channel');
     // As the page writes amounts: the token's units to the cent (or beyond where not zero), and its symbol.
     const shownAs = (atomic: bigint) => `${money(fromAtomic(atomic, n.stablecoin.decimals))} ${n.stablecoin.symbol}`;
-    t.equal(await shown('deposited'), shownAs(depositAmount), 'its deposit');
+    t.equal(await shown('balance'), shownAs(depositAmount), 'its balance: the deposit');
     t.equal(await shown('spent'), shownAs(spent), 'what was spent');
     t.equal(await shown('remaining'), shownAs(depositAmount - spent), 'and what is left');
   } finally {

@@ -1,6 +1,6 @@
 /**
  * `GET /api/channels/:channelId`: a payment channel as its payer sees it, from the gateway's record (one key read):
- * what was deposited, what the gateway charged (spent), what is left to spend, what was claimed on chain so far, and
+ * its balance (deposits less refunds), what the gateway charged (spent), what is left to spend, what was claimed on chain so far, and
  * a pending withdrawal's deadline. 400 `{error}` for a malformed id, 404 `{error}` for a channel this gateway holds no
  * record of. Nothing in it is secret: the channel's terms and balances are on chain.
  */
@@ -10,37 +10,13 @@ import { json, type HttpHandler } from '../http/server.ts';
 import { withdrawDeadline } from '../schemes/batch-settlement/cumulative.ts';
 import type { ChannelLedger } from './channel-ledger.ts';
 import type { ChannelRecord } from './channel-record.ts';
+import { CHANNEL_ID, type ChannelView } from './channel-view-type.ts';
 
-const CHANNEL_ID = /^0x[0-9a-fA-F]{64}$/;
-
-/** Amounts are decimal strings of the token's atomic units. */
-export interface ChannelView {
-  channelId: Hex;
-  network: string;
-  payer: string;
-  receiver: string;
-  token: string;
-  /** The token's symbol and decimals, when it is the network's configured stablecoin. */
-  symbol?: string;
-  decimals?: number;
-  withdrawDelay: number;
-  /** The channel's balance on chain as last read (every deposit). */
-  deposited: string;
-  /** What the gateway has charged: the served requests' cumulative amount. */
-  spent: string;
-  /** What vouchers can still pay: deposited − spent. */
-  remaining: string;
-  /** What was claimed on chain so far (part of `spent`). */
-  claimed: string;
-  /** A payer's withdrawal: when it was initiated and when it can be finalized (unix seconds), if one is pending. */
-  withdrawal?: { requestedAt: number; finalizableAt: number };
-  /** Unix ms of the record's last change. */
-  updatedAt: number;
-}
+export type { ChannelView } from './channel-view-type.ts';
 
 /** The public view of a channel record. Pure. */
 export function channelView(r: ChannelRecord, token?: { symbol: string; decimals: number }): ChannelView {
-  const deposited = BigInt(r.balance);
+  const balance = BigInt(r.balance);
   const spent = BigInt(r.charged);
   const deadline = withdrawDeadline(r, r.config.withdrawDelay);
   return {
@@ -51,9 +27,9 @@ export function channelView(r: ChannelRecord, token?: { symbol: string; decimals
     token: r.config.token,
     ...(token ? { symbol: token.symbol, decimals: token.decimals } : {}),
     withdrawDelay: r.config.withdrawDelay,
-    deposited: deposited.toString(),
+    balance: balance.toString(),
     spent: spent.toString(),
-    remaining: (deposited > spent ? deposited - spent : 0n).toString(),
+    remaining: (balance > spent ? balance - spent : 0n).toString(),
     claimed: r.totalClaimed,
     ...(deadline === undefined ? {} : { withdrawal: { requestedAt: r.withdrawRequestedAt, finalizableAt: deadline } }),
     updatedAt: r.at,

@@ -253,7 +253,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
   }))
     server.route(r.method, r.path, r.handler);
   for (const r of parts.extraRoutes ?? []) server.route(r.method, r.path, r.handler, r.options);
-  // A payer's view of a channel (deposited, spent, remaining): one record read.
+  // A payer's view of a channel (balance, spent, remaining): one record read.
   if (channels) server.route('GET', '/api/channels/:channelId', channelViewHandler(channels.ledger, parts.networks));
   // Paid routes have their own body limit, and read a body only once its credential has passed the cheap checks.
   for (const method of ['GET', 'POST']) server.route(method, '/m/:slug/*', paid, { maxBodyBytes: config.paidMaxBodyBytes, bodyOnDemand: true });

@@ -1,29 +1,12 @@
 /**
  * The marketplace's channel panel: a payment channel (x402 `batch-settlement`) by its id, as the gateway holds it:
- * deposited, spent, remaining, claimed on chain, and a pending withdrawal (`GET /api/channels/:channelId`).
+ * its balance, spent, remaining, claimed on chain, and a pending withdrawal (`GET /api/channels/:channelId`).
  */
+import { CHANNEL_ID, type ChannelView } from '../../channels/channel-view-type.ts';
 import { api } from './api.ts';
 import { clearMessage, guarded, showMessage } from './chrome.ts';
 import { byId, el, replaceChildren } from './dom.ts';
 import { fromAtomic, money, shortHash } from './format.ts';
-
-/** The gateway's answer (amounts in the token's atomic units, decimal strings). */
-interface ChannelView {
-  channelId: string;
-  network: string;
-  payer: string;
-  receiver: string;
-  token: string;
-  symbol?: string;
-  decimals?: number;
-  deposited: string;
-  spent: string;
-  remaining: string;
-  claimed: string;
-  withdrawal?: { requestedAt: number; finalizableAt: number };
-}
-
-const CHANNEL_ID = /^0x[0-9a-fA-F]{64}$/;
 
 function amount(view: ChannelView, atomic: string): string {
   if (view.decimals === undefined) return `${atomic} (smallest units of ${shortHash(view.token)})`;
@@ -33,7 +16,7 @@ function amount(view: ChannelView, atomic: string): string {
 function rows(view: ChannelView): HTMLElement[] {
   const row = (term: string, value: string, field: string) => el('div', {}, el('dt', { text: term }), el('dd', { text: value, attrs: { 'data-field': field } }));
   const out = [
-    row('Deposited', amount(view, view.deposited), 'deposited'),
+    row('Balance (deposits less refunds)', amount(view, view.balance), 'balance'),
     row('Spent', amount(view, view.spent), 'spent'),
     row('Remaining', amount(view, view.remaining), 'remaining'),
     row('Claimed by the merchant so far', amount(view, view.claimed), 'claimed'),
