@@ -5,14 +5,16 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import t from 'tap';
 import { computeChannelId } from '@x402/evm/batch-settlement/client';
-import { type Abi, type AbiFunction, type AbiEvent, type Address, keccak256, toBytes } from 'viem';
+import { type Abi, type AbiFunction, type AbiEvent, type Address, type Hex, keccak256, toBytes } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS } from '../src/chain/canonical.ts';
 import { x402BatchSettlementArtifact } from '../src/devnet/contracts/artifacts/index.ts';
 import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import { checkChannelBinding, checkDepositAuthorizationTerms } from '../src/schemes/batch-settlement/binding.ts';
 import { channelIdOf, type ChannelConfig } from '../src/schemes/batch-settlement/channel-config.ts';
+import type { VoucherClaim } from '../src/schemes/batch-settlement/claim-batch.ts';
 import { claimRowFor, planClaim, type ClaimableChannel } from '../src/schemes/batch-settlement/claim-plan.ts';
+import { claimRaise } from '../src/schemes/batch-settlement/receiver-operations.ts';
 import { classifyVoucherStep, checkVoucherAgainstChannel } from '../src/schemes/batch-settlement/cumulative.ts';
 import { parseBatchPayload, type DepositPayload } from '../src/schemes/batch-settlement/payload.ts';
 import { BatchReason } from '../src/verify/batch-settlement-reasons.ts';
@@ -254,4 +256,22 @@ t.test('claim plans: exposure only, withdraw deadlines first, one authorizer, ch
   t.equal(refused.refused[0]?.reason, BatchReason.chargeExceedsSignedCumulative, 'charges above the signed ceiling are never claimed');
   const row = claimRowFor(large);
   t.same(row.ok && [row.value.totalClaimed, row.value.maxClaimableAmount], [9000n, 10_000n], 'the charges, under the signed ceiling');
+});
+
+t.test("a claim's worth: each channel's raise once, from its highest row; rows of another token count nothing", async (t) => {
+  const usdc = config().token;
+  const [a, b, other] = [config(), config({ salt: keccak256(toBytes('b')) }), config({ token: privateKeyToAccount(generatePrivateKey()).address })];
+  const ids = [a, b, other].map((c) => channelIdOf(c, 8453));
+  const [idA, idB, idOther] = ids as [Hex, Hex, Hex];
+  const row = (c: ChannelConfig, total: bigint): VoucherClaim => ({ config: c, maxClaimableAmount: total, signature: '0x', totalClaimed: total });
+  const claimed = new Map<Hex, bigint>([
+    [idA, 100n],
+    [idB, 0n],
+    [idOther, 0n],
+  ]);
+  t.equal(claimRaise([row(a, 150n)], [idA], claimed, usdc), 50n, 'the raise above what the channel has claimed');
+  t.equal(claimRaise([row(a, 101n), row(a, 102n), row(a, 103n)], [idA, idA, idA], claimed, usdc), 3n, 'one channel in three rows: its highest row, not their sum');
+  t.equal(claimRaise([row(a, 90n), row(b, 7n)], [idA, idB], claimed, usdc), 7n, 'a row below the claimed total moves nothing');
+  t.equal(claimRaise([row(other, 1_000_000n), row(b, 1n)], [idOther, idB], claimed, usdc), 1n, 'a row of another token counts nothing');
+  t.equal(claimRaise([row(a, 150n)], [idA], claimed, usdc.toLowerCase() as Address), 50n, 'the token compared as an address, whatever its case');
 });

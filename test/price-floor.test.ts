@@ -8,7 +8,7 @@ import { GasPriceCache } from '../src/chain/gas-price.ts';
 import { ConfigError } from '../src/config/env.ts';
 import { checkRoutesAboveFloors } from '../src/gateway/merchants/validate.ts';
 import { checkPaymentTerms, stricterPolicy, withoutFloor, type PaymentPolicy } from '../src/policy/payment-policy.ts';
-import { describeFloor, floorAtoms, PriceFloors, priceFloorConfigFromEnv, type Floor, type PriceFloorSource } from '../src/policy/price-floor.ts';
+import { describeFloor, floorAtGas, floorAtoms, PriceFloors, priceFloorConfigFromEnv, type Floor, type PriceFloorSource } from '../src/policy/price-floor.ts';
 
 const GWEI = 10n ** 9n;
 const USD = 1_000_000n;
@@ -29,6 +29,14 @@ t.test('floorAtoms: gas x gas price x native USD x margin, in stablecoin atoms, 
   // Large values stay exact (no float anywhere): 10M gas at 10,000 gwei, native at 100,000 USD, 100x.
   t.equal(floorAtoms({ gas: 10_000_000n, gasPriceWei: 10_000n * GWEI, nativeUsdMicros: 100_000n * USD, marginBps: 1_000_000n, decimals: 6 }), 1_000_000_000_000_000n);
   t.throws(() => floorAtoms({ ...exact, gas: -1n }), RangeError);
+});
+
+t.test("floorAtGas: the same moment's floor for a transaction's measured gas", async (t) => {
+  const floor: Floor = { network: 'eip155:8453', atoms: 246n, decimals: 6, gasPriceWei: 2n * GWEI, gas: 82_000n, nativeUsdMicros: USD, marginBps: 15_000n, stale: true };
+  const claim = floorAtGas(floor, 41_000n);
+  t.equal(claim.atoms, 123n, 'half the gas, half the floor');
+  t.same({ ...claim, atoms: 0n, gas: 0n }, { ...floor, atoms: 0n, gas: 0n }, 'the gas price, coin price, margin, network and staleness kept');
+  t.match(describeFloor(claim), /41000 gas x 2 gwei/, 'and described with the measured gas');
 });
 
 t.test('settings: a devnet default, required off the devnet (or off), every mistake named', async (t) => {

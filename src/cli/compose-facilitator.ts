@@ -28,8 +28,6 @@ export interface FacilitatorComposition {
   metrics: Metrics;
   /** How long a receiver's claim or sweep at /settle waits for its receipt before it is answered pending. */
   confirmMs: number;
-  /** On the devnet: receivers' channel claims, sweeps and refunds are relayed (see `runFacilitator`). */
-  devnet: boolean;
 }
 
 export function composeFacilitator(c: FacilitatorComposition): Promise<RunningFacilitator> {
@@ -42,7 +40,6 @@ export function composeFacilitator(c: FacilitatorComposition): Promise<RunningFa
     log: c.log.child({ part: 'facilitator' }),
     metrics: c.metrics,
     confirmMs: c.confirmMs,
-    receiverOperations: c.devnet,
     extraRoutes: [...c.publicMetrics, discovery],
     admission: { config: facilitatorAdmissionConfigFromEnv(c.env), ...(c.desk ? { ownPayees: [c.desk] } : {}) },
   });

@@ -103,19 +103,7 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
     const noListing: readonly BazaarResource[] = Object.freeze([]);
     let listing: () => readonly BazaarResource[] | Promise<readonly BazaarResource[]> = () => noListing;
     if (opts.facilitator) {
-      const f = await composeFacilitator({
-        env,
-        networks,
-        engine,
-        store,
-        listing: () => listing(),
-        desk,
-        publicMetrics,
-        log,
-        metrics,
-        confirmMs: engineConfig.confirmDeadlineMs,
-        devnet: devnet !== undefined,
-      });
+      const f = await composeFacilitator({ env, networks, engine, store, listing: () => listing(), desk, publicMetrics, log, metrics, confirmMs: engineConfig.confirmDeadlineMs });
       closeLater(() => f.close());
       running.facilitatorUrl = f.url;
     }

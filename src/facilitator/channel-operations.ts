@@ -7,6 +7,13 @@
  * receiver has claimed funds not yet swept; a refund only when signed by the channel's receiver authorizer for the
  * channel's current refund nonce, with something unclaimed to return. A reverting one costs one estimate and no gas.
  *
+ * Each is held to the live price floor, as every payment we settle is: what it moves (a claim: the raise of its
+ * channels' `totalClaimed`; a sweep: the claimed funds it sends; a refund: what it returns and claims), in the
+ * network's stablecoin, must pay for the gas it will use, measured by its estimate and priced as the floor prices a
+ * settlement (else the receiver of a channel of its own could have us send a claim per wei). A refund of everything
+ * left in the channel is always taken, as at the gateway's refund desk. Dust is refused before the estimate: it could
+ * not pay even for a transaction's 21,000 gas.
+ *
  * Exactly once: each operation has a key (a claim: its calldata; a sweep: the receiver's claimed total it sweeps; a
  * refund: its channel's refund nonce),
  * claimed in the store with its record before anything is signed, the signed trail written before it is sent. The
@@ -14,23 +21,33 @@
  * Relayers, nonces and the block watcher are the settlement engine's (one nonce manager per chain).
  */
 import { randomUUID } from 'node:crypto';
-import { decodeErrorResult, keccak256, type Hex } from 'viem';
+import { decodeErrorResult, getAddress, keccak256, type Address, type Hex } from 'viem';
 import { BATCH_SETTLEMENT_ADDRESS, chainIdOf } from '../chain/canonical.ts';
 import { estimate, revertData } from '../channels/claim-steps.ts';
 import type { Logger } from '../log/logger.ts';
+import { describeFloor, type Floor, floorAtGas, type PriceFloorSource } from '../policy/price-floor.ts';
 import type { SettleResponse, VerifyRequest } from '../protocol/x402/types.ts';
 import { batchSettlementAbi } from '../schemes/batch-settlement/abi.ts';
 import { channelIdOf } from '../schemes/batch-settlement/channel-config.ts';
 import { BATCH_SETTLEMENT_SCHEME } from '../schemes/batch-settlement/domain.ts';
 import { channelStateOf, readChannel } from '../schemes/batch-settlement/channel-reads.ts';
 import { refundableAmount } from '../schemes/batch-settlement/refund.ts';
-import { checkClaimSigner, checkRefundSigners, operationCallData, parseReceiverOperation, receiverOperationType, type ReceiverOperation } from '../schemes/batch-settlement/receiver-operations.ts';
+import {
+  checkClaimSigner,
+  checkRefundSigners,
+  claimRaise,
+  operationCallData,
+  parseReceiverOperation,
+  receiverOperationType,
+  type ReceiverOperation,
+} from '../schemes/batch-settlement/receiver-operations.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { NonceClaims } from '../store/nonce-claims.ts';
 import { awaitMined, sendDurably } from '../tx/courier.ts';
 import { courierOver, type SendingChain } from '../tx/sending-chain.ts';
 import type { SignedTx } from '../tx/trail.ts';
 import { BatchReason, type BatchReasonCode } from '../verify/batch-settlement-reasons.ts';
+import { GatewayReason } from '../verify/reasons.ts';
 
 /** The durable record of one operation: its call, its signed trail, and its outcome once mined. */
 export interface OperationRecord {
@@ -50,6 +67,10 @@ export interface ChannelOperationParts {
   /** How long a /settle waits for the transaction to mine before answering it pending (asked again, it waits on). */
   confirmMs: number;
   log: Logger;
+  /** The live price floor (the engine's): what an operation moves must pay for its gas. Without: no floor, as for payments. */
+  floor?: PriceFloorSource;
+  /** The token a network's floor is counted in (its stablecoin); what moves in any other token counts as nothing. */
+  floorToken(caip2: string): Address | undefined;
   now?: () => number;
 }
 
@@ -59,11 +80,26 @@ const PENDING = 'settlement_pending';
 /** A claimed operation whose holder signed nothing for this long is taken over (it died before sending). */
 const STALE_UNSENT_MS = 60_000;
 
-/** An operation ready to send: its key, call, and what its answer adds once mined (a refund: the amount and the channel's state). */
+/** The least gas any transaction uses: an operation that moves less than the floor at this is refused unestimated. */
+const INTRINSIC_GAS = 21_000n;
+
+/** What an operation moves, in the floor's token (smallest units); `whole`: a refund of everything left in the channel. */
+interface Worth {
+  moved: bigint;
+  whole: boolean;
+}
+
+/**
+ * An operation ready to send: its key, call, what it moves and the floor it must reach (undefined: none), and what
+ * its answer adds once mined (a refund: the amount and the channel's state). One asked again after it was sent
+ * carries no worth: it is resumed, not judged again.
+ */
 interface Prepared {
   key: string;
   data: Hex;
   op: ReceiverOperation;
+  worth?: Worth;
+  floor?: Floor;
   details?: () => Promise<Partial<SettleResponse>>;
 }
 
@@ -108,11 +144,14 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
       // Asked again once done: its recorded answer (before the chain says it would change nothing now).
       const held = await heldAnswer(key, data, op);
       if (held) return held;
-      const claimed = await Promise.all(op.rows.map((row) => chain.client.readContract({ ...at, functionName: 'channels', args: [channelIdOf(row.config, chainId)] })));
-      if (!op.rows.some((row, i) => row.totalClaimed > (claimed[i] as readonly [bigint, bigint])[1])) {
+      const ids = op.rows.map((row) => channelIdOf(row.config, chainId));
+      // Each channel read once, however many rows name it.
+      const claimed = new Map(await Promise.all([...new Set(ids)].map(async (id) => [id, (await chain.client.readContract({ ...at, functionName: 'channels', args: [id] }))[1]] as const)));
+      if (!op.rows.some((row, i) => row.totalClaimed > (claimed.get(ids[i] as Hex) ?? 0n))) {
         return refusal(network, BatchReason.claimPayload, "no row raises its channel's totalClaimed: the claim would change nothing");
       }
-      return { key, data, op };
+      const token = parts.floorToken(network);
+      return worthIt(network, { key, data, op }, { moved: token ? claimRaise(op.rows, ids, claimed, token) : 0n, whole: false });
     }
     if (op.type === 'refund') {
       const signed = await checkRefundSigners(op, chainId);
@@ -125,12 +164,15 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
       const before = await readChannel(chain.client, channelId);
       if (before.refundNonce !== op.nonce) return refusal(network, BatchReason.refundPayload, `the channel's refund nonce is ${before.refundNonce}, the refund is signed for ${op.nonce}`);
       const claimedAfter = (op.claim?.rows ?? []).reduce((max, row) => (row.totalClaimed > max ? row.totalClaimed : max), before.totalClaimed);
-      if (refundableAmount(before.balance, claimedAfter, op.amount) === 0n) return refusal(network, BatchReason.refundNoBalance, 'the channel holds nothing unclaimed to refund');
+      const refunded = refundableAmount(before.balance, claimedAfter, op.amount);
+      if (refunded === 0n) return refusal(network, BatchReason.refundNoBalance, 'the channel holds nothing unclaimed to refund');
       const details = async (): Promise<Partial<SettleResponse>> => {
         const after = await readChannel(chain.client, channelId);
         return { payer: op.config.payer, amount: (before.balance - after.balance).toString(), extra: { channelState: channelStateOf(channelId, after) } };
       };
-      return { key, data, op, details };
+      // What it returns and what its claim rows raise; everything left in the channel is always returned.
+      const moved = ofFloorToken(network, op.config.token) ? claimedAfter - before.totalClaimed + refunded : 0n;
+      return worthIt(network, { key, data, op, details }, { moved, whole: refunded === before.balance - claimedAfter });
     }
     const [totalClaimed, totalSettled] = await chain.client.readContract({ ...at, functionName: 'receivers', args: [op.receiver, op.token] });
     // One sweep per claimed total: asked again before another claim, it is the same sweep.
@@ -138,7 +180,33 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
     const held = await heldAnswer(key, data, op);
     if (held) return held;
     if (totalClaimed === totalSettled) return refusal(network, BatchReason.nothingToSettle, `${op.receiver} has nothing claimed and unsettled in ${op.token}`);
-    return { key, data, op };
+    return worthIt(network, { key, data, op }, { moved: ofFloorToken(network, op.token) ? totalClaimed - totalSettled : 0n, whole: false });
+  }
+
+  const ofFloorToken = (network: string, token: Address): boolean => {
+    const counted = parts.floorToken(network);
+    return counted !== undefined && getAddress(counted) === getAddress(token);
+  };
+
+  /** The operation with what it moves and the floor it must reach, or its refusal when it could not pay even a transaction's least gas. */
+  async function worthIt(network: string, prepared: Prepared, worth: Worth): Promise<Prepared | SettleResponse> {
+    const floor = worth.whole ? undefined : await parts.floor?.floorOn(network).catch(() => undefined);
+    const judged: Prepared = { ...prepared, worth, ...(floor ? { floor } : {}) };
+    return belowFloor(judged, INTRINSIC_GAS) ?? judged;
+  }
+
+  /** The refusal of an operation that moves less than the floor for `gas` (a whole refund never is); undefined when it pays for it. */
+  function belowFloor({ op, worth, floor }: Prepared, gas: bigint): SettleResponse | undefined {
+    if (!floor || !worth || worth.whole) return undefined;
+    const atGas = floorAtGas(floor, gas);
+    if (worth.moved >= atGas.atoms) return undefined;
+    parts.floor?.refused?.(floor.network);
+    const counted = gas === INTRINSIC_GAS ? "at a transaction's least gas" : 'at the gas its simulation used';
+    return refusal(
+      floor.network,
+      GatewayReason.belowPriceFloor,
+      `the ${op.type} moves ${worth.moved} (smallest units of the network's stablecoin), less than its gas costs: ${describeFloor(atGas)}, ${counted}; nothing was sent`,
+    );
   }
 
   /**
@@ -163,16 +231,21 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
   };
 
   /** Sends (or resumes) the operation under `key` and awaits its receipt for at most `confirmMs`. */
-  async function carry({ key, data, op, details }: Prepared, network: string): Promise<SettleResponse> {
+  async function carry(prepared: Prepared, network: string): Promise<SettleResponse> {
+    const { key, data, op, details } = prepared;
     const chain = parts.chain(network) as SendingChain;
     const courier = courierOver(chain, parts.log.child({ network, part: 'channel-operations' }));
     const failed = { claim: BatchReason.claimPayload, settle: BatchReason.settlePayload, refund: BatchReason.refundSimulationFailed }[op.type];
     let record = await parts.records.get(key);
     if (record?.outcome) return record.outcome;
     if (!record || record.txs.length === 0) {
+      // Judged when it was prepared; one prepared to be resumed whose record has gone since is judged afresh when asked again.
+      if (!prepared.worth) return { ...refusal(network, PENDING, `this ${op.type} is being sent; ask again`), status: 'pending' };
       const sender = await chain.relayers.nextSender();
       const simulated = await estimate(chain, data, sender);
       if (!simulated.ok) return refusal(network, failed, `the ${op.type} would revert (${revertName(simulated.error)}); nothing was sent`);
+      const dust = belowFloor(prepared, simulated.gas);
+      if (dust) return dust;
       const fresh: OperationRecord = { network, data, txs: [], at: now() };
       const won = await parts.claims.claim(key, me, () => parts.records.putWithin(key, fresh));
       if (!won.claimed) {

@@ -32,12 +32,6 @@ export interface FacilitatorParts {
   admission?: { config: FacilitatorAdmissionConfig; ownPayees?: readonly string[] };
   /** How long a receiver's claim or sweep (`batch-settlement` at /settle) waits for its receipt before it is answered pending. */
   confirmMs: number;
-  /**
-   * Whether a receiver's `batch-settlement` claim, sweep and refund are relayed at /settle (on the devnet only for
-   * now: their value is not yet held to the price floor, so off it a receiver paying itself could have us send a
-   * claim per wei). Without: refused as any payload of an unknown kind.
-   */
-  receiverOperations?: boolean;
 }
 
 /** The settlement engine behind the facilitator's HTTP routes. */
@@ -70,15 +64,16 @@ export async function runFacilitator(parts: FacilitatorParts): Promise<RunningFa
       door,
       (route, err) => log.error(`facilitator: unexpected ${route} error`, { error: err }),
       (network, reason) => metrics.paymentShed(network, reason),
-      parts.receiverOperations !== true
-        ? undefined
-        : channelOperations({
-            chain: (caip2) => running.chain(caip2),
-            records: parts.store.collection('facilitator-channel-operations'),
-            claims: parts.store.claims('facilitator-channel-operations'),
-            confirmMs: parts.confirmMs,
-            log: log.child({ part: 'channel-operations' }),
-          }),
+      // Receivers' claims, sweeps and refunds, each held to the price floor the engine holds payments to.
+      channelOperations({
+        chain: (caip2) => running.chain(caip2),
+        records: parts.store.collection('facilitator-channel-operations'),
+        claims: parts.store.claims('facilitator-channel-operations'),
+        confirmMs: parts.confirmMs,
+        log: log.child({ part: 'channel-operations' }),
+        ...(running.engine.policy.floor ? { floor: running.engine.policy.floor } : {}),
+        floorToken: (caip2) => networks.find(caip2)?.stablecoin.address,
+      }),
     ),
     {
       host: http.host,

@@ -62,6 +62,14 @@ export interface Floor {
   stale: boolean;
 }
 
+/**
+ * The same network's floor at the same moment for a transaction of `gas` instead of the settlement's counted gas: what
+ * a transaction whose gas was measured (simulated as it will be sent) must move to pay for it.
+ */
+export function floorAtGas(floor: Floor, gas: bigint): Floor {
+  return { ...floor, gas, atoms: floorAtoms({ ...floor, gas }) };
+}
+
 /** The floor as a price: `0.000246 USD`. */
 export function floorUsd(floor: Pick<Floor, 'atoms' | 'decimals'>): string {
   return `${formatDecimalAmount(floor.atoms, floor.decimals)} USD`;

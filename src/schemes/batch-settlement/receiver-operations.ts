@@ -183,3 +183,23 @@ export function operationCallData(op: ReceiverOperation): Hex {
   }
   return encodeFunctionData({ abi: batchSettlementAbi, functionName: 'claimWithSignature', args: [voucherClaimArgs(op.rows), op.authorizerSignature] });
 }
+
+/**
+ * What a claim moves in `token` (its smallest units): per channel of that token, how far its highest row raises what
+ * the channel has claimed (`claimedBefore`). The contract skips a row that raises nothing and takes one channel's rows
+ * in turn, so two rows of one channel move the higher one's raise once; rows of another token move nothing here.
+ */
+export function claimRaise(rows: readonly VoucherClaim[], channelIds: readonly Hex[], claimedBefore: ReadonlyMap<Hex, bigint>, token: Address): bigint {
+  const highest = new Map<Hex, bigint>();
+  for (const [i, row] of rows.entries()) {
+    if (getAddress(row.config.token) !== getAddress(token)) continue;
+    const id = channelIds[i] as Hex;
+    if (row.totalClaimed > (highest.get(id) ?? 0n)) highest.set(id, row.totalClaimed);
+  }
+  let moved = 0n;
+  for (const [id, total] of highest) {
+    const before = claimedBefore.get(id) ?? 0n;
+    if (total > before) moved += total - before;
+  }
+  return moved;
+}
