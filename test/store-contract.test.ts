@@ -245,7 +245,8 @@ t.test('PostgreSQL: a storm of lookups reads every key right and does not hold u
   await store.atomically(() => {
     for (const [i, key] of keys.entries()) if (i % 2 === 0) records.putWithin(key, { n: i });
   });
-  // Claimed at once: the pool's four connections are open before the storm (a new one takes longer than a lookup).
+  // The pool's four connections are open before the storm (a new one takes longer than a lookup).
+  await Promise.all(Array.from({ length: 4 }, () => store.pool.query('SELECT pg_sleep(0.05)')));
   await Promise.all(['k1', 'k2', 'k3', 'k4'].map((key) => store.nonces.claim(key, `holder-${key}`)));
   // Each key asked for twice, and claims alongside: 8,194 lookups in one turn of the event loop, on 4 connections.
   const order: string[] = [];

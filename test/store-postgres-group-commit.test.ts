@@ -2,7 +2,8 @@
 // written atomically) go in one statement, so one commit, which the database's transaction counter shows; each caller
 // is still told its own outcome (a backward write refused to its own caller, with the stored rank), a key written
 // twice in one turn lands in order, a fenced group writes nothing and rejects every caller, and one bad row fails only
-// its own write.
+// its own write. Claims likewise: the claims of one turn (each with its records) are one commit, and of two nodes
+// claiming the same nonces at once exactly one wins each, its record the only one written.
 import pg from 'pg';
 import t from 'tap';
 import { RECORD_ORDERS } from '../src/cli/record-orders.ts';
@@ -99,4 +100,43 @@ t.test('a fenced group writes nothing and rejects every caller as fenced', async
   for (const w of writes) await t.rejects(w, { code: 'fenced' }, 'each caller told it was fenced');
   t.equal(await payments.get('f1'), undefined, 'nothing landed');
   t.equal(await payments.get('f3'), undefined);
+});
+
+t.test('the claims of one turn are one commit: of two nodes claiming the same nonces, one wins each, with its record only', async (t) => {
+  const [a, b] = await Promise.all(['a', 'b'].map(() => openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4, orders: RECORD_ORDERS })));
+  if (!a || !b) throw new Error('no store');
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const [pa, pb] = [a, b].map((s) => s.collection<PaymentRecord>('payments')) as [ReturnType<typeof a.collection<PaymentRecord>>, ReturnType<typeof b.collection<PaymentRecord>>];
+  const keys = Array.from({ length: 30 }, (_, i) => `n${i}`);
+  // One node's claims alone: 30 claims, each with its payment record, in one write transaction.
+  const before = await nextXid();
+  const alone = await Promise.all(keys.slice(0, 10).map((k) => a.nonces.claim(k, `a-${k}`, () => pa.putWithin(k, payment(k, 'claiming', `a-${k}`)))));
+  t.equal((await nextXid()) - before, 1, '10 claims with their records: one write transaction');
+  t.ok(
+    alone.every((c) => c.claimed),
+    'each claimed',
+  );
+  // Both nodes at once on all 30 keys (10 of them already held by a).
+  const both = await Promise.all(
+    keys.flatMap((k) => [
+      a.nonces.claim(k, `a-${k}`, () => pa.putWithin(k, payment(k, 'claiming', `a-${k}`))).then((c) => ({ k, node: 'a', c })),
+      b.nonces.claim(k, `b-${k}`, () => pb.putWithin(k, payment(k, 'claiming', `b-${k}`))).then((c) => ({ k, node: 'b', c })),
+    ]),
+  );
+  for (const [i, k] of keys.entries()) {
+    const mine = both.filter((x) => x.k === k);
+    const winners = mine.filter((x) => x.c.claimed);
+    const holder = await a.nonces.holder(k);
+    if (i < 10) t.ok(winners.length === 0 && holder === `a-${k}`, `${k}: held before, won by neither`);
+    else t.ok(winners.length === 1 && holder === `${winners[0]?.node}-${k}`, `${k}: won once, by the holder`);
+    t.equal((await pb.get(k))?.attempt, holder, `${k}: the record is the holder's`);
+    for (const loser of mine.filter((x) => !x.c.claimed)) t.same(loser.c, { claimed: false, holder }, `${k}: the loser at ${loser.node} is told the holder`);
+  }
+  // Takeovers of one turn, with their records, only where the holder still is the one named.
+  const moved = await Promise.all(keys.slice(0, 4).map((k, i) => a.nonces.takeover(k, i < 2 ? `a-${k}` : 'nobody', `served-${k}`, () => pa.putWithin(k, payment(k, 'settled', `served-${k}`)))));
+  t.same(moved, [true, true, false, false], 'a takeover moves only a claim its `from` holds');
+  t.equal(await a.nonces.holder('n0'), 'served-n0');
+  t.equal((await pa.get('n0'))?.state, 'settled', "a takeover's record lands with it");
+  t.equal(await a.nonces.holder('n2'), 'a-n2', 'a refused takeover leaves the claim');
+  t.equal((await pa.get('n2'))?.state, 'claiming', 'and writes nothing');
 });

@@ -11,6 +11,7 @@ import { PostgresCollection } from './postgres-collection.ts';
 import { WriteSet } from '../write-set.ts';
 import { GroupCommit, type UpsertRow } from './group-commit.ts';
 import { GroupRead } from './group-read.ts';
+import { type ClaimRow, GroupClaims } from './group-claim.ts';
 import { PLAIN_UPSERT } from './record-writes.ts';
 
 export interface PostgresStoreOptions extends StoreOptions {
@@ -50,6 +51,8 @@ export interface Writer {
   onRefused: ((collection: string, key: string, refused: Refused) => void) | undefined;
   /** Record writes, a turn of the event loop's in one statement. */
   group: GroupCommit;
+  /** Claims and takeovers, a turn's of each space in one statement. */
+  claims: GroupClaims;
 }
 
 /** Statements waiting for a connection beyond this many fail at once instead of queueing (memory stays bounded). */
@@ -147,7 +150,12 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     opts.orders,
     (err) => !isUnavailable(err),
   );
-  const writer: Writer = { lease: () => fence(), orders: opts.orders, onRefused: opts.onRefused, group };
+  const claims = new GroupClaims(
+    async (text, values) => (await sql.write<ClaimRow>(text, values)).rows[0],
+    opts.orders,
+    (err) => !isUnavailable(err),
+  );
+  const writer: Writer = { lease: () => fence(), orders: opts.orders, onRefused: opts.onRefused, group, claims };
   return {
     pool,
     kind: 'postgres',

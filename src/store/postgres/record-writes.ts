@@ -44,11 +44,14 @@ export function writeColumns(writes: RecordWrite<string>[], orders: RecordOrders
 
 /**
  * Upserts the rows of `unnest($first .. $first+4)` (see {@link writeColumns}) if `condition` holds, each unless the
- * stored row is newer; returns the keys written (`RETURNING collection, key`).
+ * stored row is newer; returns the keys written (`RETURNING collection, key`). With `claimed`, each row also has the
+ * claim it goes with, in `$first+5` (`u.claim` in `condition`).
  */
-export const upsertRecords = (first: number, condition = 'true'): string =>
+export const upsertRecords = (first: number, condition = 'true', claimed = false): string =>
   `INSERT INTO records AS r (collection, key, value, rank, series)
-   SELECT * FROM unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::json[], $${first + 3}::bigint[], $${first + 4}::text[]) WHERE ${condition}
+   SELECT u.collection, u.key, u.value, u.rank, u.series
+   FROM unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::json[], $${first + 3}::bigint[], $${first + 4}::text[]${claimed ? `, $${first + 5}::text[]` : ''})
+     AS u(collection, key, value, rank, series${claimed ? ', claim' : ''}) WHERE ${condition}
    ON CONFLICT (collection, key) DO UPDATE SET value = EXCLUDED.value, rank = EXCLUDED.rank, series = EXCLUDED.series WHERE ${NOT_BACKWARD}
    RETURNING r.collection, r.key`;
 
