@@ -140,3 +140,46 @@ t.test('the claims of one turn are one commit: of two nodes claiming the same no
   t.equal(await a.nonces.holder('n2'), 'a-n2', 'a refused takeover leaves the claim');
   t.equal((await pa.get('n2'))?.state, 'claiming', 'and writes nothing');
 });
+
+t.test('two nodes claiming the same keys in opposite orders at once do not deadlock: every claim answered, one winner each', async (t) => {
+  const [a, b] = await Promise.all(['a', 'b'].map(() => openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4, orders: RECORD_ORDERS })));
+  if (!a || !b) throw new Error('no store');
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  // The same payments sent to both nodes, arriving in opposite orders: each node's statement would lock the keys in
+  // its own order, and each would wait for the other's.
+  for (let round = 0; round < 5; round++) {
+    const keys = Array.from({ length: 200 }, (_, i) => `r${round}-k${String(i).padStart(3, '0')}`);
+    const outcomes = await Promise.allSettled([
+      ...keys.map((k) => a.nonces.claim(k, `a-${k}`).then((c) => ({ k, c }))),
+      ...[...keys].reverse().map((k) => b.nonces.claim(k, `b-${k}`).then((c) => ({ k, c }))),
+    ]);
+    const failed = outcomes.filter((o) => o.status === 'rejected').map((o) => String((o as PromiseRejectedResult).reason));
+    t.same(failed.slice(0, 1), [], `round ${round}: no claim failed (${failed.length} did)`);
+    const won = outcomes.flatMap((o) => (o.status === 'fulfilled' && o.value.c.claimed ? [o.value.k] : []));
+    t.equal(new Set(won).size === keys.length && won.length === keys.length, true, `round ${round}: each of the ${keys.length} keys won exactly once`);
+  }
+});
+
+t.test('two nodes writing the same records in opposite orders at once do not deadlock: every write lands', async (t) => {
+  const [a, b] = await Promise.all(['a', 'b'].map(() => openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4, orders: RECORD_ORDERS })));
+  if (!a || !b) throw new Error('no store');
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  const [ra, rb] = [a, b].map((s) => s.collection<{ by: string }>('shared-records')) as [ReturnType<typeof a.collection<{ by: string }>>, ReturnType<typeof b.collection<{ by: string }>>];
+  for (let round = 0; round < 5; round++) {
+    const keys = Array.from({ length: 200 }, (_, i) => `r${round}-k${String(i).padStart(3, '0')}`);
+    const outcomes = await Promise.allSettled([
+      ...keys.map((k) => ra.put(k, { by: 'a' })),
+      // One node's writes as one all-or-nothing transaction, in the opposite order.
+      b.atomically(() => {
+        for (const k of [...keys].reverse()) rb.putWithin(k, { by: 'b' });
+      }),
+    ]);
+    const failed = outcomes.filter((o) => o.status === 'rejected').map((o) => String((o as PromiseRejectedResult).reason));
+    t.same(failed.slice(0, 1), [], `round ${round}: no write failed (${failed.length} did)`);
+    const stored = await Promise.all(keys.map((k) => ra.get(k)));
+    t.ok(
+      stored.every((v) => v?.by === 'a' || v?.by === 'b'),
+      `round ${round}: every record is one node's write`,
+    );
+  }
+});

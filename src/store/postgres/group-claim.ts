@@ -127,7 +127,11 @@ export class GroupClaims {
     for (const { caller, lease } of later) this.#add(caller, lease);
   }
 
-  async #commit(group: Group, callers: Caller[]): Promise<void> {
+  async #commit(group: Group, asked: Caller[]): Promise<void> {
+    // In key order: two nodes' statements lock the claims they share in the same order, so they cannot deadlock (in
+    // arrival order, a payment sent to both nodes among others could have each wait for the other until PostgreSQL's
+    // deadlock check aborts one, failing every claim it carried).
+    const callers = asked.length > 1 ? [...asked].sort((a, b) => (a.ask.key < b.ask.key ? -1 : a.ask.key > b.ask.key ? 1 : 0)) : asked;
     const asks = callers.map((c) => c.ask);
     const writes = asks.flatMap((a) => a.writes);
     const columns = writeColumns(writes, this.#orders);

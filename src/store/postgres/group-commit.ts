@@ -82,7 +82,9 @@ export class GroupCommit {
   }
 
   async #commit(callers: Caller[], lease: LeaseToken | undefined): Promise<void> {
-    const writes = callers.length === 1 ? (callers[0] as Caller).writes : callers.flatMap((c) => c.writes);
+    // Rows in key order (a group holds a key once; outcomes are told by key): two nodes' statements writing records
+    // they share lock them in the same order, so they cannot deadlock.
+    const writes = callers.flatMap((c) => c.writes).sort(byRecord);
     let row: UpsertRow | undefined;
     try {
       const { text, values } = upsertStatement(writes, lease, this.#orders);
@@ -104,6 +106,10 @@ export class GroupCommit {
     const stored = storedRanks(row?.stored);
     for (const caller of callers) caller.resolve(refusedWrites(caller.writes, written, this.#orders, stored));
   }
+}
+
+function byRecord(a: RecordWrite<string>, b: RecordWrite<string>): number {
+  return a.target < b.target ? -1 : a.target > b.target ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 }
 
 function sameLease(a: LeaseToken | undefined, b: LeaseToken | undefined): boolean {
