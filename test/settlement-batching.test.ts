@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { parseEther, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2, MULTICALL3_ADDRESS } from '../src/chain/canonical.ts';
@@ -337,7 +337,7 @@ t.test('SIGKILL with payments claimed but their batch not yet sent: after the re
   t.equal((await settle(first, warmUp)).success, true, 'a first payment settles (the facilitator has read what verification needs)');
   const txsBefore = await relayerTransactions(base);
   // The chain stops answering: the payments are verified and claim their nonces, and their batch hangs on its first call.
-  const chainProcess = anvilOf(base);
+  const chainProcess = devnet.anvilPid(base.chainId);
   process.kill(chainProcess, 'SIGSTOP');
   t.teardown(() => process.kill(chainProcess, 'SIGCONT'));
   const requests = ps.map((p) => ask(first, p).catch(() => undefined));
@@ -375,14 +375,6 @@ async function recordsIn(dataDir: string, ps: Payment[]): Promise<Array<PaymentR
   } finally {
     await store.close();
   }
-}
-
-/** The pid of the anvil serving `n` (a child of this file's devnet process, found by its chain id). */
-function anvilOf(n: NetworkEntry): number {
-  const children = readFileSync(`/proc/${devnet.child.pid}/task/${devnet.child.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
-  const pid = children.find((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').split('\0').join(' ').includes(`--chain-id ${n.chainId} `));
-  if (pid === undefined) throw new Error(`no anvil of chain ${n.chainId} under the devnet`);
-  return pid;
 }
 
 /** Another sender (this file's tester) submits a payment's authorization itself, at a higher tip than the relayers pay. */

@@ -22,6 +22,8 @@ export interface AnvilOptions {
   fundedAccounts: number;
   /** Seconds between blocks; omitted means automine (a block per transaction). */
   blockTime?: number;
+  /** A state file (anvil's `--load-state`): the chain starts with the blocks, accounts and code it holds. */
+  loadState?: string;
   startTimeoutMs?: number;
 }
 
@@ -44,6 +46,7 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
   // process, holds the port; with port 0 it names the port the kernel gave it (no free port is guessed ahead).
   const args = ['--chain-id', String(opts.chainId), '--port', String(opts.port), '--host', host, '--mnemonic', opts.mnemonic, '--accounts', String(opts.fundedAccounts), '--balance', '10000'];
   if (opts.blockTime !== undefined) args.push('--block-time', String(opts.blockTime));
+  if (opts.loadState !== undefined) args.push('--load-state', opts.loadState);
   if (opts.port !== 0) {
     const squatter = await rpcCall<string>(`http://${host}:${opts.port}`, 'eth_chainId', [], 500).catch(() => undefined);
     if (squatter !== undefined) throw new Error(`port ${opts.port} is taken by a running chain (id ${Number(squatter)}); stop it or choose other ports`);

@@ -135,31 +135,51 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
     }
   }
 
+  const chains = await startChains(opts);
+  try {
+    const manifest = await deployDevnet(chains.endpoints, process.pid);
+    writeManifest(opts.manifestPath, manifest);
+    return { manifest, owned: true, stop: chains.stop };
+  } catch (err) {
+    await chains.stop();
+    throw err;
+  }
+}
+
+export interface RunningChains {
+  endpoints: Record<string, ChainEndpoint>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The devnet's anvils, one per CAIP-2 id of `ports`, all with the devnet's accounts; `loadState` names the state file
+ * a chain starts from (src/devnet/snapshot.ts), when it does not start empty. Should one fail, the others are stopped.
+ */
+export async function startChains(opts: Pick<DevnetOptions, 'host' | 'ports' | 'blockTime'> & { loadState?: (caip2: string) => string }): Promise<RunningChains> {
   const anvils: RunningAnvil[] = [];
   const stop = async (): Promise<void> => {
     await Promise.all(anvils.splice(0).map((a) => a.stop()));
   };
-  try {
-    const endpoints: Record<string, ChainEndpoint> = {};
-    await Promise.all(
-      Object.entries(opts.ports).map(async ([caip2, port]) => {
-        const anvil = await startAnvil({
-          chainId: chainIdOf(caip2),
-          port,
-          host: opts.host,
-          mnemonic: DEVNET_TEST_MNEMONIC,
-          fundedAccounts: DEVNET_ROLES.fundedAccounts,
-          ...(opts.blockTime !== undefined ? { blockTime: opts.blockTime } : {}),
-        });
-        anvils.push(anvil);
-        endpoints[caip2] = { chainId: anvil.chainId, rpcUrl: anvil.rpcUrl };
-      }),
-    );
-    const manifest = await deployDevnet(endpoints, process.pid);
-    writeManifest(opts.manifestPath, manifest);
-    return { manifest, owned: true, stop };
-  } catch (err) {
+  const endpoints: Record<string, ChainEndpoint> = {};
+  const started = await Promise.allSettled(
+    Object.entries(opts.ports).map(async ([caip2, port]) => {
+      const anvil = await startAnvil({
+        chainId: chainIdOf(caip2),
+        port,
+        host: opts.host,
+        mnemonic: DEVNET_TEST_MNEMONIC,
+        fundedAccounts: DEVNET_ROLES.fundedAccounts,
+        ...(opts.blockTime !== undefined ? { blockTime: opts.blockTime } : {}),
+        ...(opts.loadState ? { loadState: opts.loadState(caip2) } : {}),
+      });
+      anvils.push(anvil);
+      endpoints[caip2] = { chainId: anvil.chainId, rpcUrl: anvil.rpcUrl };
+    }),
+  );
+  const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
     await stop();
-    throw err;
+    throw failed.reason;
   }
+  return { endpoints, stop };
 }

@@ -14,6 +14,11 @@ import { publicClientFor, walletClientFor } from '../../src/chain/clients.ts';
  */
 export const TEST_DEVNET_DIR = resolve(process.env.GATE402_TEST_DEVNET_DIR ?? '.tap/devnet');
 export const TEST_MANIFEST_PATH = resolve(TEST_DEVNET_DIR, 'manifest.json');
+/**
+ * The shared devnet's chains as deployed, saved by the `before` script before any test runs: the state files each
+ * test's own chains start from (`spawnOwnDevnet`, src/devnet/snapshot.ts).
+ */
+export const TEST_DEVNET_SNAPSHOT_DIR = resolve(TEST_DEVNET_DIR, 'snapshot');
 
 export function testDevnet(): DevnetManifest {
   return readManifest(TEST_MANIFEST_PATH);

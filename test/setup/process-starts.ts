@@ -47,3 +47,35 @@ const spawnHooks = (globalThis as Record<symbol, { listeners: Array<(opts: Spawn
 spawnHooks?.listeners.push((opts) => {
   opts.env = withoutProcessInfo(opts.env);
 });
+
+/**
+ * A test file runs in a process of its own without tap's module hooks. tap starts each test file with
+ * @tapjs/processinfo's and @tapjs/mock's `--import`s, which register module loader hooks; with them, loading what a
+ * chain test imports (viem, the x402 and MPP clients, the product's modules) took 5.5-6.6 CPU s instead of 2.2-3.1
+ * (side by side, Node 22; coverage off as here; no test uses tap's module mocks), and the suite starts over a hundred
+ * test files. So the process tap starts (this one, before the test file loads) runs the same file again in a child
+ * without them, and is only its go-between: the child writes its TAP stream to the same stdout, tap's messages (a
+ * test's own timeout, tap's timeout notice) are passed along both ways, tap's signals are passed on, and this process
+ * ends as the child did. The child dies with this process even if it is killed (setpriv, where it is there).
+ */
+const HOOKS = /@tapjs[\\/](processinfo|mock)[\\/]/;
+const RERUN = 'GATE402_TEST_WITHOUT_TAP_HOOKS';
+if (process.env.TAP_CHILD_ID !== undefined && process.send !== undefined && process.env[RERUN] === undefined && process.execArgv.some((a) => HOOKS.test(a))) {
+  const { spawn } = await import('node:child_process');
+  const { existsSync } = await import('node:fs');
+  const args = [...process.execArgv.filter((a) => !HOOKS.test(a)), ...process.argv.slice(1)];
+  const setpriv = process.platform === 'linux' && existsSync('/usr/bin/setpriv');
+  const env = { ...withoutProcessInfo(process.env), [RERUN]: '1' };
+  const child = setpriv
+    ? spawn('/usr/bin/setpriv', ['--pdeathsig', 'KILL', process.execPath, ...args], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env })
+    : spawn(process.execPath, args, { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env });
+  process.on('message', (msg) => child.send(msg as never, () => {}));
+  child.on('message', (msg) => process.send?.(msg));
+  for (const signal of ['SIGALRM', 'SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => child.kill(signal));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolveExit) => child.once('exit', (c, s) => resolveExit([c, s])));
+  if (signal !== null) {
+    process.removeAllListeners(signal);
+    process.kill(process.pid, signal);
+  }
+  process.exit(code ?? 1);
+}
