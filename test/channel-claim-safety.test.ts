@@ -113,6 +113,8 @@ t.test('relayers below the gas the pending claims need: vouchers refused (503, n
   t.ok(Number(refused.headers.get('retry-after')) >= 1, 'with Retry-After');
   t.notOk(refused.headers.get('payment-response'), 'no settlement answered');
   t.equal(upstream.calls, calls, 'the upstream was not called');
+  const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+  t.match(metrics, `gate402_channel_vouchers_blocked{network="${CAIP2.base}",reason="relayer_gas_low"} 1`, 'the operator sees why (the metric the alert reads)');
   await setRelayerBalances(parseEther('10'));
   await until(() => logSays(/relayers can pay for the pending channel claims again/), 'the claimer reads the funded relayers', 60_000);
   await paid(p);

@@ -12,10 +12,17 @@
  * Each reading also notes how far the chain's clock runs ahead of the gateway's: a withdrawal's deadline is in chain
  * time, so the paywall judges the margin by the later of the two clocks.
  */
+import type { Logger } from '../log/logger.ts';
 import type { ClaimChain } from './claim-steps.ts';
 
 /** Why no voucher is taken on a network now. */
-export type ClaimBlock = 'claims_behind' | 'claims_failing' | 'claims_stalled' | 'relayer_gas_low' | 'network_exposure_cap' | 'no_live_claimer';
+export const CLAIM_BLOCKS = ['claims_behind', 'claims_failing', 'claims_stalled', 'relayer_gas_low', 'network_exposure_cap', 'no_live_claimer'] as const;
+export type ClaimBlock = (typeof CLAIM_BLOCKS)[number];
+
+/** Sets the blocked gauge of `network`: 1 at `block`'s reason, 0 at the others. */
+export function reportBlock(gauge: { labels(network: string, reason: string): { set(v: number): void } }, network: string, block: ClaimBlock | undefined): void {
+  for (const reason of CLAIM_BLOCKS) gauge.labels(network, reason).set(reason === block ? 1 : 0);
+}
 
 export interface ClaimSafety {
   /** A channel's accepted-but-unclaimed value beyond which it takes no voucher until claimed. */
@@ -113,3 +120,10 @@ export async function fundingOf(chain: Pick<ClaimChain, 'courier'>, rows: number
 export type Funding = { ok: boolean; rows: number; needWei?: bigint; spendableWei?: bigint; gasPrice?: bigint; aheadMs?: number; error?: unknown };
 
 export const newClaimState = (): NetworkClaimState => ({ failing: false, exposure: 0n, acceptedSince: 0n, aheadMs: 0 });
+
+/** Logs a change of the relayers' funding: an error once when they can no longer pay, info when they can again. */
+export function logFundingChange(log: Logger, network: string, was: boolean | undefined, f: Funding): void {
+  if ((was ?? true) === f.ok) return;
+  if (f.ok) log.info('the relayers can pay for the pending channel claims again', { network, ...f });
+  else log.error('the relayers cannot pay for the pending channel claims (or were not read): no voucher is taken here', { network, ...f });
+}

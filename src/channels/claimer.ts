@@ -22,7 +22,7 @@ import { planClaim, type ClaimableChannel } from '../schemes/batch-settlement/cl
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { ChannelReader } from './chain-channel.ts';
 import type { ChannelLedger } from './channel-ledger.ts';
-import { claimBlockOf, fundingOf, newClaimState, type ClaimBlock, type ClaimSafety, type NetworkClaimState } from './claim-health.ts';
+import { CLAIM_BLOCKS, claimBlockOf, fundingOf, logFundingChange, newClaimState, reportBlock, type ClaimBlock, type ClaimSafety, type NetworkClaimState } from './claim-health.ts';
 import { exposureOf, pendingLive, resolvedPending, withChainState, withdrawFinalizableAt, type ChannelRecord } from './channel-record.ts';
 import { CLAIM_FINALS, claimFinished, claimMachine, type ClaimRecord, type ClaimRow } from './claim-machine.ts';
 import { confirmed, DROP_REASONS, recordClaimed, sendClaim, sendSweep, simulateClaim, simulationOf, type ClaimChain, type SimulationSender } from './claim-steps.ts';
@@ -126,7 +126,7 @@ export class ChannelClaimer {
   async start(): Promise<void> {
     const started = this.#now();
     for (const network of this.#o.chains.keys()) this.#lastClaim.set(network, started);
-    this.#o.metrics.declareChannelClaims([...this.#o.chains.keys()], { claimOutcomes: CLAIM_FINALS, sweepOutcomes: SWEEP_OUTCOMES, dropReasons: DROP_REASONS });
+    this.#o.metrics.declareChannelClaims([...this.#o.chains.keys()], { claimOutcomes: CLAIM_FINALS, sweepOutcomes: SWEEP_OUTCOMES, dropReasons: DROP_REASONS, blockReasons: CLAIM_BLOCKS });
     for await (const [key, record] of this.#o.records.entries(OPEN)) {
       if (claimFinished(record.state)) {
         await this.#write(record);
@@ -253,10 +253,10 @@ export class ChannelClaimer {
   async #readFunding(network: string, rows: number): Promise<void> {
     const s = this.#stateOf(network);
     const f = await fundingOf(this.#o.chains.get(network) as ClaimChain, rows, this.#o.settings.maxRows, this.#o.settings.safety.gasHeadroom, this.#now());
+    logFundingChange(this.#o.log, network, s.funded, f);
     s.aheadMs = f.aheadMs ?? s.aheadMs;
-    const what = f.ok ? 'the relayers can pay for the pending channel claims again' : 'the relayers cannot pay for the pending channel claims (or were not read): no voucher is taken here';
-    if ((s.funded ?? true) !== f.ok) this.#o.log[f.ok ? 'info' : 'error'](what, { network, ...f });
     s.funded = f.ok;
+    reportBlock(this.#o.metrics.channelVouchersBlocked, network, this.blocked(network));
   }
 
   #spawn(record: ClaimRecord): void {
