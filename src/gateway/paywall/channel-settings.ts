@@ -73,9 +73,6 @@ export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | un
       'GATE402_CHANNEL_CLAIM_STALL_SECONDS must be below GATE402_CHANNEL_WITHDRAW_MARGIN_SECONDS: a claim that cannot mine must stop vouchers well before a withdrawal can finalize',
     );
   }
-  if (claims.exposureThreshold > claims.safety.maxNetworkExposure) {
-    throw new ConfigError('GATE402_CHANNEL_CLAIM_EXPOSURE must be at most GATE402_CHANNEL_MAX_NETWORK_EXPOSURE: a network is claimed before its vouchers are refused, not after');
-  }
   if (key !== '' && !devnet) {
     const unsafe = offDevnetProblem({ withdrawDelay, withdrawMarginSeconds, stallMs: claims.safety.stallMs, gasHeadroom: claims.safety.gasHeadroom });
     if (unsafe) throw new ConfigError(`payment channels (GATE402_CHANNEL_AUTHORIZER_KEY) off the devnet: ${unsafe}`);
