@@ -36,9 +36,10 @@ export interface ClaimSafety {
 }
 
 /**
- * Gas of a claim transaction besides its rows, of each row, and of a sweep (one `settle`). Above what the devnet's
- * contract uses (a claim of three channels: ~29k gas a channel with its base; a settle ~31k; the spec's figures:
- * ~40k for one channel alone, ~19k a channel in a claim of ten), so the estimate errs on the side of refusing.
+ * Gas of a claim transaction besides its rows, of each row, and of a sweep (one `settle`). Well above what the
+ * devnet's contracts use (their receipts in test/batch-settlement-contracts.test.ts: a claim of one channel 30k, a
+ * sweep 24.5k) and the spec's figures (~40k for one channel alone, ~19k a channel in a claim of ten), so the estimate
+ * errs on the side of refusing vouchers.
  */
 export const CLAIM_TX_GAS = 60_000n;
 export const CLAIM_ROW_GAS = 40_000n;
