@@ -37,7 +37,13 @@ import { SigningPool } from './sign.ts';
 import { startAll, startGate402, upstreamServer, type Server } from './stacks.ts';
 
 /** The gateway's own claim actors wait out the run: the bench claims itself, ten channels a claim, to price each request. */
-const CLAIMS_WAIT = { GATE402_CHANNEL_CLAIM_EXPOSURE: String(10 ** 15), GATE402_CHANNEL_CLAIM_MAX_AGE_SECONDS: String(30 * 86_400) };
+const CLAIMS_WAIT = {
+  GATE402_CHANNEL_CLAIM_EXPOSURE: String(10 ** 15),
+  GATE402_CHANNEL_CLAIM_MAX_AGE_SECONDS: String(30 * 86_400),
+  // The exposure caps out of the way too (a channel or network at its cap is claimed, and its vouchers wait).
+  GATE402_CHANNEL_MAX_EXPOSURE: String(10 ** 15),
+  GATE402_CHANNEL_MAX_NETWORK_EXPOSURE: String(10 ** 15),
+};
 
 const opts = benchOptions({
   full: { channels: '64', vouchers: '300', exact: '400', 'poll-ms': '20' },

@@ -35,8 +35,13 @@ const manifest = readManifest(devnet.manifestPath);
 const n = network(manifest, CAIP2.base);
 const upstream = await countingUpstream();
 t.teardown(() => upstream.close());
-// The claimer waits (a threshold above anything charged here): the refund's own transaction claims.
-const env = { GATE402_CHANNEL_CLAIM_EXPOSURE: '1000000000000', GATE402_CHANNEL_MIN_REFUND: String(MIN_REFUND) };
+// The claimer waits (a threshold and caps above anything charged here): the refund's own transaction claims.
+const env = {
+  GATE402_CHANNEL_CLAIM_EXPOSURE: '1000000000000',
+  GATE402_CHANNEL_MAX_EXPOSURE: '1000000000000',
+  GATE402_CHANNEL_MAX_NETWORK_EXPOSURE: '1000000000000',
+  GATE402_CHANNEL_MIN_REFUND: String(MIN_REFUND),
+};
 const dataDir = tempDir('channel-refund');
 const first = await spawnPaidGateway(manifest, upstream.origin, env, { dataDir, manifestPath: devnet.manifestPath });
 const { relayers } = first;

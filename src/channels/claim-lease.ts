@@ -18,6 +18,7 @@ import { RoleLease, type RoleLeases } from '../cluster/role-lease.ts';
 import type { Logger } from '../log/logger.ts';
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { FenceSource } from '../store/fence.ts';
+import type { ClaimBlock } from './claim-health.ts';
 
 /** The claim lease's name: one claimer for the cluster. */
 export const CLAIM_LEASE = 'channel-claimer';
@@ -29,11 +30,23 @@ const WORD_KEY = 'holder';
 export interface ClaimerWord {
   node: string;
   networks: Record<string, boolean>;
+  /** Why not, on the networks where it does not. */
+  blocked?: Record<string, ClaimBlock>;
+  /** How far each network's chain clock runs ahead of the holder's. */
+  aheadMs?: Record<string, number>;
 }
 
 /** A claimer as the paywall and the gateway see it. */
 export interface Claiming {
   claiming(network: string): boolean;
+  /** Why no voucher may be taken on `network` now (absent: `claiming` alone says). */
+  blocked?(network: string): ClaimBlock | undefined;
+  /** A voucher of `amount` was accepted on `network` (counted into its exposure until the claimer's next round). */
+  exposed?(network: string, amount: bigint): void;
+  /** A channel or the network reached its exposure cap: claim it now. */
+  claimSoon?(network: string): void;
+  /** How far `network`'s chain clock runs ahead of this process's (0 if not). */
+  chainAheadMs?(network: string): number;
   stop(): Promise<void>;
 }
 
@@ -63,7 +76,7 @@ export class ClaimRole implements Claiming {
   readonly #word: DurableCollection<ClaimerWord>;
   #claimer: Claiming | undefined;
   /** What this node last read, standing by: whether a live node holds the lease, and its word. */
-  #holder: { live: boolean; networks: Record<string, boolean> } = { live: false, networks: {} };
+  #holder: ClaimerWord & { live: boolean } = { live: false, node: '', networks: {} };
 
   constructor(opts: ClaimRoleOptions) {
     this.#o = opts;
@@ -79,12 +92,12 @@ export class ClaimRole implements Claiming {
       renewed: () => this.#tell(),
       standingBy: async (live) => {
         const word = live ? await this.#word.get(WORD_KEY) : undefined;
-        this.#holder = { live, networks: word?.networks ?? {} };
+        this.#holder = { live, node: '', networks: {}, ...word };
       },
       onLost: (why) => {
         const claimer = this.#claimer;
         this.#claimer = undefined;
-        this.#holder = { live: false, networks: {} };
+        this.#holder = { live: false, node: '', networks: {} };
         void claimer?.stop();
         opts.onLost?.(why);
       },
@@ -105,16 +118,48 @@ export class ClaimRole implements Claiming {
   }
 
   claiming(network: string): boolean {
+    return this.blocked(network) === undefined;
+  }
+
+  /**
+   * The holder: its claimer's answer, while its lease lets it sign. A standby: the holder's last word, while a live
+   * node holds the lease (`no_live_claimer` otherwise: nobody would claim what is accepted).
+   */
+  blocked(network: string): ClaimBlock | undefined {
     const claimer = this.#claimer;
-    if (claimer) return this.#lease.signing() === undefined && claimer.claiming(network);
-    return this.#holder.live && this.#holder.networks[network] === true;
+    if (claimer) {
+      if (this.#lease.signing() !== undefined) return 'no_live_claimer';
+      return claimer.blocked ? claimer.blocked(network) : claimer.claiming(network) ? undefined : 'claims_behind';
+    }
+    if (!this.#holder.live) return 'no_live_claimer';
+    return this.#holder.networks[network] === true ? undefined : (this.#holder.blocked?.[network] ?? 'claims_behind');
+  }
+
+  chainAheadMs(network: string): number {
+    const claimer = this.#claimer;
+    return (claimer ? claimer.chainAheadMs?.(network) : this.#holder.aheadMs?.[network]) ?? 0;
+  }
+
+  exposed(network: string, amount: bigint): void {
+    this.#claimer?.exposed?.(network, amount);
+  }
+
+  claimSoon(network: string): void {
+    this.#claimer?.claimSoon?.(network);
   }
 
   /** The holder's word: on which networks it claims (a standby reads it on each of its tries). */
   async #tell(): Promise<void> {
     const claimer = this.#claimer;
     if (!claimer) return;
-    await this.#word.put(WORD_KEY, { node: this.#o.node, networks: Object.fromEntries(this.#o.networks.map((n) => [n, claimer.claiming(n)])) });
+    const blocked: Record<string, ClaimBlock> = {};
+    const aheadMs: Record<string, number> = {};
+    for (const n of this.#o.networks) {
+      const why = claimer.blocked?.(n);
+      if (why) blocked[n] = why;
+      aheadMs[n] = claimer.chainAheadMs?.(n) ?? 0;
+    }
+    await this.#word.put(WORD_KEY, { node: this.#o.node, networks: Object.fromEntries(this.#o.networks.map((n) => [n, claimer.claiming(n)])), blocked, aheadMs });
   }
 
   /** Stops trying, stops the claimer (its records stay for the next holder), and gives the lease back at once. */

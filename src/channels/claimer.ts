@@ -3,14 +3,12 @@
  * settlement contract's withdrawal and refund events (`withdraw-watch.ts`) into the channel records, walks the
  * records, and on each network where it is due starts one claim actor (`claim-machine.ts`) over the channels with
  * accepted-but-unclaimed value (`planClaim`: pending withdrawals first, nearest deadline first, then the largest
- * exposure). A claim is due when a channel with exposure has a payer's withdrawal pending (the deadline: it is
- * claimed at once, long before the withdrawal can be finalized), when the network's exposure reaches
- * `exposureThreshold`, or when exposure has waited `maxAgeMs` since the last claim.
- *
- * Claim actors are hosted durably (`DurableHost`): one subscriber writes each one's record whenever one of its trails
- * grows or its state moves, BEFORE a signed transaction is sent; a start resumes every unfinished record first (a
- * claim broadcast before a crash is carried to its receipt from its trail, never signed again). At most one claim
- * runs per network, so the rows of one claim are never in another.
+ * exposure). Due: a channel with exposure has a payer's withdrawal pending (claimed at once), or holds half its
+ * exposure cap, or the network's exposure reaches `exposureThreshold` or half its cap, or waited `maxAgeMs`. Each
+ * round also reads what `claim-health.ts` needs to say whether the network may take vouchers (`blocked`).
+ * Claim actors are hosted durably (`DurableHost`): a record is written whenever a trail grows or the state moves,
+ * BEFORE a signed transaction is sent; a start resumes every unfinished record first (a claim broadcast before a
+ * crash is carried to its receipt from its trail, never signed again). One claim at a time per network.
  */
 import { randomUUID } from 'node:crypto';
 import type { Hex } from 'viem';
@@ -24,6 +22,7 @@ import { planClaim, type ClaimableChannel } from '../schemes/batch-settlement/cl
 import type { DurableCollection } from '../store/durable-collection.ts';
 import type { ChannelReader } from './chain-channel.ts';
 import type { ChannelLedger } from './channel-ledger.ts';
+import { CLAIM_BLOCKS, claimBlockOf, fundingOf, logFundingChange, newClaimState, reportBlock, type ClaimBlock, type ClaimSafety, type NetworkClaimState } from './claim-health.ts';
 import { exposureOf, pendingLive, resolvedPending, withChainState, withdrawFinalizableAt, type ChannelRecord } from './channel-record.ts';
 import { CLAIM_FINALS, claimFinished, claimMachine, type ClaimRecord, type ClaimRow } from './claim-machine.ts';
 import { confirmed, DROP_REASONS, recordClaimed, sendClaim, sendSweep, simulateClaim, simulationOf, type ClaimChain, type SimulationSender } from './claim-steps.ts';
@@ -40,6 +39,8 @@ export interface ClaimerSettings {
   maxRows: number;
   /** How far below the head the first scan for withdrawal events starts. */
   withdrawLookbackBlocks: number;
+  /** When vouchers stop being taken on a network (see `claim-health.ts`). */
+  safety: ClaimSafety;
 }
 
 export interface ClaimerOptions {
@@ -75,10 +76,10 @@ export class ChannelClaimer {
   readonly #busy = new Map<string, string>();
   /** When each network was last claimed (or the claimer started). */
   readonly #lastClaim = new Map<string, number>();
-  /** When each network's withdrawal events were last read successfully. */
-  readonly #scanned = new Map<string, number>();
-  /** Networks whose last claim ended without its transaction mined (retried every round until one is). */
-  readonly #failing = new Set<string>();
+  /** What each network's rounds found: scan, failing claims, a claim running, exposure, relayer funding. */
+  readonly #state = new Map<string, NetworkClaimState>();
+  /** Networks asked to be claimed at the next round (a channel or the network reached its exposure cap). */
+  readonly #asked = new Set<string>();
   /** A claim that stalled while the claimer runs (a record write kept racing): resumed at the network's next round. */
   readonly #stalled = new Map<string, ClaimRecord>();
   readonly #stopping = new AbortController();
@@ -88,6 +89,7 @@ export class ChannelClaimer {
   constructor(opts: ClaimerOptions) {
     this.#o = opts;
     this.#now = opts.now ?? Date.now;
+    for (const network of opts.chains.keys()) this.#state.set(network, newClaimState());
     const chain = (network: string): ClaimChain => {
       const c = opts.chains.get(network);
       if (!c) throw new Error(`channels are not claimed on ${network} here`);
@@ -124,7 +126,7 @@ export class ChannelClaimer {
   async start(): Promise<void> {
     const started = this.#now();
     for (const network of this.#o.chains.keys()) this.#lastClaim.set(network, started);
-    this.#o.metrics.declareChannelClaims([...this.#o.chains.keys()], { claimOutcomes: CLAIM_FINALS, sweepOutcomes: SWEEP_OUTCOMES, dropReasons: DROP_REASONS });
+    this.#o.metrics.declareChannelClaims([...this.#o.chains.keys()], { claimOutcomes: CLAIM_FINALS, sweepOutcomes: SWEEP_OUTCOMES, dropReasons: DROP_REASONS, blockReasons: CLAIM_BLOCKS });
     for await (const [key, record] of this.#o.records.entries(OPEN)) {
       if (claimFinished(record.state)) {
         await this.#write(record);
@@ -136,8 +138,7 @@ export class ChannelClaimer {
       }
       this.#o.log.info('resuming a channel claim', { claim: record.id, network: record.network, state: record.state, txs: record.txs.length });
       await this.#reclaimNonce(record);
-      this.#busy.set(record.network, record.id);
-      this.#host.spawn(record.id, { record });
+      this.#spawn(record);
     }
     this.#timer = setInterval(() => void this.round(), this.#o.settings.intervalMs);
     this.#timer.unref();
@@ -145,16 +146,31 @@ export class ChannelClaimer {
     await this.round();
   }
 
-  /**
-   * Whether vouchers may be accepted on `network`: its withdrawal events were read within the last few rounds (a
-   * payer's withdrawal is seen in time) and its last claim did not fail. Otherwise an accepted voucher might not be
-   * claimed before a withdrawal takes the escrow back: the paywall takes none (nothing charged) until it holds.
-   */
-  claiming(network: string): boolean {
-    const scanned = this.#scanned.get(network);
-    const window = Math.max(5 * this.#o.settings.intervalMs, 60_000);
-    return scanned !== undefined && this.#now() - scanned <= window && !this.#failing.has(network);
+  /** Why vouchers may not be accepted on `network` now (`claim-health.ts`): the paywall takes none until it clears. */
+  blocked(network: string): ClaimBlock | undefined {
+    return claimBlockOf(this.#state.get(network), this.#o.settings.safety, { now: this.#now(), intervalMs: this.#o.settings.intervalMs });
   }
+
+  claiming = (network: string): boolean => this.blocked(network) === undefined;
+  /** How far the network's chain clock ran ahead of this process's at the last round (withdrawal deadlines are in it). */
+  chainAheadMs = (network: string): number => this.#stateOf(network).aheadMs;
+
+  /** A voucher of `amount` accepted on `network`: counted into its exposure until the next round reads it. */
+  exposed(network: string, amount: bigint): void {
+    const s = this.#stateOf(network);
+    s.acceptedSince += amount;
+    if (s.exposure + s.acceptedSince >= this.#o.settings.safety.maxNetworkExposure) this.claimSoon(network);
+  }
+
+  /** Claims `network` at a round now (a channel or the network reached its cap): vouchers wait for it. */
+  claimSoon(network: string): void {
+    if (!this.#o.chains.has(network) || this.#asked.has(network)) return;
+    this.#asked.add(network);
+    void this.round();
+  }
+
+  /** A network's state (a network not claimed here: a fresh one, kept nowhere). */
+  #stateOf = (network: string): NetworkClaimState => this.#state.get(network) ?? newClaimState();
 
   /**
    * A resumed claim's transaction in flight is sent again as it was (the node may have lost it in the crash) and
@@ -193,13 +209,15 @@ export class ChannelClaimer {
   async #claimRound(): Promise<void> {
     if (this.#stopping.signal.aborted) return;
     const changed = new Map<string, { channels: Set<string>; scannedTo: bigint | undefined }>();
+    // What is accepted from here on is in the records this round reads, or counted again after it (never lost).
+    const acceptedBefore = new Map([...this.#o.chains.keys()].map((network) => [network, this.#stateOf(network).acceptedSince]));
     const lookback = BigInt(this.#o.settings.withdrawLookbackBlocks);
     for (const [network, chain] of this.#o.chains) {
       const watch = { network, client: chain.courier.client, cursors: this.#o.cursors, lookbackBlocks: lookback, maxBlocksPerRound: lookback > 5_000n ? lookback : 5_000n };
       try {
         const seen = await withdrawEvents(watch);
         changed.set(network, seen);
-        if (seen.caughtUp) this.#scanned.set(network, this.#now());
+        if (seen.caughtUp) this.#stateOf(network).scannedAt = this.#now();
       } catch (error) {
         this.#o.log.warn('could not read channel withdrawal events', { network, error });
       }
@@ -222,7 +240,29 @@ export class ChannelClaimer {
       byNetwork.set(network, list);
     }
     for (const [network, seen] of changed) if (!unrecorded.has(network)) await advance({ network, cursors: this.#o.cursors }, seen.scannedTo);
-    for (const network of this.#o.chains.keys()) this.#consider(network, byNetwork.get(network) ?? []);
+    for (const network of this.#o.chains.keys()) {
+      const records = byNetwork.get(network) ?? [];
+      const s = this.#stateOf(network);
+      s.acceptedSince -= acceptedBefore.get(network) ?? 0n;
+      await this.#readFunding(network, records.filter((r) => exposureOf(r) > 0n).length);
+      this.#consider(network, records);
+    }
+  }
+
+  /** Whether the relayers can pay for the pending claims (`claim-health.ts`); a failed reading counts as not funded. */
+  async #readFunding(network: string, rows: number): Promise<void> {
+    const s = this.#stateOf(network);
+    const f = await fundingOf(this.#o.chains.get(network) as ClaimChain, rows, this.#o.settings.maxRows, this.#o.settings.safety.gasHeadroom, this.#now());
+    logFundingChange(this.#o.log, network, s.funded, f);
+    s.aheadMs = f.aheadMs ?? s.aheadMs;
+    s.funded = f.ok;
+    reportBlock(this.#o.metrics.channelVouchersBlocked, network, this.blocked(network));
+  }
+
+  #spawn(record: ClaimRecord): void {
+    this.#busy.set(record.network, record.id);
+    this.#stateOf(record.network).busySince = this.#now();
+    this.#host.spawn(record.id, { record });
   }
 
   /** The record moved to the chain's view of the channel (a withdrawal or refund happened); undefined if it kept racing. */
@@ -256,7 +296,9 @@ export class ChannelClaimer {
   /** Updates the network's gauges, and starts a claim there if one is due and none runs. */
   #consider(network: string, records: readonly ChannelRecord[]): void {
     let exposure = 0n;
-    let urgent = false;
+    const { safety } = this.#o.settings;
+    // Asked (a cap reached), or a channel half way to its cap: claimed now, before vouchers must wait.
+    let urgent = this.#asked.has(network);
     let nearest: number | undefined;
     const claimable: ClaimableChannel[] = [];
     for (const r of records) {
@@ -268,7 +310,7 @@ export class ChannelClaimer {
       const e = exposureOf({ charged: reachable.toString(), totalClaimed: r.totalClaimed });
       if (e === 0n) continue;
       exposure += e;
-      if (deadline !== undefined) urgent = true;
+      if (deadline !== undefined || e * 2n >= safety.maxChannelExposure) urgent = true;
       claimable.push({
         config: r.config,
         charged: reachable,
@@ -278,19 +320,20 @@ export class ChannelClaimer {
         withdrawRequestedAt: r.withdrawRequestedAt,
       });
     }
+    this.#stateOf(network).exposure = exposure;
+    if (exposure * 2n >= safety.maxNetworkExposure) urgent = true;
     this.#o.metrics.channelUnclaimedExposure.labels(network).set(Number(exposure));
     this.#o.metrics.channelWithdrawDeadline.labels(network).set(nearest ?? 0);
     if (this.#busy.has(network) || this.#stopping.signal.aborted) return;
     const stalled = this.#stalled.get(network);
     if (stalled) {
       this.#stalled.delete(network);
-      this.#busy.set(network, stalled.id);
-      this.#host.spawn(stalled.id, { record: stalled });
+      this.#spawn(stalled);
       return;
     }
     if (exposure === 0n) return;
     const aged = this.#now() - (this.#lastClaim.get(network) ?? 0) >= this.#o.settings.maxAgeMs;
-    if (!urgent && !aged && !this.#failing.has(network) && exposure < this.#o.settings.exposureThreshold) return;
+    if (!urgent && !aged && !this.#stateOf(network).failing && exposure < this.#o.settings.exposureThreshold) return;
     const plan = planClaim(claimable, this.#o.settings.maxRows);
     for (const r of plan.refused) this.#o.log.error('a channel record cannot be claimed as it stands', { network, payer: r.config.payer, reason: r.reason });
     const chainId = this.#o.chains.get(network)?.chainId as number;
@@ -311,8 +354,8 @@ export class ChannelClaimer {
     const now = this.#now();
     const record: ClaimRecord = { id: randomUUID(), network, state: 'simulating', rows, dropped: [], txs: [], sweepTxs: [], createdAt: now, updatedAt: now };
     this.#o.log.info('claiming payment channels', { network, claim: record.id, rows: rows.length, exposure, urgent });
-    this.#busy.set(network, record.id);
-    this.#host.spawn(record.id, { record });
+    this.#asked.delete(network);
+    this.#spawn(record);
   }
 
   /** Writes a claim's record: under `open/` while unfinished, then under `done/` (and the open one removed). */
@@ -324,16 +367,19 @@ export class ChannelClaimer {
 
   #finished(id: string, record: ClaimRecord, state: string): void {
     const { network } = record;
-    if (this.#busy.get(network) === id) this.#busy.delete(network);
+    if (this.#busy.get(network) === id) {
+      this.#busy.delete(network);
+      this.#stateOf(network).busySince = undefined;
+    }
     const m = this.#o.metrics;
     m.channelClaims.labels(network, state).inc();
     for (const d of record.dropped) m.channelClaimRowsDropped.labels(network, d.reason).inc();
     if (record.claimTx && state !== 'reverted') {
       m.channelClaimedVouchers.labels(network).inc(record.rows.length);
       this.#lastClaim.set(network, this.#now());
-      this.#failing.delete(network);
+      this.#stateOf(network).failing = false;
     } else if (state === 'failed' || state === 'reverted' || state === 'stalled') {
-      this.#failing.add(network);
+      this.#stateOf(network).failing = true;
     }
     // Its record is open still: resumed where its trails say, with the same transactions.
     if (state === 'stalled' && !this.#stopping.signal.aborted && record.txs.length > 0) this.#stalled.set(network, { ...record, state });

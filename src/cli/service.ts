@@ -11,6 +11,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import type { NetworkRegistry } from '../chain/networks.ts';
 import { clusterNodeConfigFromEnv } from '../cluster/join.ts';
 import { requireProductionSecrets } from '../config/production-secrets.ts';
+import { channelConfigFromEnv } from '../gateway/paywall/channel-settings.ts';
 import { isPublicTestKey } from '../devnet/accounts.ts';
 import type { DevnetManifest } from '../devnet/manifest.ts';
 import { serviceDevnet } from '../devnet/service-devnet.ts';
@@ -58,6 +59,8 @@ export async function startService(opts: ServiceOptions, env: NodeJS.ProcessEnv 
         networks.all().map((n) => n.caip2),
       )
     : undefined;
+  // Payment channels' margins too: off the devnet, a setting that could not protect an accepted voucher stops the start here.
+  if (opts.gateway) channelConfigFromEnv(env, devnet?.channelAuthorizerKey);
   const engineConfig = engineConfigFromEnv(env);
   const relayers = relayerAccountsFor(engineConfig, devnet?.relayers);
   const stockConfig = stockConfigFromEnv(env);

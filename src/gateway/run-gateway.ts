@@ -17,7 +17,7 @@ import { CircuitBreakers } from '../resilience/circuit-breaker.ts';
 import { mppDoor } from '../front-door/mpp.ts';
 import { x402Door } from '../front-door/x402.ts';
 import { channelDoor } from '../front-door/batch-settlement.ts';
-import { channelConfigFromEnv, paywallChannels, startChannelClaimer, type ChannelConfig, type ClaimCluster } from './paywall/channel-composition.ts';
+import { channelConfigFromEnv, claimPath, paywallChannels, startChannelClaimer, type ChannelConfig, type ClaimCluster } from './paywall/channel-composition.ts';
 import type { SendingChain } from '../tx/sending-chain.ts';
 import type { InternalUpstream } from './paywall/forward.ts';
 import { paidRouteHandler, type PaidRequestRecord } from './paywall/paid-route.ts';
@@ -192,7 +192,7 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
       : undefined;
   const claimer = actors?.claimer;
   // Vouchers are taken only while their claims can be made (see `ChannelClaimer.claiming`); refunds through the desk.
-  const channels = paywall && actors ? { ...paywall, claiming: (network: string) => actors.claimer.claiming(network), refunds: actors.refunds } : paywall;
+  const channels = paywall && actors ? { ...paywall, ...claimPath(actors.claimer), refunds: actors.refunds } : paywall;
   const doors = [x402Door({ baseUrl: config.baseUrl }), mppDoor({ key: config.mppKey, realm: config.realm, receiptKey: config.receiptKey, now: Date.now })];
   const paid = paidRouteHandler({
     settlement: parts.settlement,

@@ -9,7 +9,10 @@ import type { MetricKit } from './metric-kit.ts';
 
 export interface ChannelSeries {
   /** The claim outcomes and sweep outcomes on each network where channels are claimed, at zero. */
-  declareChannelClaims(networks: readonly string[], known: { claimOutcomes: readonly string[]; sweepOutcomes: readonly string[]; dropReasons: readonly string[] }): void;
+  declareChannelClaims(
+    networks: readonly string[],
+    known: { claimOutcomes: readonly string[]; sweepOutcomes: readonly string[]; dropReasons: readonly string[]; blockReasons?: readonly string[] },
+  ): void;
   /** Claim actors finished, by network and final state (`swept`, `empty`, `failed`, `reverted`, `sweepFailed`, `stalled`). */
   readonly channelClaims: Counter<'network' | 'outcome'>;
   /** Vouchers (channel rows) claimed by a mined claim transaction. */
@@ -22,6 +25,8 @@ export interface ChannelSeries {
   readonly channelUnclaimedExposure: Gauge<'network'>;
   /** Unix seconds of the nearest pending withdrawal's finalization among the channels held (0: none pending). */
   readonly channelWithdrawDeadline: Gauge<'network'>;
+  /** 1 for why a network takes no channel voucher now (`channels/claim-health.ts`), 0 for the other reasons. */
+  readonly channelVouchersBlocked: Gauge<'network' | 'reason'>;
   /** The refund outcomes on each network where channels are refunded, at zero. */
   declareChannelRefunds(networks: readonly string[], outcomes: readonly string[]): void;
   /** Refund actors finished, by network and final state (`refunded`, `refused`, `failed`, `reverted`, `stalled`). */
@@ -49,6 +54,11 @@ export function channelSeries(kit: MetricKit): ChannelSeries {
     help: "Unix seconds at which the nearest payer's pending withdrawal can be finalized, among the channels held (0: none)",
     labelNames: ['network'],
   });
+  const channelVouchersBlocked = kit.gauge({
+    name: 'gate402_channel_vouchers_blocked',
+    help: "Whether a network takes no payment-channel voucher now (1), by why, as of its claimer's last round: the claim path could not protect one",
+    labelNames: ['network', 'reason'],
+  });
   const channelRefunds = kit.counter({ name: 'gate402_channel_refunds_total', help: 'Payment-channel refund actors finished, by network and final state', labelNames: ['network', 'outcome'] });
   const channelRefunded = kit.counter({ name: 'gate402_channel_refunded_total', help: "What channel refunds returned to payers, in the tokens' smallest units", labelNames: ['network'] });
   return {
@@ -68,6 +78,7 @@ export function channelSeries(kit: MetricKit): ChannelSeries {
         channelClaimedVouchers.labels(network).inc(0);
         channelUnclaimedExposure.labels(network).set(0);
         channelWithdrawDeadline.labels(network).set(0);
+        for (const reason of known.blockReasons ?? []) channelVouchersBlocked.labels(network, reason).set(0);
       }
     },
     channelClaims,
@@ -76,5 +87,6 @@ export function channelSeries(kit: MetricKit): ChannelSeries {
     channelSweeps,
     channelUnclaimedExposure,
     channelWithdrawDeadline,
+    channelVouchersBlocked,
   };
 }

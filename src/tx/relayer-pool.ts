@@ -73,6 +73,11 @@ export class RelayerPool {
     if (why !== undefined) throw new NotSigning(why);
   }
 
+  /** Below this native balance a relayer takes no new work. */
+  get minBalanceWei(): bigint {
+    return this.#minBalance;
+  }
+
   get addresses(): Address[] {
     return this.#relayers.map((r) => r.account.address);
   }

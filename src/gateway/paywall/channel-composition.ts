@@ -1,8 +1,7 @@
 /**
- * Payment channels as the gateway runs them: their settings (the receiver authorizer key and the withdraw delay) and the paywall's part made from
- * them (the channel records in the Store, the chain reader, the offers' terms).
+ * Payment channels as the gateway runs them: the paywall's part made from their settings (`channel-settings.ts`: the
+ * channel records in the Store, the chain reader, the offers' terms) and the claim and refund actors.
  */
-import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { chainIdOf } from '../../chain/canonical.ts';
 import type { NetworkRegistry } from '../../chain/networks.ts';
@@ -11,17 +10,16 @@ import { rpcChannelReader } from '../../channels/chain-channel.ts';
 import { budgetedChannelReader } from '../../channels/chain-read-budget.ts';
 import type { ClaimRecord } from '../../channels/claim-machine.ts';
 import type { ClaimChain } from '../../channels/claim-steps.ts';
-import { ChannelClaimer, type ClaimerSettings } from '../../channels/claimer.ts';
+import { ChannelClaimer } from '../../channels/claimer.ts';
+import type { ChannelConfig } from './channel-settings.ts';
 import { CLAIMER_WORD, ClaimRole, type ClaimerWord, type ClaimFence, type Claiming } from '../../channels/claim-lease.ts';
 import { ChannelRefunds } from '../../channels/refund-desk.ts';
 import type { RefundRecord } from '../../channels/refund-machine.ts';
 import type { RoleLeases } from '../../cluster/role-lease.ts';
 import { guardedCourier } from '../../tx/guarded-courier.ts';
-import { ConfigError, envInt, envString } from '../../config/env.ts';
 import { courierOver, type SendingChain } from '../../tx/sending-chain.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
-import { MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY } from '../../schemes/batch-settlement/domain.ts';
 import type { Store } from '../../store/store.ts';
 import type { ChannelOfferTerms } from './channel-offers.ts';
 import type { PaywallChannels } from './channel-paid.ts';
@@ -29,62 +27,10 @@ import type { PaywallRefunds } from './channel-refund.ts';
 import { MAX_TIMEOUT_SECONDS } from './offers.ts';
 import { thisBootOnly, type BootLiveness } from './served-claims.ts';
 
-export interface ChannelConfig {
-  /** Signs the receiver's claims and refunds; its address is every channel's `receiverAuthorizer`. None: no channels. */
-  authorizerKey: Hex | undefined;
-  /** Seconds a payer's withdrawal waits (every claim must land within it). */
-  withdrawDelay: number;
-  /** When accepted vouchers are claimed and swept (see `channels/claimer.ts`). */
-  claims: ClaimerSettings;
-  /** Seconds before a pending withdrawal can finalize from which its channel takes no more vouchers. */
-  withdrawMarginSeconds: number;
-  /** Chain reads of channels per second, all channels together (see `channels/chain-read-budget.ts`). */
-  chainReadsPerSecond: number;
-  /** The smallest partial refund, in the token's smallest units (a full refund of what is left is always taken). */
-  minRefund: bigint;
-  /** How long a refund request waits for its transaction to mine before it is answered 202. */
-  refundWaitMs: number;
-}
+export { channelConfigFromEnv, type ChannelConfig } from './channel-settings.ts';
 
 /** A channel is read on chain at most this often; asks in between share its last read. */
 const CHANNEL_READ_INTERVAL_MS = 2_000;
-
-/**
- * `devnetKey`: the devnet's authorizer, given only on the devnet. Off the devnet, channels are refused for now: a
- * voucher accepted just before a payer's withdrawal margin has only the margin for its claim to land
- * (docs/gateway.md, payment channels, says what is left).
- */
-export function channelConfigFromEnv(env: NodeJS.ProcessEnv, devnetKey: Hex | undefined): ChannelConfig {
-  const key = envString(env, 'GATE402_CHANNEL_AUTHORIZER_KEY', devnetKey ?? '');
-  if (key !== '' && devnetKey === undefined) {
-    throw new ConfigError(
-      'GATE402_CHANNEL_AUTHORIZER_KEY: payment channels (batch-settlement) run on the devnet only in this version: an accepted voucher is served before it is claimed, and the claims are not yet sized against a payer withdrawing while they fail (docs/gateway.md). Unset it; routes then offer exact only',
-    );
-  }
-  if (key !== '' && !/^0x[0-9a-fA-F]{64}$/.test(key)) throw new ConfigError('GATE402_CHANNEL_AUTHORIZER_KEY must be a 0x-prefixed 32-byte private key (the receiver authorizer of payment channels)');
-  const withdrawDelay = envInt(env, 'GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS', 86_400, { min: MIN_WITHDRAW_DELAY, max: MAX_WITHDRAW_DELAY });
-  const claims: ClaimerSettings = {
-    intervalMs: envInt(env, 'GATE402_CHANNEL_CLAIM_INTERVAL_MS', 15_000, { min: 100, max: 600_000 }),
-    exposureThreshold: BigInt(envInt(env, 'GATE402_CHANNEL_CLAIM_EXPOSURE', 1_000_000, { min: 1 })),
-    maxAgeMs: envInt(env, 'GATE402_CHANNEL_CLAIM_MAX_AGE_SECONDS', 3600, { min: 1, max: 30 * 86_400 }) * 1000,
-    maxRows: envInt(env, 'GATE402_CHANNEL_CLAIM_MAX_ROWS', 50, { min: 1, max: 200 }),
-    withdrawLookbackBlocks: envInt(env, 'GATE402_CHANNEL_WITHDRAW_LOOKBACK_BLOCKS', 20_000, { min: 1, max: 10_000_000 }),
-  };
-  // A pending withdrawal is claimed against at the next round: rounds must come many times within the delay.
-  if (claims.intervalMs * 10 > withdrawDelay * 1000) {
-    throw new ConfigError('GATE402_CHANNEL_CLAIM_INTERVAL_MS must be at most a tenth of GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS (a withdrawal must meet many claim rounds before it can be finalized)');
-  }
-  const withdrawMarginSeconds = envInt(env, 'GATE402_CHANNEL_WITHDRAW_MARGIN_SECONDS', 300, { min: 1, max: MAX_WITHDRAW_DELAY });
-  if (withdrawMarginSeconds * 1000 < claims.intervalMs * 4 || withdrawMarginSeconds >= withdrawDelay) {
-    throw new ConfigError(
-      'GATE402_CHANNEL_WITHDRAW_MARGIN_SECONDS must be below GATE402_CHANNEL_WITHDRAW_DELAY_SECONDS and at least four claim rounds (GATE402_CHANNEL_CLAIM_INTERVAL_MS): the vouchers accepted before it must be claimed within it',
-    );
-  }
-  const chainReadsPerSecond = envInt(env, 'GATE402_CHANNEL_CHAIN_READS_PER_SECOND', 20, { min: 1, max: 10_000 });
-  const minRefund = BigInt(envInt(env, 'GATE402_CHANNEL_MIN_REFUND', 10_000, { min: 1 }));
-  const refundWaitMs = envInt(env, 'GATE402_CHANNEL_REFUND_WAIT_MS', 30_000, { min: 1_000, max: 300_000 });
-  return { authorizerKey: key === '' ? undefined : (key as Hex), withdrawDelay, claims, withdrawMarginSeconds, chainReadsPerSecond, minRefund, refundWaitMs };
-}
 
 /** The terms channel offers carry, or undefined when no receiver authorizer is configured. */
 export function channelOfferTerms(config: ChannelConfig): ChannelOfferTerms | undefined {
@@ -104,6 +50,7 @@ export function paywallChannels(config: ChannelConfig, parts: { store: Store; ne
       { perSecond: config.chainReadsPerSecond, burst: Math.max(10, 2 * config.chainReadsPerSecond), perChannelMs: CHANNEL_READ_INTERVAL_MS },
     ),
     withdrawMarginSeconds: config.withdrawMarginSeconds,
+    maxChannelExposure: config.claims.safety.maxChannelExposure,
     ...(parts.live ? { live: parts.live } : {}),
   };
 }
@@ -193,11 +140,26 @@ export async function startChannelClaimer(
   return {
     claimer: {
       claiming: (network) => role.claiming(network),
+      blocked: (network) => role.blocked(network),
+      exposed: (network, amount) => role.exposed(network, amount),
+      claimSoon: (network) => role.claimSoon(network),
+      chainAheadMs: (network) => role.chainAheadMs(network),
       stop: async () => {
         await role.stop();
         await cluster.close();
       },
     },
     refunds: refundsPart,
+  };
+}
+
+/** What the paywall asks of the claimer before and after it takes a voucher (see `PaywallChannels`). */
+export function claimPath(claimer: Claiming): Pick<PaywallChannels, 'claiming' | 'blocked' | 'exposed' | 'claimSoon' | 'chainAheadMs'> {
+  return {
+    claiming: (network) => claimer.claiming(network),
+    blocked: (network) => (claimer.blocked ? claimer.blocked(network) : claimer.claiming(network) ? undefined : 'claims_behind'),
+    exposed: (network, amount) => claimer.exposed?.(network, amount),
+    claimSoon: (network) => claimer.claimSoon?.(network),
+    chainAheadMs: (network) => claimer.chainAheadMs?.(network) ?? 0,
   };
 }

@@ -12,7 +12,7 @@
 import type { Hex } from 'viem';
 import { BOOT } from '../../cluster/boot.ts';
 import type { ChannelLedger, HeldRecord } from '../../channels/channel-ledger.ts';
-import { committed, headroom, openedRecord, pendingLive, released, resolvedPending, withBalance, withdrawClosing, withPending, type ChannelRecord } from '../../channels/channel-record.ts';
+import { committed, exposureOf, headroom, openedRecord, pendingLive, released, resolvedPending, withBalance, withdrawClosing, withPending, type ChannelRecord } from '../../channels/channel-record.ts';
 import type { ChannelReader } from '../../channels/chain-channel.ts';
 import { ChannelReadsExhausted } from '../../channels/chain-read-budget.ts';
 import { CHANNEL_PROTOCOL, correctiveTerms, voucherSettlement, type ChannelCredential } from '../../front-door/batch-settlement.ts';
@@ -24,7 +24,8 @@ import { classifyVoucherStep, type OnchainChannel } from '../../schemes/batch-se
 import { BatchReason } from '../../verify/batch-settlement-reasons.ts';
 import type { ChannelStateExtra, VoucherStateExtra } from '../../schemes/batch-settlement/requirements.ts';
 import { classifyVoucherSignature } from '../../schemes/batch-settlement/voucher.ts';
-import { behind, json, paidUnserved, pending as pendingAnswer, shedOf } from './answers.ts';
+import { uncharged } from '../../protocol/result.ts';
+import { behind, json, paidUnserved, pending as pendingAnswer, shedOf, unchargedAnswer } from './answers.ts';
 import { paidAnswerHeaders } from './paid-headers.ts';
 import type { ChannelOfferTerms } from './channel-offers.ts';
 import type { PaywallRefunds } from './channel-refund.ts';
@@ -50,6 +51,16 @@ export interface PaywallChannels {
    * accepted there (a 503, nothing charged). Absent: nothing claims here, and nothing is checked.
    */
   claiming?(network: string): boolean;
+  /** Why no voucher may be taken on a network now (`channels/claim-health.ts`); preferred to `claiming` when given. */
+  blocked?(network: string): string | undefined;
+  /** Told of each voucher's value once charged (the network's exposure, until the claimer's next round). */
+  exposed?(network: string, amount: bigint): void;
+  /** Asked when a channel reached its exposure cap: claim that network now. */
+  claimSoon?(network: string): void;
+  /** How far a network's chain clock runs ahead of this process's: withdrawal deadlines are judged by the later clock. */
+  chainAheadMs?(network: string): number;
+  /** A channel's accepted-but-unclaimed value beyond which it takes no voucher until claimed (absent: no cap). */
+  maxChannelExposure?: bigint;
   /** Told of each voucher accepted or refused (metrics), by reason. */
   counted?(outcome: 'accepted' | string): void;
   /** Cooperative refunds (`channel-refund.ts`); absent: a refund payload is refused, nothing touched. */
@@ -76,6 +87,26 @@ export function channelStateOf(r: ChannelRecord): ChannelStateExtra {
 
 function voucherStateOf(r: ChannelRecord): VoucherStateExtra | undefined {
   return r.signature === '0x' ? undefined : { signedMaxClaimable: r.signedMaxClaimable, signature: r.signature };
+}
+
+const UNSAFE: Record<string, string> = {
+  claims_behind: "this network's payment channel claims are behind (withdrawals not read in time)",
+  claims_failing: "this network's payment channel claims are failing",
+  claims_stalled: 'a payment channel claim on this network is not being mined',
+  relayer_gas_low: "the gateway's relayers cannot pay for claiming payment channels on this network",
+  network_exposure_cap: 'too much payment channel value on this network waits to be claimed',
+  no_live_claimer: 'no gateway node is claiming payment channels right now',
+  channel_exposure_cap: "too much of this channel's value waits to be claimed; it is being claimed",
+};
+
+/**
+ * The claim path could not protect one more voucher (`channels/claim-health.ts`) or the channel holds its cap of
+ * unclaimed value: a 503 before anything is charged or served; the same voucher is good after Retry-After.
+ */
+function claimsUnsafe(c: PaywallChannels, reason: string): HttpResponse {
+  c.counted?.(reason);
+  const refusal = uncharged('channel_claims_unsafe', UNSAFE[reason] ?? 'payment channel claims cannot protect a voucher right now', 503).error;
+  return unchargedAnswer(refusal, { code: refusal.code, reason, retry: 'send the same voucher after Retry-After seconds' }, { 'retry-after': '5' });
 }
 
 /** The corrective 402: the voucher is out of step with the record; the offer carries what the server holds. */
@@ -113,11 +144,9 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
   const { payload, offer } = cred;
   // Refunds are the refund desk's (`channel-refund.ts`), dispatched before this; none reaches a paid request.
   if (payload.type === 'refund') return refusedWith(p, c, BatchReason.refundPayload);
-  // An accepted voucher must be claimable before any withdrawal takes the escrow back: not while claims are behind.
-  if (c.claiming && !c.claiming(offer.network)) {
-    c.counted?.('claims_behind');
-    return json(503, { error: 'payment channel claims are behind on this network; nothing was charged' }, { 'retry-after': '5' });
-  }
+  // An accepted voucher must be claimable before any withdrawal takes the escrow back: not while the claim path is unsafe.
+  const block = c.blocked ? c.blocked(offer.network) : c.claiming && !c.claiming(offer.network) ? 'claims_behind' : undefined;
+  if (block) return claimsUnsafe(c, block);
   const upstream = await preparedUpstream(p);
   if (!upstream.ok) return upstream.error;
   // One ECDSA recovery, no I/O: a payer whose vouchers only EIP-1271 could check is refused (not supported here).
@@ -167,7 +196,12 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
     const step = classifyVoucherStep(cumulative, { charged: BigInt(r.charged), signedMaxClaimable: BigInt(r.signedMaxClaimable) }, price);
     if (step !== 'next') return corrective(p, c, r);
     // The payer is taking the unclaimed escrow back: a voucher accepted this near the deadline might not be claimed in time.
-    if (withdrawClosing(r, now, c.withdrawMarginSeconds ?? 0)) return refusedWith(p, c, BatchReason.cumulativeExceedsBalance);
+    if (withdrawClosing(r, now + (c.chainAheadMs?.(offer.network) ?? 0), c.withdrawMarginSeconds ?? 0)) return refusedWith(p, c, BatchReason.cumulativeExceedsBalance);
+    // What the merchant would lose if the claims failed: bounded per channel; the claim is asked for, the voucher waits.
+    if (c.maxChannelExposure !== undefined && exposureOf(r) + price > c.maxChannelExposure) {
+      c.claimSoon?.(offer.network);
+      return claimsUnsafe(c, 'channel_exposure_cap');
+    }
     // Never beyond the deposit: the balance as last read, minus what is already accepted.
     if (price > headroom(r)) {
       const refreshed = await balanceRead(c, cred, held, now);
@@ -252,6 +286,7 @@ async function servedOnVoucher(p: Purchase, c: PaywallChannels, cred: ChannelCre
   const record = done?.record ?? ahead.record;
   if (!done) p.deps.log.error('could not commit a served voucher (it stays pending, and is committed when next read)', { channel: cred.channelId });
   c.counted?.('accepted');
+  c.exposed?.(cred.offer.network, price);
   p.deps.metrics.revenue(p.merchant.slug, CHANNEL_PROTOCOL, Number(p.route.priceUsd));
   const charged = done ? record.charged : (ahead.record.pending?.cumulative ?? record.charged);
   const settlement = voucherSettlement({
