@@ -331,7 +331,11 @@ export class ChannelClaimer {
       this.#spawn(stalled);
       return;
     }
-    if (exposure === 0n) return;
+    if (exposure === 0n) {
+      // Nothing unclaimed: a failed claim protects nothing now (else, no claim ever due, it refused vouchers for good).
+      this.#stateOf(network).failing = false;
+      return;
+    }
     const aged = this.#now() - (this.#lastClaim.get(network) ?? 0) >= this.#o.settings.maxAgeMs;
     if (!urgent && !aged && !this.#stateOf(network).failing && exposure < this.#o.settings.exposureThreshold) return;
     const plan = planClaim(claimable, this.#o.settings.maxRows);
