@@ -63,7 +63,8 @@ export function claimCostWei(rows: number, maxRows: number, gasPrice: bigint, he
  * could hand it a claim it cannot pay for.
  */
 export function relayersCover(balances: readonly bigint[], o: { needWei: bigint; oneClaimWei: bigint; minBalanceWei: bigint }): { ok: boolean; spendableWei: bigint } {
-  const floor = o.oneClaimWei > o.minBalanceWei ? o.oneClaimWei : o.minBalanceWei;
+  let floor = o.minBalanceWei;
+  if (o.oneClaimWei > floor) floor = o.oneClaimWei;
   let spendableWei = 0n;
   for (const b of balances) if (b >= floor) spendableWei += b;
   return { ok: spendableWei >= o.needWei && spendableWei > 0n, spendableWei };

@@ -163,7 +163,8 @@ export function channelOperations(parts: ChannelOperationParts): ChannelOperatio
       if (held) return held;
       const before = await readChannel(chain.client, channelId);
       if (before.refundNonce !== op.nonce) return refusal(network, BatchReason.refundPayload, `the channel's refund nonce is ${before.refundNonce}, the refund is signed for ${op.nonce}`);
-      const claimedAfter = (op.claim?.rows ?? []).reduce((max, row) => (row.totalClaimed > max ? row.totalClaimed : max), before.totalClaimed);
+      let claimedAfter = before.totalClaimed;
+      for (const row of op.claim?.rows ?? []) if (row.totalClaimed > claimedAfter) claimedAfter = row.totalClaimed;
       const refunded = refundableAmount(before.balance, claimedAfter, op.amount);
       if (refunded === 0n) return refusal(network, BatchReason.refundNoBalance, 'the channel holds nothing unclaimed to refund');
       const details = async (): Promise<Partial<SettleResponse>> => {
