@@ -9,17 +9,15 @@ import { parseEther, parseUnits, toHex, type Address, type Hex, type LocalAccoun
 import { readFileSync } from 'node:fs';
 import { BATCH_SETTLEMENT_ADDRESS, CAIP2 } from '../src/chain/canonical.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
-import { readManifest } from '../src/devnet/manifest.ts';
 import { claimCostWei } from '../src/channels/claim-health.ts';
 import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import type { ChannelConfig } from '../src/schemes/batch-settlement/channel-config.ts';
 import { BatchReason } from '../src/verify/batch-settlement-reasons.ts';
-import { channelBuyer, countingUpstream, decodedCredential, type ChannelBuyer } from './helpers/channel-buyer.ts';
+import { channelBuyer, ownChannelChains, decodedCredential, type ChannelBuyer } from './helpers/channel-buyer.ts';
 import { channelOnChain } from './helpers/channels.ts';
-import { clientsFor, freshAccount, network, tester } from './helpers/devnet.ts';
+import { clientsFor, tester } from './helpers/devnet.ts';
 import { spawnPaidGateway, until } from './helpers/paid-gateway.ts';
 import { fundedPayer } from './helpers/payments.ts';
-import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 
 const PRICE = 10_000n; // catjoke/joke: 0.01 USD
 const DELAY = 900; // the withdraw delay offered (the scheme's minimum)
@@ -29,13 +27,7 @@ const CHANNEL_CAP = 3n * PRICE;
 const HEADROOM = 50; // the relayers must hold 50 times the pending claims' cost
 const MAX_ROWS = 50;
 
-const devnet = await spawnOwnDevnet('channel-claim-safety');
-t.teardown(() => devnet.stop());
-const manifest = readManifest(devnet.manifestPath);
-const n = network(manifest, CAIP2.base);
-const { pub } = clientsFor(n, freshAccount());
-const upstream = await countingUpstream();
-t.teardown(() => upstream.close());
+const { devnet, manifest, n, pub, upstream } = await ownChannelChains(t, 'channel-claim-safety');
 const { gw, relayers } = await spawnPaidGateway(
   manifest,
   upstream.origin,

@@ -11,19 +11,17 @@ import { keccak256, parseEther, parseEventLogs, parseUnits, toHex, type Address,
 import { readFileSync } from 'node:fs';
 import { BATCH_SETTLEMENT_ADDRESS, CAIP2 } from '../src/chain/canonical.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
-import { readManifest } from '../src/devnet/manifest.ts';
 import { serviceDevnet } from '../src/devnet/service-devnet.ts';
 import { simulateClaim } from '../src/channels/claim-steps.ts';
 import type { ClaimRow } from '../src/channels/claim-machine.ts';
 import { privateKeyToAccount } from 'viem/accounts';
 import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import { channelIdOf, type ChannelConfig } from '../src/schemes/batch-settlement/channel-config.ts';
-import { channelBuyer, countingUpstream, decodedCredential, type ChannelBuyer } from './helpers/channel-buyer.ts';
+import { channelBuyer, ownChannelChains, decodedCredential, type ChannelBuyer } from './helpers/channel-buyer.ts';
 import { channelOnChain } from './helpers/channels.ts';
-import { clientsFor, freshAccount, network, tester } from './helpers/devnet.ts';
+import { clientsFor, tester } from './helpers/devnet.ts';
 import { relayerTxCount, spawnPaidGateway, until } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
-import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
 const PRICE = 10_000n; // catjoke/joke: 0.01 USD
@@ -31,13 +29,7 @@ const PRICE = 10_000n; // catjoke/joke: 0.01 USD
 const THRESHOLD = 30n * PRICE;
 const DELAY = 900; // the withdraw delay the gateway offers (the scheme's minimum)
 
-const devnet = await spawnOwnDevnet('channel-claims');
-t.teardown(() => devnet.stop());
-const manifest = readManifest(devnet.manifestPath);
-const n = network(manifest, CAIP2.base);
-const { pub } = clientsFor(n, freshAccount());
-const upstream = await countingUpstream();
-t.teardown(() => upstream.close());
+const { devnet, manifest, n, pub, upstream } = await ownChannelChains(t, 'channel-claims');
 const dataDir = tempDir('channel-claims');
 const env = {
   GATE402_CHANNEL_CLAIM_INTERVAL_MS: '250',

@@ -12,18 +12,17 @@ import { join } from 'node:path';
 import { BATCH_SETTLEMENT_ADDRESS, CAIP2 } from '../src/chain/canonical.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
 import type { ClaimRecord } from '../src/channels/claim-machine.ts';
-import { readManifest, writeManifest } from '../src/devnet/manifest.ts';
+import { writeManifest } from '../src/devnet/manifest.ts';
 import { batchSettlementAbi } from '../src/schemes/batch-settlement/abi.ts';
 import { openStore } from '../src/store/open-store.ts';
-import { countingUpstream } from './helpers/channel-buyer.ts';
+import { ownChannelChains } from './helpers/channel-buyer.ts';
 import { channelOf, newChannelPayer, payChannel, settlementEvents, type ChannelPayer } from './helpers/channel-payers.ts';
 import { channelOnChain, officialChannelClient, officialChannelPayment } from './helpers/channels.ts';
 import { encodePaymentSignatureHeader } from '../src/protocol/x402/headers.ts';
-import { clientsFor, freshAccount, network } from './helpers/devnet.ts';
+import { clientsFor } from './helpers/devnet.ts';
 import { relayerTxCount, spawnPaidGateway, until } from './helpers/paid-gateway.ts';
 import { stableBalance } from './helpers/payments.ts';
 import { startRpcGate } from './helpers/rpc-gate.ts';
-import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
 const PRICE = 10_000n; // catjoke/joke: 0.01 USD
@@ -31,13 +30,7 @@ const PRICE = 10_000n; // catjoke/joke: 0.01 USD
 const THRESHOLD = 30n * PRICE;
 const DELAY = 900; // the withdraw delay the gateway offers (the scheme's minimum)
 
-const devnet = await spawnOwnDevnet('channel-crashes');
-t.teardown(() => devnet.stop());
-const manifest = readManifest(devnet.manifestPath);
-const n = network(manifest, CAIP2.base);
-const { pub } = clientsFor(n, freshAccount());
-const upstream = await countingUpstream();
-t.teardown(() => upstream.close());
+const { devnet, manifest, n, pub, upstream } = await ownChannelChains(t, 'channel-crashes');
 // The gateway's first run reaches the chain through a gate that can stop it between the chain's answer and its own.
 const gate = await startRpcGate(n.rpcUrl);
 t.teardown(() => gate.close());

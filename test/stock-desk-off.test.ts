@@ -10,7 +10,7 @@ import t from 'tap';
 import { generatePrivateKey } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { freePort, testDevnet } from './helpers/devnet.ts';
-import { BIN } from './helpers/spawn-devnet.ts';
+import { BIN, offDevnetEnv } from './helpers/spawn-devnet.ts';
 
 const manifest = testDevnet();
 const dir = mkdtempSync(join(tmpdir(), 'gate402-stock-desk-off-'));
@@ -21,10 +21,7 @@ const networksFile = join(dir, 'networks.json');
 writeFileSync(networksFile, JSON.stringify({ networks: { ...manifest.networks, [CAIP2.stockChain]: stockChain } }));
 
 const port = await freePort();
-const env: NodeJS.ProcessEnv = {};
-// Nothing of the test run's own environment that could name a manifest or a key.
-for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GATE402_')) env[k] = v;
-Object.assign(env, {
+const env = offDevnetEnv({
   GATE402_NETWORKS_FILE: networksFile,
   GATE402_DATA_DIR: join(dir, 'data'),
   GATE402_GATEWAY_PORT: String(port),

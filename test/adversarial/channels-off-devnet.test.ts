@@ -7,7 +7,6 @@
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -15,7 +14,8 @@ import { CAIP2 } from '../../src/chain/canonical.ts';
 import { registrationTypedData } from '../../src/gateway/merchants/signature.ts';
 import { countingUpstream } from '../helpers/channel-buyer.ts';
 import { freePort, freshAccount, testDevnet } from '../helpers/devnet.ts';
-import { BIN } from '../helpers/spawn-devnet.ts';
+import { listening } from '../helpers/raw-http.ts';
+import { BIN, offDevnetEnv } from '../helpers/spawn-devnet.ts';
 import { tempDir } from '../helpers/temp-dir.ts';
 
 const manifest = testDevnet();
@@ -57,23 +57,11 @@ async function registerChannelMerchant(gatewayUrl: string, upstreamOrigin: strin
   return fetch(`${gatewayUrl}/api/merchants`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ registration, signature }) });
 }
 
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-
 /** `gate402 gateway` off the devnet with exactly `settings`: the child, its port and data directory. */
 async function start(settings: Record<string, string>) {
   const port = await freePort();
   const dataDir = join(mkdtempSync(join(dir, 'run-')), 'data');
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GATE402_')) env[k] = v;
-  Object.assign(env, { GATE402_NETWORKS_FILE: networksFile, GATE402_DATA_DIR: dataDir, GATE402_GATEWAY_PORT: String(port), GATE402_LOG_LEVEL: 'warn', ...settings });
+  const env = offDevnetEnv({ GATE402_NETWORKS_FILE: networksFile, GATE402_DATA_DIR: dataDir, GATE402_GATEWAY_PORT: String(port), GATE402_LOG_LEVEL: 'warn', ...settings });
   const child = spawn(process.execPath, [BIN, 'gateway'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));

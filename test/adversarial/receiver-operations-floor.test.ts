@@ -26,7 +26,7 @@ import { refundTypedData } from '../../src/schemes/batch-settlement/refund.ts';
 import { voucherTypedData } from '../../src/schemes/batch-settlement/voucher.ts';
 import { channelOnChain, newMerchant, offerOn, officialChannelClient, officialChannelPayment } from '../helpers/channels.ts';
 import { clientsFor, freePort, freshAccount, network, testDevnet } from '../helpers/devnet.ts';
-import { BIN } from '../helpers/spawn-devnet.ts';
+import { BIN, offDevnetEnv } from '../helpers/spawn-devnet.ts';
 import { postJson, stableBalance } from '../helpers/payments.ts';
 import { killOnExit, tempDir } from '../helpers/temp-dir.ts';
 
@@ -51,10 +51,7 @@ for (const n of Object.values(manifest.networks)) for (const r of relayers) awai
 const networksFile = join(dir, 'networks.json');
 writeFileSync(networksFile, JSON.stringify({ networks: manifest.networks }));
 const port = await freePort();
-const env: NodeJS.ProcessEnv = {};
-// Nothing of the test run's own environment that could name a manifest or a key: this is not the devnet.
-for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GATE402_')) env[k] = v;
-Object.assign(env, {
+const env = offDevnetEnv({
   GATE402_NETWORKS_FILE: networksFile,
   GATE402_DATA_DIR: join(dir, 'data'),
   GATE402_FACILITATOR_PORT: String(port),

@@ -6,13 +6,13 @@
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../../src/chain/canonical.ts';
 import { DEVNET_ROLES, devnetPrivateKey } from '../../src/devnet/accounts.ts';
 import { freePort, testDevnet } from '../helpers/devnet.ts';
-import { BIN } from '../helpers/spawn-devnet.ts';
+import { listening } from '../helpers/raw-http.ts';
+import { BIN, offDevnetEnv } from '../helpers/spawn-devnet.ts';
 import { tempDir } from '../helpers/temp-dir.ts';
 
 const manifest = testDevnet();
@@ -34,25 +34,11 @@ interface Run {
   listening: boolean;
 }
 
-/** Whether something accepts connections on the port. */
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-
 /** Runs `gate402 <part>` off the devnet with only the given settings, until it exits (or 60 s). */
 async function run(part: 'facilitator' | 'gateway', settings: Record<string, string>): Promise<Run> {
   const port = await freePort();
   const dataDir = join(mkdtempSync(join(dir, 'run-')), 'data');
-  const env: NodeJS.ProcessEnv = {};
-  // Nothing of the test run's own environment that could name a manifest or a key.
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GATE402_')) env[k] = v;
-  Object.assign(env, {
+  const env = offDevnetEnv({
     GATE402_NETWORKS_FILE: networksFile,
     GATE402_DATA_DIR: dataDir,
     GATE402_FACILITATOR_PORT: String(port),
@@ -114,9 +100,7 @@ t.test("the facilitator refuses to start off the devnet without each network's n
 t.test('with keys of its own, the facilitator starts off the devnet and names only its own relayers', async (t) => {
   const port = await freePort();
   const key = ownKey();
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GATE402_')) env[k] = v;
-  Object.assign(env, {
+  const env = offDevnetEnv({
     GATE402_NETWORKS_FILE: networksFile,
     GATE402_DATA_DIR: join(mkdtempSync(join(dir, 'ok-')), 'data'),
     GATE402_FACILITATOR_PORT: String(port),

@@ -9,9 +9,13 @@ import type { AddressInfo } from 'node:net';
 import { x402Client } from '@x402/core/client';
 import { BatchSettlementEvmScheme } from '@x402/evm/batch-settlement/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import type { Test } from 'tap';
 import type { LocalAccount } from 'viem';
+import { CAIP2 } from '../../src/chain/canonical.ts';
 import type { NetworkEntry } from '../../src/chain/network-types.ts';
-import { clientsFor } from './devnet.ts';
+import { readManifest } from '../../src/devnet/manifest.ts';
+import { clientsFor, freshAccount, network } from './devnet.ts';
+import { spawnOwnDevnet } from './spawn-devnet.ts';
 
 export interface ChannelBuyer {
   pay: typeof fetch;
@@ -103,4 +107,16 @@ export async function countingUpstream(): Promise<CountingUpstream> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** A file's chains of its own (read on its Base chain: `n`, `pub`) and a counting upstream, both stopped when `t` ends. */
+export async function ownChannelChains(t: Test, name: string) {
+  const devnet = await spawnOwnDevnet(name);
+  t.teardown(() => devnet.stop());
+  const manifest = readManifest(devnet.manifestPath);
+  const n = network(manifest, CAIP2.base);
+  const { pub } = clientsFor(n, freshAccount());
+  const upstream = await countingUpstream();
+  t.teardown(() => upstream.close());
+  return { devnet, manifest, n, pub, upstream };
 }

@@ -143,3 +143,15 @@ export function rawExchange(host: string, port: number, request: Buffer, opts: {
     sock.on('connect', () => sock.write(request));
   });
 }
+
+/** Whether something accepts TCP connections on `port` of 127.0.0.1 (a refused start must bind nothing). */
+export function listening(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}

@@ -8,6 +8,16 @@ import { killOnExit, tempDir } from './temp-dir.ts';
 
 export const BIN = resolve('src/cli/bin.mjs');
 
+/**
+ * An environment for a gate402 process that is not on the devnet: the test run's own, without any `GATE402_` setting
+ * (nothing that could name the test manifest or a devnet key), and `settings`.
+ */
+export function offDevnetEnv(settings: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GATE402_')) env[k] = v;
+  return Object.assign(env, settings);
+}
+
 export interface SpawnedDevnet {
   child: ChildProcess;
   manifest: DevnetManifest;
