@@ -201,7 +201,8 @@ t.test('50 concurrent settles of one payload: one transfer, 50 consistent answer
   const before = await relayerNonces();
   const answers = await Promise.all(Array.from({ length: 50 }, () => client.settle(payment, req)));
   const hashes = new Set(answers.map((a) => a.transaction));
-  t.equal(hashes.size, 1, 'every answer names the same transaction');
+  const kinds = [...new Set(answers.map((a) => JSON.stringify({ success: a.success, errorReason: a.errorReason, errorMessage: a.errorMessage, transaction: a.transaction })))];
+  t.equal(hashes.size, 1, `every answer names the same transaction (answers: ${kinds.join(' | ')})`);
   t.ok(
     answers.every((a) => a.success),
     'every answer says success',

@@ -60,6 +60,8 @@ export class PaymentIntake {
   readonly #clock: () => number;
   /** Balance reservations of payments in flight (by attempt), released when each ends. */
   readonly #reserved = new Map<string, Reservation>();
+  /** Settles under way in this process before their actor exists, by nonce key: one payment asked again waits for it. */
+  readonly #asked = new Map<string, { fingerprint: string; answer: Promise<SettleResponse> }>();
 
   constructor(deps: PaymentIntakeDeps) {
     this.#o = deps.options;
@@ -98,7 +100,27 @@ export class PaymentIntake {
    * does not cover it beside the payer's payments in flight, or when `client` (the request's address) is at its share
    * of the queue while the queue is nearly full (`SETTLEMENT_SHED`, to be answered 503 with Retry-After).
    */
-  async settle(request: VerifyRequest, admit: AdmitHook | undefined, client: string | undefined): Promise<SettleResponse> {
+  settle(request: VerifyRequest, admit: AdmitHook | undefined, client: string | undefined): Promise<SettleResponse> {
+    // The same payment asked again while it is being admitted gets the same answer: without this, copies arriving
+    // before its actor started each went through the admission (the payer's rate, the queue's share) and could be
+    // refused where the first was settled (50 concurrent settles of one payment: a few answered without the
+    // transaction the others named).
+    const id = nonceKeyOf(request);
+    const fingerprint = fingerprintOf(request);
+    const asked = this.#asked.get(id);
+    if (asked?.fingerprint === fingerprint) return asked.answer;
+    const answer = this.#settleOnce(request, admit, client);
+    if (asked === undefined) {
+      this.#asked.set(id, { fingerprint, answer });
+      const done = () => {
+        if (this.#asked.get(id)?.answer === answer) this.#asked.delete(id);
+      };
+      answer.then(done, done);
+    }
+    return answer;
+  }
+
+  async #settleOnce(request: VerifyRequest, admit: AdmitHook | undefined, client: string | undefined): Promise<SettleResponse> {
     try {
       return await this.#settle(request, admit, client);
     } catch (error) {
