@@ -77,8 +77,11 @@ export class FairAdmission {
    * time, outside the settlement queue. Its balance is read by that admission (once its signature checks), so the
    * payer's other payments that waited meet {@link early} with a known balance: a wallet that floods with fresh nonces
    * holds at most one queue place until its balance is known, and none after it if the balance covers nothing.
-   * Resolves to the release of the turn, or to undefined when no turn is needed (a known payer, or one not held to
-   * its balance). Bounded: one entry per payer with an admission running.
+   * Resolves to undefined when no turn is needed (a known payer, or one not held to its balance); else, once waited,
+   * to the release of the turn, which the caller calls once it took its place or was refused. A payer read while this
+   * admission waited needs no turn any more: the turn is passed on at once, and the release returned does nothing,
+   * but the caller must still ask {@link early} again (the balance read meanwhile may cover nothing). Bounded: one
+   * entry per payer with an admission running.
    */
   async firstTurn(request: VerifyRequest): Promise<(() => void) | undefined> {
     const t = this.#transferOf(request);
@@ -97,10 +100,11 @@ export class FairAdmission {
     };
     if (previous === undefined) return done;
     await previous;
-    // Read meanwhile (the admission before this one vouched for the payer): no turn needed, and the next goes at once.
+    // Read meanwhile (the admission before this one vouched for the payer): no turn needed, and the next goes at once;
+    // the caller asks `early` again with the balance now known.
     if (this.#balances.known(t.ref)) {
       done();
-      return undefined;
+      return () => {};
     }
     return done;
   }
