@@ -107,6 +107,7 @@ t.test('relayers below the gas the pending claims need: vouchers refused (503, n
   t.equal(upstream.calls, calls, 'the upstream was not called');
   const metrics = await (await fetch(`${gw.url}/metrics`)).text();
   t.match(metrics, `gate402_channel_vouchers_blocked{network="${CAIP2.base}",reason="relayer_gas_low"} 1`, 'the operator sees why (the metric the alert reads)');
+  t.match(metrics, `gate402_channel_vouchers_total{network="${CAIP2.base}",outcome="relayer_gas_low"} 1`, 'and the refused voucher, counted by its reason');
   await setRelayerBalances(parseEther('10'));
   await until(() => logSays(/relayers can pay for the pending channel claims again/), 'the claimer reads the funded relayers', 60_000);
   await paid(p);

@@ -119,8 +119,10 @@ t.test('vouchers of three channels claimed in one transaction and swept: charges
   const text = await (await fetch(`${gw.url}/metrics`)).text();
   t.match(text, new RegExp(`gate402_channel_claims_total\\{network="${CAIP2.base}",outcome="swept"\\} 1`), 'one claim counted swept');
   t.match(text, new RegExp(`gate402_channel_claimed_vouchers_total\\{network="${CAIP2.base}"\\} 3`), 'three channel rows claimed');
+  t.match(text, new RegExp(`gate402_channel_vouchers_total\\{network="${CAIP2.base}",outcome="accepted"\\} 30\n`), 'the 30 vouchers counted accepted');
   await until(async () => (await metric('gate402_channel_unclaimed_exposure')) === 0, 'the exposure gauge back at 0');
   t.pass('no exposure left');
+  t.equal(await metric('gate402_channels_open'), 3, 'three channels open: each keeps escrow beyond its claims');
 });
 
 t.test('SIGKILL after the claim is broadcast, before its receipt is recorded: the restart claims it once', async (t) => {

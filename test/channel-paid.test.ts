@@ -82,7 +82,7 @@ function world(t: Test): World {
         ledger,
         readChannel: chain.read,
         live: (boot) => (live.boots ? live.boots.has(boot) : true),
-        claiming: () => claims.healthy,
+        blocked: () => (claims.healthy ? undefined : 'claims_behind'),
         withdrawMarginSeconds: 300,
       };
     },

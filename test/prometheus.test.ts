@@ -56,7 +56,7 @@ const grafanaVariables = (expr: string) => expr.replaceAll('$__rate_interval', '
 const dashboardNames = [...new Set(panelQueries.flatMap((q) => [...q.expr.matchAll(/\bgate402_\w+/g)].map((m) => m[0])))];
 /** What only a gateway has: merchants and the stock desk. */
 // Channel claims and sweeps are the gateway's (its paywall accepts the vouchers they claim); deposits are the engine's.
-const gatewayOnly = (name: string) => /revenue|upstream|stock|channel_(claim|sweep|unclaimed|withdraw|refund|vouchers_blocked)/.test(name);
+const gatewayOnly = (name: string) => /revenue|upstream|stock|channel_(claim|sweep|unclaimed|withdraw|refund|vouchers)|channels_open/.test(name);
 
 // --- The parts, fresh ----------------------------------------------------------------------------------------------
 

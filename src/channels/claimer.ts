@@ -301,7 +301,9 @@ export class ChannelClaimer {
     let urgent = this.#asked.has(network);
     let nearest: number | undefined;
     const claimable: ClaimableChannel[] = [];
+    let open = 0;
     for (const r of records) {
+      if (BigInt(r.balance) > BigInt(r.totalClaimed)) open++;
       const deadline = withdrawFinalizableAt(r);
       if (deadline !== undefined && (nearest === undefined || deadline < nearest)) nearest = deadline;
       // What can still be claimed: the charges, up to the balance (a finalized withdrawal or a refund may have
@@ -322,6 +324,7 @@ export class ChannelClaimer {
     }
     this.#stateOf(network).exposure = exposure;
     if (exposure * 2n >= safety.maxNetworkExposure) urgent = true;
+    this.#o.metrics.channelsOpen.labels(network).set(open);
     this.#o.metrics.channelUnclaimedExposure.labels(network).set(Number(exposure));
     this.#o.metrics.channelWithdrawDeadline.labels(network).set(nearest ?? 0);
     if (this.#busy.has(network) || this.#stopping.signal.aborted) return;

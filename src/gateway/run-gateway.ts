@@ -192,7 +192,8 @@ export async function runGateway(parts: GatewayParts, config: GatewayConfig): Pr
       : undefined;
   const claimer = actors?.claimer;
   // Vouchers are taken only while their claims can be made (see `ChannelClaimer.claiming`); refunds through the desk.
-  const channels = paywall && actors ? { ...paywall, ...claimPath(actors.claimer), refunds: actors.refunds } : paywall;
+  const counted = (network: string, outcome: string) => parts.metrics.channelVouchers.labels(network, outcome).inc();
+  const channels = paywall && actors ? { ...paywall, ...claimPath(actors.claimer), refunds: actors.refunds, counted } : paywall && { ...paywall, counted };
   const doors = [x402Door({ baseUrl: config.baseUrl }), mppDoor({ key: config.mppKey, realm: config.realm, receiptKey: config.receiptKey, now: Date.now })];
   const paid = paidRouteHandler({
     settlement: parts.settlement,

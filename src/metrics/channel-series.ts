@@ -1,5 +1,6 @@
 /**
- * Payment channels' claims and sweeps (x402 `batch-settlement`, `channels/claimer.ts`): claims and sweeps by outcome,
+ * Payment channels (x402 `batch-settlement`): vouchers accepted or refused by the paywall, by reason; the channels held
+ * with escrow left; claims and sweeps (`channels/claimer.ts`) by outcome,
  * vouchers claimed and rows dropped at simulation, what is accepted but not yet claimed on each network, and the
  * nearest deadline by which a payer's withdrawal could take unclaimed escrow back; cooperative refunds
  * (`channels/refund-desk.ts`) by outcome and what they returned to the payers.
@@ -13,6 +14,10 @@ export interface ChannelSeries {
     networks: readonly string[],
     known: { claimOutcomes: readonly string[]; sweepOutcomes: readonly string[]; dropReasons: readonly string[]; blockReasons?: readonly string[] },
   ): void;
+  /** Vouchers the paywall took (`accepted`: served and charged; `refunded`: a refund carried out) or refused, by network and outcome (the refusal's reason). */
+  readonly channelVouchers: Counter<'network' | 'outcome'>;
+  /** Channels held with escrow left (balance above what was claimed), as of the claimer's last round. */
+  readonly channelsOpen: Gauge<'network'>;
   /** Claim actors finished, by network and final state (`swept`, `empty`, `failed`, `reverted`, `sweepFailed`, `stalled`). */
   readonly channelClaims: Counter<'network' | 'outcome'>;
   /** Vouchers (channel rows) claimed by a mined claim transaction. */
@@ -36,6 +41,16 @@ export interface ChannelSeries {
 }
 
 export function channelSeries(kit: MetricKit): ChannelSeries {
+  const channelVouchers = kit.counter({
+    name: 'gate402_channel_vouchers_total',
+    help: "Payment-channel vouchers at the paywall, by network and outcome: accepted (served and charged), refunded (a refund voucher carried out), or the refusal's reason (nothing charged)",
+    labelNames: ['network', 'outcome'],
+  });
+  const channelsOpen = kit.gauge({
+    name: 'gate402_channels_open',
+    help: "Payment channels held with escrow left (balance above what was claimed), by network, as of the claimer's last round",
+    labelNames: ['network'],
+  });
   const channelClaims = kit.counter({ name: 'gate402_channel_claims_total', help: 'Payment-channel claim actors finished, by network and final state', labelNames: ['network', 'outcome'] });
   const channelClaimedVouchers = kit.counter({ name: 'gate402_channel_claimed_vouchers_total', help: 'Channel vouchers claimed on chain by mined claim transactions', labelNames: ['network'] });
   const channelClaimRowsDropped = kit.counter({
@@ -76,11 +91,15 @@ export function channelSeries(kit: MetricKit): ChannelSeries {
         for (const outcome of known.sweepOutcomes) channelSweeps.labels(network, outcome).inc(0);
         for (const reason of known.dropReasons) channelClaimRowsDropped.labels(network, reason).inc(0);
         channelClaimedVouchers.labels(network).inc(0);
+        channelVouchers.labels(network, 'accepted').inc(0);
+        channelsOpen.labels(network).set(0);
         channelUnclaimedExposure.labels(network).set(0);
         channelWithdrawDeadline.labels(network).set(0);
         for (const reason of known.blockReasons ?? []) channelVouchersBlocked.labels(network, reason).set(0);
       }
     },
+    channelVouchers,
+    channelsOpen,
     channelClaims,
     channelClaimedVouchers,
     channelClaimRowsDropped,

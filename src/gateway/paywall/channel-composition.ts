@@ -154,9 +154,8 @@ export async function startChannelClaimer(
 }
 
 /** What the paywall asks of the claimer before and after it takes a voucher (see `PaywallChannels`). */
-export function claimPath(claimer: Claiming): Pick<PaywallChannels, 'claiming' | 'blocked' | 'exposed' | 'claimSoon' | 'chainAheadMs'> {
+export function claimPath(claimer: Claiming): Pick<PaywallChannels, 'blocked' | 'exposed' | 'claimSoon' | 'chainAheadMs'> {
   return {
-    claiming: (network) => claimer.claiming(network),
     blocked: (network) => (claimer.blocked ? claimer.blocked(network) : claimer.claiming(network) ? undefined : 'claims_behind'),
     exposed: (network, amount) => claimer.exposed?.(network, amount),
     claimSoon: (network) => claimer.claimSoon?.(network),

@@ -47,11 +47,9 @@ export interface PaywallChannels {
    */
   withdrawMarginSeconds?: number;
   /**
-   * Whether the claim actors of a network are healthy (see `ChannelClaimer.claiming`): when not, no voucher is
-   * accepted there (a 503, nothing charged). Absent: nothing claims here, and nothing is checked.
+   * Why no voucher may be taken on a network now (`channels/claim-health.ts`): then none is accepted there (a 503,
+   * nothing charged). Absent: nothing claims here, and nothing is checked.
    */
-  claiming?(network: string): boolean;
-  /** Why no voucher may be taken on a network now (`channels/claim-health.ts`); preferred to `claiming` when given. */
   blocked?(network: string): string | undefined;
   /** Told of each voucher's value once charged (the network's exposure, until the claimer's next round). */
   exposed?(network: string, amount: bigint): void;
@@ -61,8 +59,8 @@ export interface PaywallChannels {
   chainAheadMs?(network: string): number;
   /** A channel's accepted-but-unclaimed value beyond which it takes no voucher until claimed (absent: no cap). */
   maxChannelExposure?: bigint;
-  /** Told of each voucher accepted or refused (metrics), by reason. */
-  counted?(outcome: 'accepted' | string): void;
+  /** Told of each voucher accepted (served and charged) or refused, by network and the refusal's reason (metrics). */
+  counted?(network: string, outcome: 'accepted' | string): void;
   /** Cooperative refunds (`channel-refund.ts`); absent: a refund payload is refused, nothing touched. */
   refunds?: PaywallRefunds;
 }
@@ -75,9 +73,12 @@ const MAX_RACES = 4;
 
 const asked = (p: ChannelPurchase) => ({ method: p.req.method === 'POST' ? ('POST' as const) : ('GET' as const), path: p.req.path, digest: undefined });
 
+/** The network a channel purchase pays on (its offer's). */
+const networkOf = (p: ChannelPurchase) => (p.credential as ChannelCredential).offer.network;
+
 /** A 402 whose x402 `error` is the spec's `reason` (what the official client reads), with fresh offers. */
 export function refusedWith(p: ChannelPurchase, c: PaywallChannels, reason: string, settlement?: SettleResponse): HttpResponse {
-  c.counted?.(reason);
+  c.counted?.(networkOf(p), reason);
   return p.required.refused(p.terms, asked(p), { problem: 'verification-failed', detail: reason, ...(settlement ? { settlement } : {}) });
 }
 
@@ -103,8 +104,8 @@ const UNSAFE: Record<string, string> = {
  * The claim path could not protect one more voucher (`channels/claim-health.ts`) or the channel holds its cap of
  * unclaimed value: a 503 before anything is charged or served; the same voucher is good after Retry-After.
  */
-function claimsUnsafe(c: PaywallChannels, reason: string): HttpResponse {
-  c.counted?.(reason);
+function claimsUnsafe(c: PaywallChannels, network: string, reason: string): HttpResponse {
+  c.counted?.(network, reason);
   const refusal = uncharged('channel_claims_unsafe', UNSAFE[reason] ?? 'payment channel claims cannot protect a voucher right now', 503).error;
   return unchargedAnswer(refusal, { code: refusal.code, reason, retry: 'send the same voucher after Retry-After seconds' }, { 'retry-after': '5' });
 }
@@ -112,7 +113,7 @@ function claimsUnsafe(c: PaywallChannels, reason: string): HttpResponse {
 /** The corrective 402: the voucher is out of step with the record; the offer carries what the server holds. */
 export function corrective(p: ChannelPurchase, c: PaywallChannels, r: ChannelRecord): HttpResponse {
   const cred = p.credential as ChannelCredential;
-  c.counted?.(BatchReason.cumulativeAmountMismatch);
+  c.counted?.(cred.offer.network, BatchReason.cumulativeAmountMismatch);
   const terms = correctiveTerms(p.terms, cred.offer, channelStateOf(r), voucherStateOf(r));
   return p.required.refused(terms, asked(p), { problem: 'verification-failed', detail: BatchReason.cumulativeAmountMismatch });
 }
@@ -145,8 +146,8 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
   // Refunds are the refund desk's (`channel-refund.ts`), dispatched before this; none reaches a paid request.
   if (payload.type === 'refund') return refusedWith(p, c, BatchReason.refundPayload);
   // An accepted voucher must be claimable before any withdrawal takes the escrow back: not while the claim path is unsafe.
-  const block = c.blocked ? c.blocked(offer.network) : c.claiming && !c.claiming(offer.network) ? 'claims_behind' : undefined;
-  if (block) return claimsUnsafe(c, block);
+  const block = c.blocked?.(offer.network);
+  if (block) return claimsUnsafe(c, offer.network, block);
   const upstream = await preparedUpstream(p);
   if (!upstream.ok) return upstream.error;
   // One ECDSA recovery, no I/O: a payer whose vouchers only EIP-1271 could check is refused (not supported here).
@@ -200,7 +201,7 @@ export async function channelPaid(p: Purchase, c: PaywallChannels): Promise<Http
     // What the merchant would lose if the claims failed: bounded per channel; the claim is asked for, the voucher waits.
     if (c.maxChannelExposure !== undefined && exposureOf(r) + price > c.maxChannelExposure) {
       c.claimSoon?.(offer.network);
-      return claimsUnsafe(c, 'channel_exposure_cap');
+      return claimsUnsafe(c, offer.network, 'channel_exposure_cap');
     }
     // Never beyond the deposit: the balance as last read, minus what is already accepted.
     if (price > headroom(r)) {
@@ -278,14 +279,14 @@ async function servedOnVoucher(p: Purchase, c: PaywallChannels, cred: ChannelCre
     const gone = await finish(c, ahead, (r) => released(r, now));
     if (!gone) p.deps.log.error('could not release a pending voucher', { channel: cred.channelId });
     p.deps.log.warn('upstream failed on a channel voucher; not charged', { channel: cred.channelId, merchant: p.merchant.slug, error: failure });
-    c.counted?.('upstream_failed');
+    c.counted?.(cred.offer.network, 'upstream_failed');
     const settlement = voucherSettlement({ network: cred.offer.network, payer: cred.payload.config.payer, price: 0n, channelState: channelStateOf(gone?.record ?? ahead.record) });
     return paidUnserved('the merchant upstream failed; your voucher was not charged, send it again', { ...settlement, success: false, errorReason: 'upstream_failed' }, {});
   }
   const done = await finish(c, ahead, (r) => committed(r, now));
   const record = done?.record ?? ahead.record;
   if (!done) p.deps.log.error('could not commit a served voucher (it stays pending, and is committed when next read)', { channel: cred.channelId });
-  c.counted?.('accepted');
+  c.counted?.(cred.offer.network, 'accepted');
   c.exposed?.(cred.offer.network, price);
   p.deps.metrics.revenue(p.merchant.slug, CHANNEL_PROTOCOL, Number(p.route.priceUsd));
   const charged = done ? record.charged : (ahead.record.pending?.cumulative ?? record.charged);

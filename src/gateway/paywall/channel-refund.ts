@@ -98,7 +98,7 @@ export async function channelRefund(p: ChannelPurchase, c: PaywallChannels): Pro
     return refundRefused(p, c, reason, record.failure);
   }
   if (record.state === 'refunded') {
-    c.counted?.('refunded');
+    c.counted?.(offer.network, 'refunded');
     const settlement: SettleResponse = {
       success: true,
       transaction: record.tx as Hex,
