@@ -10,7 +10,7 @@ export const STOCK_POOLS = {
   seedPrice: ['PLTR', 'COIN', 'HOOD', 'SPY', 'QQQ'],
   /** test/stock-buy.test.ts (it moves TSLA in size). */
   stockBuy: ['TSLA', 'AAPL', 'MSFT', 'AMZN', 'GOOGL'],
-  /** test/web.test.ts. */
+  /** test/browser/web.test.ts. */
   web: ['NVDA', 'AMD'],
   /** test/adversarial/stock-terms.test.ts (it moves META and NFLX in size). */
   attackStock: ['META', 'NFLX'],

@@ -1,7 +1,7 @@
 /**
  * Loaded into every test process and the `before`/`after` scripts (tap's `node-arg`): how the processes of a test run
- * start. A run starts well over a hundred gateways, facilitators and devnets besides its 114 test files, and the
- * machine it runs on is busy: what each start costs in CPU is what the run waits for.
+ * start. A run starts well over a hundred gateways, facilitators and devnets besides its test files, and the machine
+ * it runs on is busy: what each start costs in CPU is what the run waits for.
  */
 import module from 'node:module';
 import { resolve } from 'node:path';
@@ -50,10 +50,11 @@ spawnHooks?.listeners.push((opts) => {
 
 /**
  * A test file runs in a process of its own without tap's module hooks. tap starts each test file with
- * @tapjs/processinfo's and @tapjs/mock's `--import`s, which register module loader hooks; with them, loading what a
- * chain test imports (viem, the x402 and MPP clients, the product's modules) took 5.5-6.6 CPU s instead of 2.2-3.1
- * (side by side, Node 22; coverage off as here; no test uses tap's module mocks), and the suite starts over a hundred
- * test files. So the process tap starts (this one, before the test file loads) runs the same file again in a child
+ * @tapjs/processinfo's `--import` (and @tapjs/mock's, but that plugin is off: no test mocks modules, and the process
+ * tap starts took 0.7-0.8 s to get here with it, 0.3-0.4 s without, a job slot idle meanwhile), which register module
+ * loader hooks; with them, loading what a chain test imports (viem, the x402 and MPP clients, the product's modules)
+ * took 5.5-6.6 CPU s instead of 2.2-3.1 (side by side, Node 22; coverage off as here), and the suite starts over a
+ * hundred test files. So the process tap starts (this one, before the test file loads) runs the same file again in a child
  * without them, and is only its go-between: the child writes its TAP stream to the same stdout, tap's messages (a
  * test's own timeout, tap's timeout notice) are passed along both ways, tap's signals are passed on, and this process
  * ends as the child did. The child dies with this process even if it is killed (setpriv, where it is there).

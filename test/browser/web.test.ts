@@ -8,11 +8,11 @@
 import t, { type Test } from 'tap';
 import { formatUnits, parseUnits } from 'viem';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { CAIP2 } from '../src/chain/canonical.ts';
-import { clientsFor, freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
-import { fundedPayer, stableBalance } from './helpers/payments.ts';
-import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
-import { buyInPool, gassedKey, tokenBalance } from './helpers/stock.ts';
+import { CAIP2 } from '../../src/chain/canonical.ts';
+import { clientsFor, freshAccount, network, tester, testDevnet, TEST_MANIFEST_PATH } from '../helpers/devnet.ts';
+import { fundedPayer, stableBalance } from '../helpers/payments.ts';
+import { spawnFacilitator } from '../helpers/spawn-facilitator.ts';
+import { buyInPool, gassedKey, tokenBalance } from '../helpers/stock.ts';
 import {
   drawnSize,
   fitsViewportWidth,
@@ -25,7 +25,7 @@ import {
   watchPageProblems,
   type TestWallet,
   type ViewportName,
-} from './helpers/browser.ts';
+} from '../helpers/browser.ts';
 
 const manifest = testDevnet();
 const n = network(manifest, CAIP2.stockChain);
