@@ -4,17 +4,16 @@
 // paused holder makes with the claim lease is refused by the database (fenced by the lease's epoch), its signing is
 // refused once it learns it, and its claimer is stopped. Expiry is forced by the database's clock, never by sleeping.
 import t from 'tap';
-import pg from 'pg';
 import { CLAIM_LEASE, CLAIMER_WORD, ClaimRole, type ClaimerWord, type ClaimFence } from '../src/channels/claim-lease.ts';
 import { createLogger } from '../src/log/logger.ts';
 import { isFenced } from '../src/store/fence.ts';
 import { openStore } from '../src/store/open-store.ts';
 import { Leases, LEASES_TABLE } from '../src/store/postgres/leases.ts';
-import { startPostgres } from './helpers/postgres.ts';
+import { startPostgres, testPool } from './helpers/postgres.ts';
 
 const db = await startPostgres();
 const store = await openStore({ url: db.url } as never);
-const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+const pool = testPool(db.url, 4);
 t.teardown(async () => {
   await pool.end();
   await store.close();

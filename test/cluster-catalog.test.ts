@@ -4,7 +4,6 @@
 // (each answers it from its own fixture server). A merchant whose upstream one node's guard refuses is refused at
 // that node before anyone pays: no 402, a credential presented anyway is not settled, the upstream never called.
 import t from 'tap';
-import pg from 'pg';
 import { parseUnits } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
@@ -12,14 +11,14 @@ import { MERCHANT_VERSION_CLAIMS } from '../src/gateway/merchants/merchant-recor
 import { network, tester, testDevnet } from './helpers/devnet.ts';
 import { registerOwnMerchant, spawnPaidGateway, x402Credential, type PaidGateway } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
-import { startPostgres } from './helpers/postgres.ts';
+import { startPostgres, testPool } from './helpers/postgres.ts';
 
 const manifest = testDevnet();
 const caip2 = CAIP2.stockChain;
 const n = network(manifest, caip2);
 const db = await startPostgres();
 t.teardown(() => db.stop());
-const sql = new pg.Pool({ connectionString: db.url, max: 2 });
+const sql = testPool(db.url, 2);
 t.teardown(() => sql.end());
 // Each node's own fixture upstreams, and an allowlist that differs: node 1 allows the loopback, node 2 nothing.
 const node = (id: string, allowlist: string) => ({

@@ -5,7 +5,6 @@
 import t from 'tap';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { parseUnits } from 'viem';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
@@ -17,7 +16,7 @@ import { fenceCte } from '../src/store/postgres/record-writes.ts';
 import { network, tester, testDevnet, TEST_MANIFEST_PATH } from './helpers/devnet.ts';
 import { relayerTxCount, spawnPaidGateway, until, x402Credential } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
-import { startPostgres } from './helpers/postgres.ts';
+import { startPostgres, testPool } from './helpers/postgres.ts';
 import { startRpcGate } from './helpers/rpc-gate.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
@@ -31,7 +30,7 @@ t.test('a write whose lease epoch was taken over is refused in its own statement
   const store = await openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4 });
   t.teardown(() => store.close());
   store.fence(fence);
-  const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+  const pool = testPool(db.url, 4);
   t.teardown(() => pool.end());
   const name = nodeLease('fa');
   const a = new Leases(pool, { node: 'fa', boot: 'fa-boot' }, { leaseMs: 60_000, timeoutMs: 5000 });

@@ -4,15 +4,14 @@
 // the lease back for another to take. Expiry is forced by the database's clock, never by sleeping past a term.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import pg from 'pg';
 import { createLogger } from '../src/log/logger.ts';
 import { DeskLease } from '../src/stock/desk-lease.ts';
 import { deskLease, Leases, LEASES_TABLE } from '../src/store/postgres/leases.ts';
 import { until } from './helpers/paid-gateway.ts';
-import { startPostgres } from './helpers/postgres.ts';
+import { startPostgres, testPool } from './helpers/postgres.ts';
 
 const db = await startPostgres();
-const pool = new pg.Pool({ connectionString: db.url, max: 10 });
+const pool = testPool(db.url, 10);
 t.teardown(async () => {
   await pool.end();
   await db.stop();

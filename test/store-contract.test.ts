@@ -11,7 +11,7 @@ import { openLmdbStore } from '../src/store/lmdb/open-lmdb-store.ts';
 import { openStore, type Store } from '../src/store/open-store.ts';
 import { migrate, shippedMigrations } from '../src/store/postgres/migrate.ts';
 import { openPostgresStore } from '../src/store/postgres/open-postgres-store.ts';
-import { startPostgres } from './helpers/postgres.ts';
+import { startPostgres, testPool } from './helpers/postgres.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
 const listed = async <T>(entries: AsyncIterable<T>): Promise<T[]> => {
@@ -175,7 +175,7 @@ t.test('PostgreSQL: migrations are applied once, however many nodes start at onc
     shippedMigrations().map((m) => ({ version: m.version, name: m.name })),
     'each shipped migration recorded once',
   );
-  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  const pool = testPool(url, 1);
   t.teardown(() => pool.end());
   t.same(await migrate(pool), [], 'a later start applies nothing');
 });

@@ -12,7 +12,7 @@ import type { LeaseToken } from '../src/store/fence.ts';
 import { openStore } from '../src/store/open-store.ts';
 import { Leases } from '../src/store/postgres/leases.ts';
 import type { PutResult, Refused } from '../src/store/record-order.ts';
-import { startPostgres } from './helpers/postgres.ts';
+import { startPostgres, testPool } from './helpers/postgres.ts';
 
 const db = await startPostgres();
 t.teardown(() => db.stop());
@@ -90,7 +90,7 @@ t.test('one key written twice in a turn lands in order; a bad row fails only its
 t.test('a fenced group writes nothing and rejects every caller as fenced', async (t) => {
   const store = await openStore({ dataDir: '/nonexistent', url: db.url }, { poolSize: 4, orders: RECORD_ORDERS });
   t.teardown(() => store.close());
-  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  const pool = testPool(db.url, 2);
   t.teardown(() => pool.end());
   const leases = new Leases(pool, { node: 'g1', boot: 'g1-boot' }, { leaseMs: 60_000, timeoutMs: 5000 });
   const taken = await leases.take('node:g1');

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import pg from 'pg';
 import { databaseAdmin, type EmbeddedPostgres, startEmbeddedPostgres } from '../../src/store/postgres/embedded-server.ts';
 import { stopProcess, tempDir } from './temp-dir.ts';
 
@@ -17,6 +18,18 @@ export interface SharedPostgres {
   pid: number;
   /** The admin connection URL (database `postgres`). */
   url: string;
+}
+
+/**
+ * A connection pool for a test's own statements. `end()` does not wait for the pool's connections to close, so a
+ * database dropped (or a server stopped) right after ends some of them from the server's side (57P01): an idle
+ * connection's error is emitted on its pool, and an unhandled one ended the test process after its last assertion.
+ * Such errors are ignored here; a statement's own error still rejects it.
+ */
+export function testPool(url: string, max: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max });
+  pool.on('error', () => {});
+  return pool;
 }
 
 export interface TestDatabase {
