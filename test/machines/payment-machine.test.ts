@@ -152,19 +152,19 @@ t.test('a reverted settlement transaction is reconciled and fails', async (t) =>
 });
 
 t.test('past the confirm deadline the payment is pending, then settles when the receipt comes', async (t) => {
-  let mine!: () => void;
-  const mined = new Promise<void>((resolve) => (mine = resolve));
+  // The receipt comes 40 ms after confirming began, the deadline 5 ms after: both timers are set on entering
+  // `confirming`, so the deadline's fires first however late a loaded machine runs them (a timer started with the test
+  // instead could fire before confirming even began, and the payment then never looked pending).
   const done = run(
     {
       confirm: async (r) => {
-        await mined;
+        await new Promise((resolve) => setTimeout(resolve, 40));
         return ok({ record: settledBy(r, ourTx) });
       },
     },
     newRecord(),
     5,
   );
-  setTimeout(() => mine(), 40);
   const { states } = await done;
   t.same(states, ['verifying', 'claiming', 'simulating', 'broadcasting', 'inFlight.confirming', 'inFlight.pending', 'settled']);
 });
