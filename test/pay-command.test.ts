@@ -7,9 +7,12 @@
  */
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseUnits } from 'viem';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
+import type { PaymentRequirements } from '@x402/core/types';
+import { buildChannelConfig, computeChannelId } from '@x402/evm/batch-settlement/client';
+import { parseUnits, zeroHash } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import { stablecoinArtifact } from '../src/devnet/contracts/artifacts/index.ts';
@@ -30,21 +33,26 @@ const { slug, payTo } = await registerOwnMerchant(gw.url, upstream.origin, { slu
 const url = `${gw.url}/m/${slug}/data`;
 const buyerKey = generatePrivateKey();
 const buyer = privateKeyToAccount(buyerKey).address;
+/** A second buyer, for a channel file of a chain that restarted. */
+const restartedKey = generatePrivateKey();
+const restarted = privateKeyToAccount(restartedKey).address;
 {
   const { pub, wallet } = clientsFor(base, tester('payCommand'));
-  await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: base.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'mint', args: [buyer, parseUnits('1', 6)] }) });
+  for (const to of [buyer, restarted]) {
+    await pub.waitForTransactionReceipt({ hash: await wallet.writeContract({ address: base.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'mint', args: [to, parseUnits('1', 6)] }) });
+  }
 }
 const logs = tempDir('pay-command');
 t.teardown(() => rmSync(logs, { recursive: true, force: true }));
 
 /** `gate402 pay` as a buyer runs it; with `moduleLog`, every module it resolves is listed in that file. */
-function pay(args: string[], moduleLog?: string, target = url): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+function pay(args: string[], moduleLog?: string, target = url, key = buyerKey): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
   const started = performance.now();
   const child = spawn(
     process.execPath,
     [...(moduleLog ? ['--import', join(import.meta.dirname, 'fixtures/module-log.mjs')] : []), BIN, 'pay', target, '--network', CAIP2.base, '--manifest', TEST_MANIFEST_PATH, ...args],
     {
-      env: { ...process.env, GATE402_BUYER_KEY: buyerKey, ...(moduleLog ? { GATE402_MODULE_LOG: moduleLog } : {}) },
+      env: { ...process.env, GATE402_BUYER_KEY: key, ...(moduleLog ? { GATE402_MODULE_LOG: moduleLog } : {}) },
     },
   );
   let stdout = '';
@@ -113,6 +121,28 @@ t.test('--scheme batch-settlement: a deposit on the first call, vouchers after, 
   );
   const wrong = await pay(['--scheme', 'batch-settlement', '--protocol', 'mpp'], undefined, joke);
   t.equal(wrong.code, 2, 'an x402 scheme with MPP is a usage error');
+  const small = await pay([...args.slice(0, -1), '2'], undefined, joke);
+  t.equal(small.code, 2, 'a deposit of fewer than three prices is a usage error');
+  t.match(small.stderr, /--deposit-multiplier must be a whole number from 3/);
+});
+
+t.test('--scheme batch-settlement: a kept channel the chain has never seen (a devnet restarted) is opened again', async (t) => {
+  const joke = `${gw.url}/m/catjoke/joke`;
+  // The file of a buyer whose chain restarted: it holds this channel with a deposit and charges the new chain lacks.
+  const offer = (decodePaymentRequiredHeader((await fetch(joke)).headers.get('payment-required') ?? '').accepts as PaymentRequirements[]).find(
+    (a) => a.scheme === 'batch-settlement' && a.network === CAIP2.base,
+  );
+  if (!offer) throw new Error('catjoke offers no channel on Base');
+  const channelId = computeChannelId(buildChannelConfig({ signer: { address: restarted }, salt: zeroHash } as never, offer), offer.network).toLowerCase();
+  const state = join(logs, 'restarted-channels.json');
+  writeFileSync(state, JSON.stringify({ [channelId]: { chargedCumulativeAmount: '90000', balance: '100000', totalClaimed: '0' } }));
+  const before = await stableBalance(base, restarted);
+  const run = await pay(['--scheme', 'batch-settlement', '--channels', state, '--deposit-multiplier', '3'], undefined, joke, restartedKey);
+  t.equal(run.code, 0, run.stderr);
+  t.match(run.stdout, /x402 settlement: \{"success":true.*"chargedCumulativeAmount":"10000"/, 'a new deposit, charged one price');
+  t.equal(before - (await stableBalance(base, restarted)), 30_000n, 'the deposit left the wallet');
+  const kept = JSON.parse(readFileSync(state, 'utf8')) as Record<string, { chargedCumulativeAmount?: string }>;
+  t.equal(kept[channelId]?.chargedCumulativeAmount, '10000', 'the file now holds the channel the chain has');
 });
 
 t.test('start-up runs the bundle: no TypeScript compiled, tsx never loaded', async (t) => {

@@ -7,21 +7,32 @@
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { BatchSettlementEvmScheme } from '@x402/evm/batch-settlement/client';
+import { BatchSettlementEvmScheme, readChannelBalanceAndTotalClaimed } from '@x402/evm/batch-settlement/client';
 import { createPublicClient, http, type LocalAccount } from 'viem';
 
 /** The official client's per-channel context (`ClientChannelStorage` values), as the file holds it. */
 type ChannelContext = Record<string, string | undefined>;
 
+/** A channel's balance and claimed total as the settlement contract holds them. */
+export type ReadChannel = (channelId: string) => Promise<readonly [balance: bigint, totalClaimed: bigint]>;
+
 /**
  * The official client's `ClientChannelStorage` in one JSON file (channel id -> context). Each change rewrites the file
  * through a temporary one and a rename, so a killed call leaves the old state or the new, never half of either.
+ *
+ * A channel the file holds with a balance but the chain has never seen (its balance and claimed total both zero on
+ * chain) is forgotten on its first read in this process, so the client deposits again instead of sending vouchers
+ * for it that every server refuses (`channel_not_found`): what a devnet restart does (new chains, the same file), or
+ * a file carried to another chain.
  */
 export class FileChannelStorage {
   readonly #path: string;
+  readonly #readChannel: ReadChannel | undefined;
+  readonly #checked = new Set<string>();
 
-  constructor(path: string) {
+  constructor(path: string, readChannel?: ReadChannel) {
     this.#path = path;
+    this.#readChannel = readChannel;
   }
 
   #all(): Record<string, ChannelContext> {
@@ -41,7 +52,15 @@ export class FileChannelStorage {
   }
 
   async get(key: string): Promise<ChannelContext | undefined> {
-    return this.#all()[key.toLowerCase()];
+    const id = key.toLowerCase();
+    const context = this.#all()[id];
+    if (context === undefined || this.#readChannel === undefined || this.#checked.has(id)) return context;
+    this.#checked.add(id);
+    if (BigInt(context.balance ?? '0') === 0n) return context;
+    const [balance, totalClaimed] = await this.#readChannel(id);
+    if (balance !== 0n || totalClaimed !== 0n) return context;
+    await this.delete(id);
+    return undefined;
   }
 
   async set(key: string, context: ChannelContext): Promise<void> {
@@ -75,8 +94,9 @@ export function channelClient(opts: ChannelClientOptions): BatchSettlementEvmSch
     signTypedData: (message: Parameters<LocalAccount['signTypedData']>[0]) => opts.account.signTypedData(message),
     readContract: (args: Parameters<typeof pub.readContract>[0]) => pub.readContract(args),
   };
+  const readChannel: ReadChannel = (channelId) => readChannelBalanceAndTotalClaimed(signer as never, channelId as `0x${string}`);
   return new BatchSettlementEvmScheme(signer as never, {
-    storage: new FileChannelStorage(opts.stateFile),
+    storage: new FileChannelStorage(opts.stateFile, readChannel),
     rpcUrl: opts.rpcUrl,
     ...(opts.depositMultiplier !== undefined ? { depositPolicy: { depositMultiplier: opts.depositMultiplier } } : {}),
   });

@@ -60,7 +60,8 @@ export async function runPayCommand(args: string[]): Promise<void> {
   if (channel && values.protocol !== 'x402') throw new Error('--scheme batch-settlement is an x402 scheme: it cannot go with --protocol mpp');
   if (values.refund && !channel) throw new Error('--refund asks a payment channel for its deposit back: it goes with --scheme batch-settlement');
   const multiplier = values['deposit-multiplier'] === undefined ? undefined : Number(values['deposit-multiplier']);
-  if (multiplier !== undefined && !(Number.isInteger(multiplier) && multiplier >= 1 && multiplier <= 100_000)) throw new Error('--deposit-multiplier must be a whole number from 1 to 100000');
+  if (multiplier !== undefined && !(Number.isInteger(multiplier) && multiplier >= 3 && multiplier <= 100_000))
+    throw new Error('--deposit-multiplier must be a whole number from 3 (the least the official client takes) to 100000');
   const max = values.max === undefined ? undefined : parseMaxUsd(values.max);
   if (values.max !== undefined && max === undefined) throw new Error(`--max must be a USD amount with at most 6 decimals, e.g. 0.05; got '${values.max}'`);
   // The manifest's reader validates it with JSON Schema: loaded only on the devnet, where there is a manifest to read.
