@@ -78,15 +78,16 @@ function summarize(latenciesMs: number[], elapsedS: number, outcomes: Record<str
 
 // ---- node:net ----
 
-enum Parse {
-  Head,
-  Body,
-  ChunkSize,
-  ChunkData,
-  ChunkEnd,
-  Trailer,
-  UntilClose,
-}
+const Parse = {
+  Head: 0,
+  Body: 1,
+  ChunkSize: 2,
+  ChunkData: 3,
+  ChunkEnd: 4,
+  Trailer: 5,
+  UntilClose: 6,
+} as const;
+type Parse = (typeof Parse)[keyof typeof Parse];
 
 const CONTENT_LENGTH = /\r\ncontent-length:[ \t]*(\d+)/i;
 const CHUNKED = /\r\ntransfer-encoding:[^\r]*chunked/i;
@@ -142,7 +143,7 @@ async function loadWithNode(
       let t0 = 0;
       let inFlight = false;
       let isHead = false;
-      let state = Parse.Head;
+      let state: Parse = Parse.Head;
       let status = 0;
       let remaining = 0;
       let closeAfter = false;

@@ -38,7 +38,10 @@ class FakeChain {
 class DepositSettlement implements Settlement {
   deposits = 0;
   refuse: string | undefined;
-  constructor(readonly chain: FakeChain) {}
+  readonly chain: FakeChain;
+  constructor(chain: FakeChain) {
+    this.chain = chain;
+  }
   verify = async () => ({ isValid: true });
   shedding = async () => undefined;
   supported = () => ({ kinds: [], extensions: [], signers: {} });

@@ -70,11 +70,10 @@ export interface RecordedRefund {
 
 /** A refusal with the spec's reason (`invalid_batch_settlement_evm_*`): the refund ends `refused`, nothing sent. */
 export class RefundRefusal extends Error {
-  constructor(
-    readonly reason: string,
-    message: string,
-  ) {
+  readonly reason: string;
+  constructor(reason: string, message: string) {
     super(message);
+    this.reason = reason;
   }
 }
 

@@ -73,8 +73,10 @@ export interface MembershipOptions {
 
 /** Why a node may not join: a lease it needs is held by another live node. */
 export class LeaseRefused extends Error {
-  constructor(readonly held: LeaseHeld) {
+  readonly held: LeaseHeld;
+  constructor(held: LeaseHeld) {
     super(`${held.message}: another live node uses it. Give this node other keys (or another GATE402_NODE_ID), or stop node ${held.holder.node} first`);
+    this.held = held;
   }
 }
 

@@ -48,14 +48,17 @@ export class Exchange {
   private rejectBody: ((e: Error) => void) | undefined;
   private readonly started: number;
 
-  constructor(
-    private readonly res: UwsResponse,
-    readonly method: string,
-    readonly path: string,
-    maxBodyBytes: number,
-    private readonly log: (line: string) => void,
-    private readonly observe: ResponseObserver | undefined,
-  ) {
+  private readonly res: UwsResponse;
+  readonly method: string;
+  readonly path: string;
+  private readonly log: (line: string) => void;
+  private readonly observe: ResponseObserver | undefined;
+  constructor(res: UwsResponse, method: string, path: string, maxBodyBytes: number, log: (line: string) => void, observe: ResponseObserver | undefined) {
+    this.res = res;
+    this.method = method;
+    this.path = path;
+    this.log = log;
+    this.observe = observe;
     this.maxBodyBytes = maxBodyBytes;
     this.started = observe === undefined ? 0 : performance.now();
   }

@@ -16,7 +16,10 @@ export interface HeaderTemplate {
 
 /** A header value made by {@link fillHeader}: written as it is, its template having been checked and its fillers too. */
 export class FilledHeader {
-  private constructor(readonly value: string) {}
+  readonly value: string;
+  private constructor(value: string) {
+    this.value = value;
+  }
 
   /** @internal */
   static of(value: string): FilledHeader {

@@ -28,16 +28,33 @@ export class RouteRequest implements HttpRequest {
   #peer: ArrayBuffer | undefined;
   #peerText: ArrayBuffer | undefined;
   #peerIp: string | undefined;
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly params: Readonly<Record<string, string>>;
+  private readonly exchange: Exchange;
+  private readonly res: UwsResponse;
+  private readonly trustProxy: TrustProxy;
   constructor(
-    readonly method: string,
-    readonly path: string,
-    readonly query: string,
-    readonly headers: Readonly<Record<string, string>>,
-    readonly params: Readonly<Record<string, string>>,
-    private readonly exchange: Exchange,
-    private readonly res: UwsResponse,
-    private readonly trustProxy: TrustProxy,
-  ) {}
+    method: string,
+    path: string,
+    query: string,
+    headers: Readonly<Record<string, string>>,
+    params: Readonly<Record<string, string>>,
+    exchange: Exchange,
+    res: UwsResponse,
+    trustProxy: TrustProxy,
+  ) {
+    this.method = method;
+    this.path = path;
+    this.query = query;
+    this.headers = headers;
+    this.params = params;
+    this.exchange = exchange;
+    this.res = res;
+    this.trustProxy = trustProxy;
+  }
 
   get remoteIp(): string {
     this.#remoteIp ??= clientIp(this.peerIp(), this.headers['x-forwarded-for'], this.trustProxy);

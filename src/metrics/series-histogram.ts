@@ -32,13 +32,13 @@ export class SeriesHistogram {
   readonly #bounds: readonly number[];
   readonly #series: Series[] = [];
 
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    readonly labelNames: readonly string[],
-    buckets: readonly number[],
-    registers: readonly Registry[],
-  ) {
+  readonly name: string;
+  readonly help: string;
+  readonly labelNames: readonly string[];
+  constructor(name: string, help: string, labelNames: readonly string[], buckets: readonly number[], registers: readonly Registry[]) {
+    this.name = name;
+    this.help = help;
+    this.labelNames = labelNames;
     this.#bounds = [...buckets].sort((a, b) => a - b);
     // A metric is anything with name, help, type and get(): the registry formats what get() returns.
     for (const r of registers) r.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);

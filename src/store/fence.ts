@@ -20,8 +20,10 @@ export type FenceSource = () => LeaseToken | undefined;
 /** A write refused because the writer's lease is gone or was taken over since: nothing of it was written. */
 export class FencedWrite extends Error {
   readonly code = 'fenced';
-  constructor(readonly lease: LeaseToken) {
+  readonly lease: LeaseToken;
+  constructor(lease: LeaseToken) {
     super(`fenced: the lease ${lease.name} (epoch ${lease.epoch}) is no longer this node's; the write was refused`);
+    this.lease = lease;
     this.name = 'FencedWrite';
   }
 }

@@ -36,15 +36,22 @@ export interface FileSweepReport {
 }
 
 export class MerchantUploads {
-  constructor(
-    private readonly records: MerchantRecords,
-    private readonly files: MerchantFiles,
-    private readonly references: FileReferences,
-    readonly budgets: Readonly<UploadBudgets>,
-    private readonly sweepGraceMs: number,
-    private readonly lock: KeyedLock,
-    private readonly log: Logger | undefined,
-  ) {}
+  private readonly records: MerchantRecords;
+  private readonly files: MerchantFiles;
+  private readonly references: FileReferences;
+  readonly budgets: Readonly<UploadBudgets>;
+  private readonly sweepGraceMs: number;
+  private readonly lock: KeyedLock;
+  private readonly log: Logger | undefined;
+  constructor(records: MerchantRecords, files: MerchantFiles, references: FileReferences, budgets: Readonly<UploadBudgets>, sweepGraceMs: number, lock: KeyedLock, log: Logger | undefined) {
+    this.records = records;
+    this.files = files;
+    this.references = references;
+    this.budgets = budgets;
+    this.sweepGraceMs = sweepGraceMs;
+    this.lock = lock;
+    this.log = log;
+  }
 
   /**
    * Stores an upload of `slug` within the budgets: refused (413, nothing written) when the owner's files, this one

@@ -18,12 +18,16 @@ export class WalletQuota {
   /** Live self-registered slugs by lower-cased owner (and each slug's owner), read once; dropped when another node writes. */
   #owned: OwnedIndex | undefined;
 
-  constructor(
-    private readonly records: MerchantRecords,
-    private readonly maxPerWallet: number,
-    private readonly lock: KeyedLock,
-    private readonly log: Logger | undefined,
-  ) {}
+  private readonly records: MerchantRecords;
+  private readonly maxPerWallet: number;
+  private readonly lock: KeyedLock;
+  private readonly log: Logger | undefined;
+  constructor(records: MerchantRecords, maxPerWallet: number, lock: KeyedLock, log: Logger | undefined) {
+    this.records = records;
+    this.maxPerWallet = maxPerWallet;
+    this.lock = lock;
+    this.log = log;
+  }
 
   /** Waits for the wallet's turn to register (one registration per wallet at a time); resolves to its release. */
   turn(owner: string): Promise<() => void> {

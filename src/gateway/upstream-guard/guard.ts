@@ -204,12 +204,14 @@ export async function checkUpstreamUrl(url: string | URL, options: CheckUpstream
 /** The connection error of a {@link guardedDispatcher} refusing an address. */
 export class UpstreamAddressForbiddenError extends Error {
   readonly code = 'GATE402_UPSTREAM_ADDRESS_FORBIDDEN';
-  constructor(
-    readonly host: string,
-    readonly address: string,
-    readonly reason: string,
-  ) {
+  readonly host: string;
+  readonly address: string;
+  readonly reason: string;
+  constructor(host: string, address: string, reason: string) {
     super(`refusing to connect to upstream ${host}: address ${address} is forbidden (${reason})`);
+    this.host = host;
+    this.address = address;
+    this.reason = reason;
     this.name = 'UpstreamAddressForbiddenError';
   }
 }
