@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The `gate402` command. TypeScript runs directly through tsx's loader: there is no build step to forget.
-// `pay` is a buyer's one-shot call: it starts from a bundle made (and remade) on demand instead (see pay-bundle.mjs).
+// The `gate402` command. It starts from an esbuild bundle of its TypeScript, made (and remade) on demand when its
+// sources change, so there is no build step to forget; where none can be made, the source runs through tsx (bundle.mjs).
 import { unsupportedNodeMessage } from './node-support.mjs';
 
 // On a Node.js it does not run on, one line naming the supported versions instead of a native module's stack trace.
@@ -11,7 +11,7 @@ if (unsupported) {
 }
 const [command, ...rest] = process.argv.slice(2);
 if (command === 'pay') {
-  const { loadPayCommand } = await import('./pay-bundle.mjs');
+  const { loadPayCommand } = await import('./bundle.mjs');
   const { module } = await loadPayCommand();
   await module.runPayCommand(rest).catch((err) => {
     process.stderr.write(`gate402: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -19,7 +19,6 @@ if (command === 'pay') {
   });
   process.exit(process.exitCode ?? 0);
 } else {
-  const { register } = await import('tsx/esm/api');
-  register();
-  await import('./main.ts');
+  const { runService } = await import('./bundle.mjs');
+  await runService();
 }
