@@ -57,6 +57,8 @@ const POLL_MS = opts.number('poll-ms', { min: 10 });
 const WARM = Math.min(5, Math.floor(VOUCHERS / 10));
 const CLAIM_ROWS = 10;
 const PER_CHANNEL = [1, 10, 100, 1000] as const;
+/** The issue's goals for this bench, each marked met or not in the figures. */
+const GOALS = { paidPerSecond: 5_000, gatewayCpuMsPer200: 0.2, gasPerRequestAt1000: 200 } as const;
 
 interface Channel {
   config: ChannelConfig;
@@ -126,6 +128,18 @@ try {
 
   const onChain = await claimAndSweep(channels, authorizer);
   progress(`on chain: ${JSON.stringify(onChain.gasPerRequest)} gas per request at ${PER_CHANNEL.join(', ')} requests per channel`);
+  const cpuPer200 = voucherCpu.msPer200.total ?? Number.POSITIVE_INFINITY;
+  const gasAt1000 = onChain.gasPerRequest['1000'] ?? Number.POSITIVE_INFINITY;
+  const goals = {
+    paidPerSecond: { goal: `at least ${GOALS.paidPerSecond}`, measured: voucher.paidPerSecond, met: voucher.paidPerSecond >= GOALS.paidPerSecond },
+    gatewayCpuMsPer200: { goal: `at most ${GOALS.gatewayCpuMsPer200}`, measured: cpuPer200, met: cpuPer200 <= GOALS.gatewayCpuMsPer200 },
+    gasPerRequestAt1000: { goal: `at most ${GOALS.gasPerRequestAt1000}`, measured: gasAt1000, met: gasAt1000 <= GOALS.gasPerRequestAt1000 },
+  };
+  progress(
+    `goals: ${Object.entries(goals)
+      .map(([name, g]) => `${name} ${g.measured} (${g.goal}): ${g.met ? 'met' : 'NOT met'}`)
+      .join('; ')}`,
+  );
   writeFigures(opts.out, {
     channels: {
       channels: CHANNELS,
@@ -135,6 +149,7 @@ try {
       ...(exact ? { exact } : {}),
       cpuPerPaidExactVsVoucher: exact && voucherCpu.msPer200.total ? Number(((exact.cpu.msPer200.total ?? 0) / (voucherCpu.msPer200.total as number)).toFixed(1)) : undefined,
       onChain,
+      goals,
     },
   });
 } finally {
