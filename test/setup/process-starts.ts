@@ -12,7 +12,7 @@ interface SpawnOptions {
 
 /**
  * V8's code cache on disk (Node 22.1+; older Nodes ignore it): a process after the first compiles none of the
- * JavaScript it loads again (viem, the x402 and MPP clients, ajv, the product's own modules as tsx emits them).
+ * JavaScript it loads again (viem, the x402 and MPP clients, ajv, the product's own modules).
  * Measured side by side, `gate402 gateway` up to healthy: 2.7-3.6 CPU s with the cache, 3.6-4.2 s without.
  */
 process.env.NODE_COMPILE_CACHE ??= resolve('.tap/compile-cache');
