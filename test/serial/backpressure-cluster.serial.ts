@@ -186,8 +186,11 @@ t.test(`${BUYERS} buyers at once at two nodes over one PostgreSQL, on ${BLOCK_SE
   // batch estimates (eth_estimateGas of 24 to 32 calls, 0.5 to 0.75 s each on the one loaded anvil) and sends meet at
   // once: simulating takes 1 to 1.9 s. What is left of a 200 at load ~8 (p50 ~4.1 s): ~0.3 s to the served lookup
   // on the way in, ~0.6 to 1 s to admission (the signature check in the worker pool and the payer's balance), the
-  // settlement ~2 s (simulating ~1 s, the block ~0.5 s), ~0.3 s after it. The p99 bound is not met yet: it stays TODO.
-  const KNOWN = 'known: the 200s of two nodes over PostgreSQL take longer than the bound under this storm (p99 4.4 to 4.5 s at load 6 to 9 when measured; the batch estimates on the shared chain)';
+  // settlement ~2 s (simulating ~1 s, the block ~0.5 s), ~0.3 s after it. Since (fresh-clone runs of the whole suite,
+  // 2026-11-29): p99 1.2 to 2.2 s with the machine quiet (five runs), 2.2 s and once 3.1 s with a second suite
+  // sharing it: the 200s land together in the first, second or third block after the storm, and the third is over the
+  // bound. Within it when the machine is quiet, not yet under load: it stays TODO.
+  const KNOWN = 'known: under load the 200s of two nodes over PostgreSQL can land in the third block after the storm (p99 3.1 s once with two suites on 2 cores; 1.2 to 2.2 s quiet)';
   t.ok(
     perNode.every((c) => c >= 32),
     `each node serves at least a batch's worth (${perNode.join(', ')})`,
