@@ -11,8 +11,8 @@
  *   `filename`) stays its own source file's, so files it reads beside itself (migrations, the web client, the
  *   signature worker) are found where they are.
  *
- * A bundle is named by a hash of what went into it: the sources it was built from, package-lock.json, and the
- * versions of Node and esbuild. Any change to those makes the next start build again, so there is no build step to
+ * A bundle is named by a hash of what went into it: the sources it was built from, this file, package-lock.json, and
+ * the versions of Node and esbuild. Any change to those makes the next start build again, so there is no build step to
  * run by hand nor a stale bundle to forget. Where no bundle can be built or kept, the caller runs the source.
  *
  * Plain JavaScript, so that it runs before (and without) tsx.
@@ -21,7 +21,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -43,7 +43,8 @@ function cacheDirs(name) {
 function keyOf(files) {
   const hash = createHash('sha256');
   hash.update(`node ${process.versions.node}\n`);
-  for (const name of ['package-lock.json', 'node_modules/esbuild/package.json']) {
+  // This file too: how a bundle is built is part of what it is.
+  for (const name of ['package-lock.json', 'node_modules/esbuild/package.json', 'src/cli/bundle.mjs']) {
     const path = join(REPO, name);
     hash.update(`${name}\n`);
     if (existsSync(path)) hash.update(readFileSync(path));
@@ -112,7 +113,10 @@ async function build(name, dir) {
     logLevel: 'silent',
     // Smaller to parse at every start.
     minify: packages === 'bundle',
-    ...(packages === 'external' ? { packages: 'external', plugins: [ownImportMeta] } : {}),
+    // The service's stack traces name the sources' files and lines: a map beside the bundle (read at start only when
+    // Node's source maps are on, as runService turns them on).
+    // (The output path only places the map's source paths, relative to the cache directory; nothing is written there.)
+    ...(packages === 'external' ? { packages: 'external', plugins: [ownImportMeta], sourcemap: 'external', outfile: join(dir, `${prefixOf(name)}build.mjs`) } : {}),
     absWorkingDir: REPO,
     // Some dependencies are CommonJS and `require` Node's own modules.
     banner: { js: "import { createRequire as __gate402Require } from 'node:module'; const require = __gate402Require(import.meta.url);" },
@@ -125,15 +129,22 @@ async function build(name, dir) {
   mkdirSync(dir, { recursive: true });
   const prefix = prefixOf(name);
   const path = join(dir, `${prefix}${key}.mjs`);
+  const code = result.outputFiles.find((f) => !f.path.endsWith('.map'));
+  const map = result.outputFiles.find((f) => f.path.endsWith('.map'));
+  if (map) {
+    const mapPart = `${path}.map.${process.pid}.tmp`;
+    writeFileSync(mapPart, map.contents);
+    renameSync(mapPart, `${path}.map`);
+  }
   const part = `${path}.${process.pid}.tmp`;
-  writeFileSync(part, result.outputFiles[0].contents);
+  writeFileSync(part, map ? `${code.text}\n//# sourceMappingURL=${basename(path)}.map\n` : code.contents);
   renameSync(part, path);
   const inputsPart = join(dir, `${prefix}inputs.json.${process.pid}.tmp`);
   writeFileSync(inputsPart, JSON.stringify({ files }));
   renameSync(inputsPart, join(dir, `${prefix}inputs.json`));
   // Earlier bundles are of sources that have changed since: they would never be used again.
   for (const file of readdirSync(dir)) {
-    if (file.startsWith(prefix) && file.endsWith('.mjs') && join(dir, file) !== path) rmSync(join(dir, file), { force: true });
+    if (file.startsWith(prefix) && (file.endsWith('.mjs') || file.endsWith('.mjs.map')) && !join(dir, file).startsWith(path)) rmSync(join(dir, file), { force: true });
   }
   return path;
 }
@@ -173,5 +184,6 @@ export async function loadPayCommand() {
 /** Runs a service command (`start`, `gateway`, ...): from its bundle, or from the source. */
 export async function runService() {
   const path = await bundlePath('service');
+  process.setSourceMapsEnabled(true);
   await (path ? import(pathToFileURL(path).href) : importSource(BUNDLES.service.entry));
 }
