@@ -14,6 +14,7 @@ import { clientsFor, freshAccount, tester } from './helpers/devnet.ts';
 import { fundedPayer, officialPayment, postJson, requirementsFor, stableBalance } from './helpers/payments.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { spawnFacilitator, type SpawnedFacilitator } from './helpers/spawn-facilitator.ts';
+import { scrape, valueOf as metricValue } from './helpers/prometheus.ts';
 import { tempDir } from './helpers/temp-dir.ts';
 
 // Mining is paused in some tests, which would stall every other test on the shared devnet: this file runs its own
@@ -158,6 +159,36 @@ t.test('12 concurrent EIP-3009 payments settle in fewer than 12 transactions, ea
   movedExactly(t, before, await balances(base, ps), ps);
   const again = await settle(fac, ps[3] as Payment);
   t.same(again, answers[3], 'a settled payload asked again answers its recorded result');
+});
+
+t.test('a batch of calls the network has estimated before is run once at the gas it is sent with, not estimated again', async (t) => {
+  // The first test's batches were estimated: calls to the stablecoin have a known cost on this network.
+  const rpcs = async () => {
+    const m = await scrape(`${fac.url}/metrics`);
+    const of = (method: string) => metricValue(m, 'gate402_rpc_request_duration_seconds_count', { chain: CAIP2.base, method, outcome: 'ok' }) ?? 0;
+    return { estimates: of('eth_estimateGas'), calls: of('eth_call') };
+  };
+  const payTo = freshAccount().address;
+  const payers = await fundedPayers(base, CAIP2.base, 6);
+  const ps = await Promise.all(payers.map((p, i) => payment(CAIP2.base, p, payTo, 20_000n + BigInt(i))));
+  const before = await balances(base, ps);
+  const rpcBefore = await rpcs();
+  const answers = await Promise.all(ps.map((p) => settle(fac, p)));
+  const rpcAfter = await rpcs();
+  t.ok(
+    answers.every((a) => a.success),
+    `every payment settled: ${JSON.stringify(answers.filter((a) => !a.success))}`,
+  );
+  const hashes = [...new Set(answers.map((a) => a.transaction as Hex))];
+  t.ok(hashes.length < ps.length, `${ps.length} payments in ${hashes.length} transaction(s)`);
+  t.equal(rpcAfter.estimates - rpcBefore.estimates, 0, 'no gas estimate (an estimate runs the batch several times)');
+  t.ok(rpcAfter.calls - rpcBefore.calls >= hashes.length, `one run of each batch at its limit (${rpcAfter.calls - rpcBefore.calls} eth_call)`);
+  const { pub } = clientsFor(base, funder);
+  for (const hash of hashes) {
+    const [tx, receipt] = await Promise.all([pub.getTransaction({ hash }), pub.getTransactionReceipt({ hash })]);
+    t.ok(receipt.gasUsed < tx.gas, `${hash}: ${receipt.gasUsed} gas used under its limit of ${tx.gas}`);
+  }
+  movedExactly(t, before, await balances(base, ps), ps);
 });
 
 t.test('eager batching: with a long window, a payment nobody follows leaves at once; payments sent together still share a transaction', async (t) => {

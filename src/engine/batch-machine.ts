@@ -24,7 +24,7 @@ export interface MinedBatch extends Mined {
 export interface Simulated {
   refused: Array<{ id: string; reason: SettleReason; message: string }>;
   /** Absent: the rest settle alone (fewer than two left, no aggregate3 contract, or the chain moved). */
-  batch?: { multicall: Address; gas: bigint };
+  batch?: { multicall: Address /** The gas limit the batch transaction is sent with. */; gas: bigint };
 }
 
 /** Whether the batch transaction went out: the node took it, or refused it (why). */

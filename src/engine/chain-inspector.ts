@@ -36,6 +36,8 @@ export interface SimulationSender {
 /** How long "no code at this address" is believed, and how many such answers are kept (oldest dropped first). */
 export const ABSENT_CODE_TTL_MS = 30_000;
 export const ABSENT_CODE_MAX_ENTRIES = 10_000;
+/** Contracts whose calls' gas {@link ChainInspector} keeps (a payment names its asset among those its route accepts). */
+const GAS_PER_CALL_MAX_ENTRIES = 1_000;
 
 /**
  * Everything the engine asks of one chain, through the viem client it is given. A payment scheme's revert diagnosis
@@ -47,6 +49,11 @@ export class ChainInspector implements ChainReads {
   readonly #deployed = new LRUCache<string, Hex>({ max: ABSENT_CODE_MAX_ENTRIES });
   /** Addresses found without code, with when that answer expires; insertion order is age order. */
   readonly #absent = new Map<string, number>();
+  /**
+   * By contract: the most gas one settlement call to it has been estimated to take here (a lone call's estimate counts
+   * whole, its intrinsic gas included; a batch's is shared out evenly among its calls).
+   */
+  readonly #gasPerCall = new LRUCache<string, bigint>({ max: GAS_PER_CALL_MAX_ENTRIES });
   readonly #clock: () => number;
 
   constructor(client: PublicClient<Transport, Chain>, clock: () => number = Date.now) {
@@ -106,13 +113,55 @@ export class ChainInspector implements ChainReads {
     }
   }
 
-  /** Runs exactly the call from the sender, with its fees, without sending it (its gas, or a revert as an error text). */
-  async simulate(call: Pick<SettlementCall, 'to' | 'data'>, sender: SimulationSender): Promise<Simulation> {
+  /**
+   * Runs exactly the call from the sender, with its fees, without sending it (its gas, or a revert as an error text).
+   * `carried` are the settlement calls it makes whose share of its gas is kept for {@link gasBound}: only calls whose
+   * gas no payer's code decides (payments signed by a key; a contract payer's signature check may take any gas, and
+   * anyone may ask `/verify` about one), and none unless given.
+   */
+  async simulate(call: Pick<SettlementCall, 'to' | 'data'>, sender: SimulationSender, carried: ReadonlyArray<Pick<SettlementCall, 'to'>> = []): Promise<Simulation> {
     try {
       const gas = await this.#client.estimateGas({ account: sender.from, to: call.to, data: call.data, ...feesOf(sender) });
+      this.#keepGas(carried, gas);
       return ok(gas);
     } catch (error) {
       return err('reverted', String((error as { shortMessage?: string }).shortMessage ?? (error as Error).message));
+    }
+  }
+
+  /**
+   * The most gas `calls` should take together, from what calls to their contracts have been estimated to take here;
+   * undefined while one of those contracts has no estimate yet.
+   */
+  gasBound(calls: ReadonlyArray<Pick<SettlementCall, 'to'>>): bigint | undefined {
+    let sum = 0n;
+    for (const call of calls) {
+      const gas = this.#gasPerCall.get(call.to.toLowerCase());
+      if (gas === undefined) return undefined;
+      sum += gas;
+    }
+    return sum;
+  }
+
+  #keepGas(calls: ReadonlyArray<Pick<SettlementCall, 'to'>>, gas: bigint): void {
+    if (calls.length === 0) return;
+    const share = (gas + BigInt(calls.length) - 1n) / BigInt(calls.length);
+    for (const call of calls) {
+      const key = call.to.toLowerCase();
+      if (share > (this.#gasPerCall.get(key) ?? 0n)) this.#gasPerCall.set(key, share);
+    }
+  }
+
+  /**
+   * Runs exactly the call from the sender with `gas` as its limit, without sending it: whether it succeeds within it
+   * (one execution, where an estimate searches for the least gas that works and runs it several times).
+   */
+  async succeedsWithin(call: Pick<SettlementCall, 'to' | 'data'>, sender: SimulationSender, gas: bigint): Promise<boolean> {
+    try {
+      await this.#client.call({ account: sender.from, to: call.to, data: call.data, gas, ...feesOf(sender) });
+      return true;
+    } catch {
+      return false;
     }
   }
 

@@ -211,7 +211,14 @@ export class SettlementBatcher {
     open.send({ type: 'close' });
   }
 
-  /** One estimate of the whole batch (usually all); when it reverts, one eth_call says which calls would. */
+  /**
+   * Whether the batch's calls all succeed, and the gas limit it is sent with. Once calls to its members' contracts
+   * have been estimated on the network, the batch is first run once at the limit it would be sent with (the most gas
+   * each call has taken there, with the margin): when it succeeds within that limit, that limit is the batch's.
+   * Otherwise one estimate of the whole batch; when it reverts, one eth_call says which calls would.
+   * (An estimate runs the batch several times to find its least gas: under a storm of payments on a busy node it took
+   * 0.4 to 0.9 s of the 1 s block, where one run takes a tenth of that.)
+   */
   async #simulate(network: string, members: BatchMember[]): Promise<Simulated> {
     const multicall = this.#o.networks.find(network)?.multicall;
     const inspector = this.#o.inspector(network);
@@ -222,8 +229,13 @@ export class SettlementBatcher {
     }
     const from = await this.#o.simulateFrom(network);
     const all = members.map((m) => m.call);
-    const whole = await inspector.simulate(aggregateCall(multicall, all, false), from);
-    if (whole.ok) return { refused: [], batch: { multicall, gas: whole.value } };
+    const bound = inspector.gasBound(all);
+    if (bound !== undefined) {
+      const gas = gasLimitOf(TRANSACTION_BASE_GAS + bound);
+      if (await inspector.succeedsWithin(aggregateCall(multicall, all, false), from, gas)) return { refused: [], batch: { multicall, gas } };
+    }
+    const whole = await inspector.simulate(aggregateCall(multicall, all, false), from, all);
+    if (whole.ok) return { refused: [], batch: { multicall, gas: gasLimitOf(whole.value) } };
     const passes = await inspector.simulateBatch(multicall, all, from);
     const ok = members.filter((_, i) => passes[i] === true);
     const refused = await Promise.all(
@@ -232,22 +244,16 @@ export class SettlementBatcher {
       ),
     );
     if (ok.length < 2) return { refused };
-    const estimate = await inspector.simulate(
-      aggregateCall(
-        multicall,
-        ok.map((m) => m.call),
-        false,
-      ),
-      from,
-    );
+    const rest = ok.map((m) => m.call);
+    const estimate = await inspector.simulate(aggregateCall(multicall, rest, false), from, rest);
     // The chain moved between the reads: each payment is simulated again on its own.
     if (!estimate.ok) return { refused };
-    return { refused, batch: { multicall, gas: estimate.value } };
+    return { refused, batch: { multicall, gas: gasLimitOf(estimate.value) } };
   }
 
   /** Signs the batch, has its trail recorded by the machine (the host writes it with every member's record), and only then sends it. */
-  async #send(batch: BatchRecord, calls: SettlementCall[], multicall: Address, gasEstimate: bigint): Promise<SendResult> {
-    const call = { ...aggregateCall(multicall, calls, true), gas: (gasEstimate * 13n) / 10n + 10_000n };
+  async #send(batch: BatchRecord, calls: SettlementCall[], multicall: Address, gas: bigint): Promise<SendResult> {
+    const call = { ...aggregateCall(multicall, calls, true), gas };
     const sent = await sentOrWhyNot(sendDurably(this.#courier(batch.network, batch.id), call, batch.txs, (txs) => this.#host.record(batch.id, { type: 'trail', txs })));
     if (!sent.ok) return sent;
     this.#o.log.debug('batch sent', { network: batch.network, batch: batch.id, tx: sent.value.at(-1)?.hash, payments: calls.length });
@@ -264,6 +270,14 @@ export class SettlementBatcher {
   #courier(network: string, batch: string): Courier {
     return courierOn(this.#o, network, this.#o.log.child({ batch }));
   }
+}
+
+/** The gas every transaction pays before its calldata and execution: a batch's bound adds it to its calls' shares. */
+const TRANSACTION_BASE_GAS = 21_000n;
+
+/** The gas limit a batch estimated at `estimate` is sent with: a margin for the chain moving between the two. */
+function gasLimitOf(estimate: bigint): bigint {
+  return (estimate * 13n) / 10n + 10_000n;
 }
 
 /**

@@ -138,7 +138,8 @@ export async function checkPayment(deps: VerifyDeps, request: VerifyRequest): Pr
 export async function simulatePayment(deps: VerifyDeps, request: VerifyRequest, verdict: Verdict): Promise<Verdict> {
   if (!verdict.ok) return verdict;
   const v = verdict.value;
-  const sim = await deps.inspector(v.network).simulate(v.call, await deps.simulateFrom(v.network));
+  // A key-signed payment's call costs what its contract's code costs: its gas bounds the batches of such calls.
+  const sim = await deps.inspector(v.network).simulate(v.call, await deps.simulateFrom(v.network), v.signer === 'key' ? [v.call] : []);
   if (sim.ok) return ok({ ...v, gas: sim.value });
   return refused(await revertReason(deps, request, v.call), `simulation reverted: ${sim.error.message}`, v.payer);
 }
