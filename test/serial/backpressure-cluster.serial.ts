@@ -20,7 +20,11 @@ import { spawnOwnDevnet } from '../helpers/spawn-devnet.ts';
 
 const BUYERS = 1000;
 const PAYERS = 100;
-const BLOCK_SECONDS = 1;
+// Base's block time (the buyers pay on eip155:8453). One node's storm runs on 1-second blocks; two nodes share the
+// machine's 2 cores with PostgreSQL besides, and on 1-second blocks their 200s landed in the second block after the
+// storm, leaving the answers after it less than a second within the bound: 2 of 16 runs beside two busy loops missed
+// it by 0.1 to 0.2 s (below).
+const BLOCK_SECONDS = 2;
 // One node's bound (test/serial/backpressure.serial.ts), on two nodes over one database: two blocks and a second, so
 // the 200s come in a batch's first blocks, not later.
 const P99_BOUND_MS = (2 * BLOCK_SECONDS + 1) * 1000;
@@ -179,8 +183,10 @@ t.test(`${BUYERS} buyers at once at two nodes over one PostgreSQL, on ${BLOCK_SE
   // used to be estimated (eth_estimateGas runs a batch several times to find its least gas): 0.4 to 0.9 s of the
   // storm's 1 s blocks on the busy anvil, so the 200s landed in the second block quiet (p99 1.2 to 2.3 s) and in the
   // third under load (p99 up to 3.4 s, TODO until 2026-11-29). A batch of calls already estimated on the network is
-  // run once at the limit it is sent with (settlement-batcher.ts): p99 1.3 s quiet (the first block), 2.4 to 2.5 s
-  // beside two busy loops and 2.5 to 2.7 s beside three (the second), each node serving 65 to 112.
+  // run once at the limit it is sent with (settlement-batcher.ts): on 1-second blocks p99 1.3 s quiet (the first
+  // block), beside two busy loops 2.3 to 2.6 s in 14 of 16 runs (the second block) and 3.1 and 3.2 s in two (the
+  // answers after the block took over a second). On 2-second blocks, beside two busy loops: p99 2.25 to 2.68 s in 20
+  // of 20 runs (the first block), each node serving 49 to 112.
   t.ok(
     perNode.every((c) => c >= 32),
     `each node serves at least a batch's worth (${perNode.join(', ')})`,
