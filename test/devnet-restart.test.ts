@@ -74,6 +74,12 @@ async function interrupt(s: Started): Promise<number | null> {
   return exited;
 }
 
+/** Ctrl-C, asserted to stop the run with exit code 0; otherwise the run's log says why. */
+async function stopsCleanly(t: Test, s: Started, what: string): Promise<void> {
+  const code = await interrupt(s);
+  t.equal(code, 0, code === 0 ? what : `${what} (exit ${code}; its log ends: ${readFileSync(s.logPath, 'utf8').slice(-1500)})`);
+}
+
 type Order = { orderId: string; status: string; settlementTx?: string; error?: string };
 
 /** The gasless buyer's path: sponsored gas, its one approval of Permit2, then a buy of TSLA for 2 stablecoin B. */
@@ -117,7 +123,7 @@ t.test('npm start, Ctrl-C, npm start: the records follow the chains', async (t) 
     [bought.orderId],
     'the feed lists the order',
   );
-  t.equal(await interrupt(first), 0, 'Ctrl-C stops the first run cleanly');
+  await stopsCleanly(t, first, 'Ctrl-C stops the first run cleanly');
 
   const second = await start(2);
   t.teardown(async () => {
@@ -134,5 +140,5 @@ t.test('npm start, Ctrl-C, npm start: the records follow the chains', async (t) 
     'the feed lists the new order only',
   );
 
-  t.equal(await interrupt(second), 0, 'Ctrl-C stops the second run');
+  await stopsCleanly(t, second, 'Ctrl-C stops the second run');
 });
