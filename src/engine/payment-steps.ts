@@ -16,7 +16,7 @@ import { DEFAULT_CONSUMED_LOOKBACK_BLOCKS, type EngineOptions } from './engine-o
 import { paymentMachine, type ClaimResult, type StepResult } from './payment-machine.ts';
 import { isFinished, leavesNoRecord, type BatchRecord, type PaymentRecord } from './payment-record.ts';
 import type { RevertBudget, RevertEvent } from './revert-budget.ts';
-import { courierOn, SettlementBatcher, sentOrWhyNot, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
+import { courierOn, gasLimitOf, SettlementBatcher, sentOrWhyNot, type BatchActor, type MinedBatch } from './settlement-batcher.ts';
 import { checkPayment, revertReason, settlementCallOf, simulatePayment, type Verdict } from './verify-payment.ts';
 
 /** How often the consumption read is tried before the failure stands (the buyer's retry reads again). */
@@ -258,7 +258,7 @@ export class PaymentSteps {
   async #broadcastStep(record: PaymentRecord, verdict: Verdict | undefined, batch: BatchActor | undefined): Promise<StepResult> {
     if (batch) return this.batcher.sent(batch, record);
     if (!verdict?.ok) return err(schemeOfPayload(record.request.paymentPayload.payload).reasons.simulationFailed, 'no verified settlement call');
-    const gas = (BigInt(record.gas ?? '200000') * 13n) / 10n + 10_000n;
+    const gas = gasLimitOf(BigInt(record.gas ?? '200000'));
     const sent = await sentOrWhyNot(sendDurably(this.#courier(record), { to: verdict.value.call.to, data: verdict.value.call.data, gas }, record.txs, (txs) => this.#d.trail(record.id, txs)));
     if (!sent.ok) return sent;
     return ok({ record: { ...record, state: 'broadcasting', txs: sent.value } });

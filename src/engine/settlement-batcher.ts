@@ -275,8 +275,8 @@ export class SettlementBatcher {
 /** The gas every transaction pays before its calldata and execution: a batch's bound adds it to its calls' shares. */
 const TRANSACTION_BASE_GAS = 21_000n;
 
-/** The gas limit a batch estimated at `estimate` is sent with: a margin for the chain moving between the two. */
-function gasLimitOf(estimate: bigint): bigint {
+/** The gas limit a settlement (a batch or a lone payment) estimated at `estimate` is sent with: a margin for the chain moving between the two. */
+export function gasLimitOf(estimate: bigint): bigint {
   return (estimate * 13n) / 10n + 10_000n;
 }
 
