@@ -38,9 +38,10 @@ export async function fundedPayer(n: NetworkEntry, caip2: string, funder: Accoun
   return payer;
 }
 
-export async function stableBalance(n: NetworkEntry, who: Address): Promise<bigint> {
+/** `who`'s stablecoin balance at the head, or at `blockNumber` (a height the gateway may already be building on). */
+export async function stableBalance(n: NetworkEntry, who: Address, blockNumber?: bigint): Promise<bigint> {
   const { pub } = clientsFor(n, freshAccount());
-  return pub.readContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'balanceOf', args: [who] });
+  return pub.readContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'balanceOf', args: [who], blockNumber });
 }
 
 export async function postJson(url: string, body: unknown): Promise<{ status: number; json: unknown; contentType: string | null }> {
