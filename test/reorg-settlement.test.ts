@@ -7,6 +7,7 @@ import { rpcCall } from '../src/chain/rpc.ts';
 import { tester } from './helpers/devnet.ts';
 import { gatewayOnOwnDevnet, until, x402Credential } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
+import { reorgAbove } from './helpers/reorg.ts';
 
 // A reorg would take back every other file's transactions on the shared devnet: this file runs chains of its own.
 const { devnet, fixtures, gw } = await gatewayOnOwnDevnet(t, 'reorg', {
@@ -43,10 +44,8 @@ t.test('a reorg drops three mined settlements: the gateway sends the same transa
   t.equal(fixtures.calls, callsBefore + 3, 'three upstream calls');
 
   // Everything since the payers were funded is taken back: three blocks, one settlement each.
-  const top = BigInt(await rpcCall<string>(n.rpcUrl, 'eth_blockNumber', []));
-  const depth = Number(top - blockBefore);
-  t.equal(depth, 3, 'one block per settlement');
-  await rpcCall(n.rpcUrl, 'anvil_reorg', [depth, []]);
+  const top = await reorgAbove(n.rpcUrl, blockBefore);
+  t.equal(top - blockBefore, 3n, 'one block per settlement, all three taken back');
   // Read at the reorganised height: the gateway checks every 100 ms and may already have sent a settlement again, into
   // a block above it (a loaded machine did, between the reorg and this read).
   t.equal(await stableBalance(n, merchant, top), merchantBefore, 'the reorg took the settlements back');

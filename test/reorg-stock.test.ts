@@ -15,6 +15,7 @@ import { scrape, valueOf as metricValue } from './helpers/prometheus.ts';
 import { spawnFacilitator } from './helpers/spawn-facilitator.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { gassedKey, officialBuyer, tokenBalance } from './helpers/stock.ts';
+import { reorgAbove } from './helpers/reorg.ts';
 
 const devnet = await spawnOwnDevnet('reorg-stock');
 t.teardown(() => devnet.stop());
@@ -44,7 +45,6 @@ const gw = await spawnFacilitator({
 t.teardown(() => gw.stop());
 
 type Order = { orderId: string; status: string; deliveredAtomic?: string; swapTx?: Hex; settlementTx?: Hex; refundTx?: Hex };
-const head = async () => BigInt(await rpcCall<string>(n.rpcUrl, 'eth_blockNumber', []));
 const deskNonce = () => pub.getTransactionCount({ address: desk, blockTag: 'pending' });
 
 async function orderOf(payer: Address): Promise<Order | undefined> {
@@ -70,8 +70,7 @@ t.test('a reorg drops a delivered swap: the desk sends the same signed swap agai
   t.ok(swap.blockNumber > settlement.blockNumber, 'the swap is mined after the payment that funds it');
 
   // The reorg takes back the swap's block (and anything after it), not the payment's.
-  const top = await head();
-  await rpcCall(n.rpcUrl, 'anvil_reorg', [Number(top - swap.blockNumber + 1n), []]);
+  const top = await reorgAbove(n.rpcUrl, swap.blockNumber - 1n);
   // Read at the reorganised height: the guard may already have sent the swap again, into a block above it.
   const sharesAtTop = await pub.readContract({ address: tsla.address, abi: erc20Abi, functionName: 'balanceOf', args: [buyer.address], blockNumber: top });
   t.equal(sharesAtTop, 0n, 'the reorg took the shares back');
