@@ -172,6 +172,38 @@ t.test('after a restart the durable watch list is read: a reorg while the node w
   t.equal(after.size, 0);
 });
 
+t.test("in a cluster a node reads only its own watch; the node that takes a dead node's work over takes its watch, and repairs a reorg that came while nobody watched", async (t) => {
+  const nodeGuard = (node: string) => new ReorgGuard({ chainId: 31_337, chain: reorgChainOf(client, pool), watched, depth: 5, node, log });
+  const dead = nodeGuard('n1');
+  const first = await pay(t, dead);
+  const dropped = await pay(t, dead);
+  await dead.check();
+  const stored = await watched.get(`31337:${dropped.tx.hash.toLowerCase()}`);
+  t.equal(stored?.node, 'n1', 'the durable record names the node that watches it');
+  // The node dies; a reorg takes its last transfer back before any node watches it.
+  await rpcCall(anvil.rpcUrl, 'anvil_reorg', [1, []]);
+  t.equal(await balance(dropped.to), 0n, 'the reorg took the transfer back');
+  const survivor = nodeGuard('n2');
+  const unaware = await survivor.check();
+  t.equal(survivor.size, 0, "a live node does not read another node's watch at its start");
+  t.same(unaware.outcomes, [], 'and so sends nothing of it');
+  t.equal(await survivor.adopt('n1'), 2, "the dead node's two watched transfers are taken over");
+  t.equal(await survivor.adopt('n1'), 0, "once: they are now the survivor's");
+  t.equal((await watched.get(`31337:${first.tx.hash.toLowerCase()}`))?.node, 'n2', 'named after the survivor in the durable list');
+  const report = await survivor.check();
+  t.same(
+    report.outcomes.map((o) => [o.hash, o.outcome]),
+    [[dropped.tx.hash, 'resent']],
+    'the next check looks them up: the dropped one is sent again, the one still mined is left alone',
+  );
+  await mine(1);
+  t.equal(await balance(first.to), VALUE, 'each recipient paid once');
+  t.equal(await balance(dropped.to), VALUE, 'each recipient paid once');
+  await mine(6);
+  await survivor.check();
+  t.equal(survivor.size, 0, 'both final, let go');
+});
+
 t.test('a dropped transaction whose nonce went to another one is reported lost, not sent forever', async (t) => {
   warnings.length = 0;
   const guard = guardOn();

@@ -179,7 +179,15 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
     const chain = reorgChainOf(client, pick(relayers, n.caip2));
     guards.set(
       n.caip2,
-      new ReorgGuard({ chainId: n.chainId, chain, watched: reorgWatch, depth: config.reorgDepth, log: log.child({ network: n.caip2 }), onOutcome: (o) => metrics.reorgedTransaction(n.caip2, o) }),
+      new ReorgGuard({
+        chainId: n.chainId,
+        chain,
+        watched: reorgWatch,
+        depth: config.reorgDepth,
+        ...(parts.cluster ? { node: parts.cluster.node } : {}),
+        log: log.child({ network: n.caip2 }),
+        onOutcome: (o) => metrics.reorgedTransaction(n.caip2, o),
+      }),
     );
   }
   const batchSettlementNetworks = await channelContractNetworks(inspectors, log);
@@ -229,6 +237,11 @@ export async function createEngine(parts: EngineParts): Promise<RunningEngine> {
   for (const [caip2, guard] of guards) void guardUntil(guard, config.reorgCheckMs, guarding.signal, log.child({ network: caip2 }), sleep);
   const membership = parts.cluster?.membership;
   membership?.takeOverWith(async (node) => {
+    // What it had mined and watched first (its payments may all be final, and their lease given back at once).
+    for (const [caip2, guard] of guards) {
+      const count = await guard.adopt(node);
+      if (count) log.warn("watching a dead node's mined transactions for reorgs", { node, network: caip2, count });
+    }
     await engine.adopt(node, () => void membership.finished(node).catch((error: unknown) => log.warn("could not give a dead node's lease back; it expires", { node, error })));
   });
   const watch = setInterval(() => {

@@ -14,7 +14,9 @@ import type { SignedTx } from './trail.ts';
  * payment settled and served before the reorg stays one transfer.
  *
  * The watch list is durable (one record per mined transaction, removed when final), so a node restarted between a
- * reorg and its notice still sends what the new chain lacks.
+ * reorg and its notice still sends what the new chain lacks. In a cluster each record names the node that watches it:
+ * a node reads its own on start, and a node that takes over a dead node's work takes over its watch too (`adopt`), so
+ * a reorg after the sender died (or while nobody watched) still has its transactions sent again.
  */
 
 /** A watched transaction: the mined version's signed bytes, and where it was last seen mined (none: sent again, unmined). */
@@ -24,6 +26,8 @@ export interface WatchedTx {
   blockHash?: Hex;
   /** What the transaction stands for, for the log (e.g. `batch 0x...`). */
   about: string;
+  /** The cluster node watching it (none: a single node's store). */
+  node?: string;
 }
 
 export interface BlockRef {
@@ -59,6 +63,8 @@ export interface ReorgGuardOptions {
   watched: DurableCollection<WatchedTx>;
   /** Blocks after which a mined transaction is final and no longer watched. */
   depth: number;
+  /** This cluster node's id: the records it watches are named after it. */
+  node?: string;
   log: Logger;
   onOutcome?: (outcome: ReorgOutcome) => void;
 }
@@ -93,15 +99,42 @@ export class ReorgGuard {
     return this.#watching.size;
   }
 
-  /** Reads the durable watch list of this chain (a restart): its first check looks every transaction up. */
+  /**
+   * Reads this node's part of the durable watch list of this chain (a restart; a record that names no node is every
+   * node's): its first check looks every transaction up.
+   */
   async load(): Promise<void> {
-    for await (const [key, w] of this.#o.watched.entries(`${this.#o.chainId}:`)) this.#watching.set(key, w);
+    const own = this.#o.node;
+    for await (const [key, w] of this.#o.watched.entries(`${this.#o.chainId}:`)) if (own === undefined || w.node === undefined || w.node === own) this.#watching.set(key, w);
     this.#loaded = true;
+  }
+
+  /**
+   * Takes over what `node` (a dead cluster node) watched on this chain, now watched as this node's; the next check
+   * looks each of them up, as a reorg may have come while nobody watched. Returns how many.
+   */
+  async adopt(node: string): Promise<number> {
+    const taken: Array<[string, WatchedTx]> = [];
+    for await (const [key, w] of this.#o.watched.entries(`${this.#o.chainId}:`)) if (w.node === node) taken.push([key, w]);
+    for (const [key, w] of taken) {
+      const mine = this.#own(w);
+      await this.#o.watched.put(key, mine);
+      this.#watching.set(key, mine);
+      // Looked up at the next check, as a fresh watch is: a reorg may have dropped it while nobody watched.
+      this.#fresh.add(key);
+    }
+    return taken.length;
+  }
+
+  /** `w` named after this node (as written to the durable list). */
+  #own(w: WatchedTx): WatchedTx {
+    const { node: _, ...rest } = w;
+    return this.#o.node === undefined ? rest : { ...rest, node: this.#o.node };
   }
 
   /** Watches `tx`, mined at `at`, until it is final. Durable when it resolves. */
   async watch(tx: SignedTx, at: { blockNumber: bigint; blockHash: Hex }, about: string): Promise<void> {
-    const w: WatchedTx = { tx, blockNumber: at.blockNumber.toString(), blockHash: at.blockHash, about };
+    const w = this.#own({ tx, blockNumber: at.blockNumber.toString(), blockHash: at.blockHash, about });
     const key = keyOf(this.#o.chainId, tx.hash);
     await this.#o.watched.put(key, w);
     this.#watching.set(key, w);
@@ -185,7 +218,7 @@ export class ReorgGuard {
         continue;
       }
       if (w.blockNumber !== undefined) {
-        const unmined: WatchedTx = { tx: w.tx, about: w.about };
+        const unmined = this.#own({ tx: w.tx, about: w.about });
         await this.#o.watched.put(key, unmined);
         this.#watching.set(key, unmined);
         this.#tell(report, w, 'resent', undefined, outcome);
