@@ -46,6 +46,27 @@ t.test('an acknowledged write survives SIGKILL of the writer', async (t) => {
   t.equal(await store.nonces.holder('nonce-pay-1'), 'pay-1', 'so is the nonce claim');
 });
 
+t.test('a write that comes while the store closes (a loop still running as the process stops) is refused; the process goes on', async (t) => {
+  const store = openLmdbStore(dir());
+  const records = store.collection<{ n: number }>('records');
+  const claims = store.claims('late');
+  await records.put('before', { n: 1 });
+  const closed = store.close();
+  // Seen under load at Ctrl-C: such a write was queued for a commit that ran after the environment closed, and threw
+  // where nothing could catch it ("The environment is already closed"), so `gate402 start` exited 1.
+  await t.rejects(records.put('after', { n: 2 }), { code: 'store_unavailable' }, 'a put is refused as the store being unavailable');
+  await t.rejects(records.remove('before'), { code: 'store_unavailable' }, 'so is a remove');
+  await t.rejects(claims.claim('k', 'me'), { code: 'store_unavailable' }, 'and a claim');
+  await t.rejects(store.atomically(() => records.putWithin('x', { n: 3 })), { code: 'store_unavailable' }, 'and a transaction');
+  await closed;
+  // Anything lmdb-js had queued would run now.
+  await new Promise((r) => setTimeout(r, 50));
+  const again = openLmdbStore(made.at(-1) as string);
+  t.same(await again.collection<{ n: number }>('records').get('before'), { n: 1 }, 'what was written before is there');
+  t.equal(await again.collection<{ n: number }>('records').get('after'), undefined, 'what was refused is not');
+  await again.close();
+});
+
 t.test('a data directory that exists already (a mounted volume) or has a dot in its name opens', async (t) => {
   for (const name of ['data.v1', 'gate402.lmdb', 'plain']) {
     for (const exists of [true, false]) {

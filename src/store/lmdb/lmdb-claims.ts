@@ -20,7 +20,7 @@ export class LmdbClaims implements NonceClaims {
 
   async claim(key: string, holder: string, withClaim?: () => void): Promise<ClaimResult> {
     const writes = withClaim ? this.#within.gather(withClaim) : [];
-    const won = await this.#durable(
+    const won = await this.#durable(() =>
       this.#db.ifNoExists(key, () => {
         void this.#db.put(key, holder);
         for (const w of writes) void w.target.put(w.key, w.value);
@@ -32,7 +32,7 @@ export class LmdbClaims implements NonceClaims {
   }
 
   async release(key: string, holder: string): Promise<boolean> {
-    const done = await this.#durable(
+    const done = await this.#durable(() =>
       this.#db.transaction(() => {
         if (this.#db.get(key) !== holder) return false;
         void this.#db.remove(key);
@@ -44,7 +44,7 @@ export class LmdbClaims implements NonceClaims {
 
   async takeover(key: string, from: string, to: string, withTakeover?: () => void): Promise<boolean> {
     const writes = withTakeover ? this.#within.gather(withTakeover) : [];
-    const done = await this.#durable(
+    const done = await this.#durable(() =>
       this.#db.transaction(() => {
         if (this.#db.get(key) !== from) return false;
         void this.#db.put(key, to);

@@ -31,10 +31,10 @@ export class LmdbCollection<T> implements DurableCollection<T> {
   async putIfNewer(key: string, value: T): Promise<PutResult> {
     const order = this.#order;
     if (!order) {
-      await this.#durable(this.#db.put(key, value));
+      await this.#durable(() => this.#db.put(key, value));
       return WRITTEN;
     }
-    const result = await this.#durable(
+    const result = await this.#durable(() =>
       this.#db.transaction((): PutResult => {
         const refused = backward(order, this.#db.get(key) as T | undefined, value);
         if (refused) return refused;
@@ -55,7 +55,7 @@ export class LmdbCollection<T> implements DurableCollection<T> {
   }
 
   async remove(key: string): Promise<void> {
-    await this.#durable(this.#db.remove(key));
+    await this.#durable(() => this.#db.remove(key));
   }
 
   async *entries(prefix = '', opts: { reverse?: boolean } = {}): AsyncGenerator<[string, T]> {

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase, type RootDatabaseOptionsWithPath } from 'lmdb';
 import { backward, type RecordOrder } from '../record-order.ts';
+import { StoreUnavailable } from '../store-unavailable.ts';
 import type { Store, StoreOptions } from '../store.ts';
 import { WriteHealth } from '../write-health.ts';
 import { WriteSet } from '../write-set.ts';
@@ -12,8 +13,12 @@ export interface LmdbStoreOptions extends StoreOptions {
   openLmdb?: (options: RootDatabaseOptionsWithPath) => RootDatabase;
 }
 
-/** Resolves once `write` is committed and flushed to disk. */
-export type Durable = <T>(write: Promise<T>) => Promise<T>;
+/**
+ * Makes `write` and resolves once it is committed and flushed to disk. Once the store is closing, refuses it
+ * ({@link StoreUnavailable}) without making it: lmdb-js would queue it for a commit that runs after the environment
+ * closed, and that throws where nothing can catch it, ending the process.
+ */
+export type Durable = <T>(write: () => Promise<T>) => Promise<T>;
 
 /**
  * The one LMDB environment of a gate402 process. Writes from concurrent requests share a transaction and one
@@ -43,10 +48,12 @@ export function openLmdbStore(path: string, opts: LmdbStoreOptions = {}): Store 
     return d;
   };
   const health = new WriteHealth(opts.failureMemoryMs, opts.onError);
+  let closing = false;
   const durable: Durable = async (write) => {
+    if (closing) throw new StoreUnavailable(new Error('the store is closed: this process is stopping'));
     const started = performance.now();
     try {
-      const result = await write;
+      const result = await write();
       await root.flushed;
       health.succeeded();
       opts.onCommit?.((performance.now() - started) / 1000);
@@ -67,7 +74,7 @@ export function openLmdbStore(path: string, opts: LmdbStoreOptions = {}): Store 
     collection: <T>(name: string) => new LmdbCollection<T>(db(name), durable, within, opts.orders?.[name] as RecordOrder<T> | undefined, (key, refused) => opts.onRefused?.(name, key, refused)),
     atomically: async (write) => {
       const writes = within.gather(write);
-      await durable(
+      await durable(() =>
         root.transaction(() => {
           for (const w of writes) {
             const o = ordered.get(w.target);
@@ -83,10 +90,13 @@ export function openLmdbStore(path: string, opts: LmdbStoreOptions = {}): Store 
     fence: () => {},
     health: () => health.health(),
     probe: async () => {
-      if (health.probeDue()) await (async () => durable(db('health').put('probe', Date.now())))().catch(() => {});
+      if (health.probeDue()) await (async () => durable(() => db('health').put('probe', Date.now())))().catch(() => {});
       return health.health();
     },
-    close: () => root.close(),
+    close: () => {
+      closing = true;
+      return root.close();
+    },
   };
 }
 
