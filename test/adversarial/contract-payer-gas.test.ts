@@ -34,7 +34,7 @@ const { pub, wallet } = clientsFor(n, funder);
 const WALLET_FUNDS = parseUnits('1', 6);
 
 type Compiled = { abi: Abi; bytecode: Hex };
-function compileLiars(): Record<'GaslessLiar' | 'RandaoLiar' | 'RandaoBeacon', Compiled> {
+function compileLiars(): Record<'GaslessLiar' | 'RandaoLiar' | 'RandaoBeacon' | 'GasBurner', Compiled> {
   const content = readFileSync(new URL('../fixtures/lying-wallets/LyingWallets.sol', import.meta.url), 'utf8');
   const input = { language: 'Solidity', sources: { 'LyingWallets.sol': { content } }, settings: { ...SOLC_SETTINGS, outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } } } };
   const out = JSON.parse(solc.compile(JSON.stringify(input))) as {
@@ -48,7 +48,7 @@ function compileLiars(): Record<'GaslessLiar' | 'RandaoLiar' | 'RandaoBeacon', C
     if (!c) throw new Error(`no ${name}`);
     return { abi: c.abi, bytecode: `0x${c.evm.bytecode.object}` };
   };
-  return { GaslessLiar: of('GaslessLiar'), RandaoLiar: of('RandaoLiar'), RandaoBeacon: of('RandaoBeacon') };
+  return { GaslessLiar: of('GaslessLiar'), RandaoLiar: of('RandaoLiar'), RandaoBeacon: of('RandaoBeacon'), GasBurner: of('GasBurner') };
 }
 const liars = compileLiars();
 
@@ -64,7 +64,7 @@ async function mined(hash: Hex): Promise<void> {
 }
 
 /** `count` wallets of one kind (one runtime code), one owner, each holding {@link WALLET_FUNDS}. */
-async function deployWallets(kind: 'GaslessLiar' | 'RandaoLiar', owner: LocalAccount, count: number): Promise<Address[]> {
+async function deployWallets(kind: 'GaslessLiar' | 'RandaoLiar' | 'GasBurner', owner: LocalAccount, count: number): Promise<Address[]> {
   const out: Address[] = [];
   for (let i = 0; i < count; i++) {
     const hash = await wallet.deployContract({ abi: liars[kind].abi, bytecode: liars[kind].bytecode, args: kind === 'RandaoLiar' ? [owner.address, beacon] : [owner.address] });
@@ -345,4 +345,51 @@ t.test('wallets valid only in a simulation, on the paid route: at most 2 reverte
   await simulationLiarAttack(t, 'gateway paid route', gwRelayers.addresses, offer, (p) => gwBuy(p), buyOnce);
   const metrics = await fetch(`${gw.url}/metrics`).then((res) => res.text());
   t.match(metrics, /gate402_settlement_reverted_gas_total\{network="eip155:8453"\} [1-9]/, 'the gas burnt is counted');
+});
+
+t.test('a wallet whose signature check burns gas, simulated at /verify again and again, does not raise the gas limit of the batches of key-signed payments after it', async (t) => {
+  // Batches of key-signed payments are simulated once at a gas limit made from what such calls were estimated to cost
+  // on this network; a contract payer's simulation (which anyone can have run at /verify) must never feed that figure.
+  const relayers = await freshRelayers();
+  const batching = await spawnFacilitator({
+    manifestPath: devnet.manifestPath,
+    env: { ...facEnv, GATE402_RELAYER_KEYS: relayers.keys, GATE402_BATCH_WINDOW_MS: '1500', GATE402_BATCH_EAGER: 'false' },
+  });
+  t.teardown(() => batching.stop());
+  const owner = freshAccount();
+  const [burner] = (await deployWallets('GasBurner', owner, 1)) as [Address];
+  const checkGas = await pub.estimateContractGas({ address: burner, abi: liars.GasBurner.abi, functionName: 'isValidSignature', args: [`0x${'11'.repeat(32)}`, '0x'] });
+  t.ok(checkGas > 250_000n, `the wallet's signature check alone costs ${checkGas} gas`);
+  const req = requirementsFor(CAIP, n, freshAccount().address, '10000');
+  const burnAtVerify = async () => {
+    const verified = await postJson(`${batching.url}/verify`, { x402Version: 2, paymentPayload: await walletPayment(owner, burner, req), paymentRequirements: req });
+    t.match(verified, { status: 200, json: { isValid: true } }, 'the gas-burning wallet is simulated at /verify, and valid');
+  };
+  /** Four key-signed payments sent together: one batch; its gas limit and the gas it used. */
+  const batch = async () => {
+    const buyers: LocalAccount[] = [];
+    for (let i = 0; i < 4; i++) buyers.push(await honestBuyer()); // one funder, one nonce at a time
+    const answers = await Promise.all(
+      buyers.map(
+        async (b) =>
+          (await postJson(`${batching.url}/settle`, { x402Version: 2, paymentPayload: await officialPayment(b, req), paymentRequirements: req })).json as { success?: boolean; transaction: Hex },
+      ),
+    );
+    t.same(
+      answers.map((a) => a.success),
+      [true, true, true, true],
+      'four honest buyers settled',
+    );
+    const hashes = [...new Set(answers.map((a) => a.transaction))];
+    t.equal(hashes.length, 1, 'in one batch');
+    const hash = hashes[0] as Hex;
+    const [tx, receipt] = await Promise.all([pub.getTransaction({ hash }), pub.getTransactionReceipt({ hash })]);
+    return { limit: tx.gas, used: receipt.gasUsed };
+  };
+  for (let i = 0; i < 3; i++) await burnAtVerify();
+  const first = await batch();
+  t.ok(first.limit < 2n * first.used, `the first batch after it: limit ${first.limit} for ${first.used} gas used (the burner's check alone: ${checkGas})`);
+  for (let i = 0; i < 3; i++) await burnAtVerify();
+  const second = await batch();
+  t.ok(second.limit < 2n * second.used, `a batch run at the gas its calls were estimated to cost before: limit ${second.limit} for ${second.used} used`);
 });
