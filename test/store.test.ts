@@ -57,7 +57,11 @@ t.test('a write that comes while the store closes (a loop still running as the p
   await t.rejects(records.put('after', { n: 2 }), { code: 'store_unavailable' }, 'a put is refused as the store being unavailable');
   await t.rejects(records.remove('before'), { code: 'store_unavailable' }, 'so is a remove');
   await t.rejects(claims.claim('k', 'me'), { code: 'store_unavailable' }, 'and a claim');
-  await t.rejects(store.atomically(() => records.putWithin('x', { n: 3 })), { code: 'store_unavailable' }, 'and a transaction');
+  await t.rejects(
+    store.atomically(() => records.putWithin('x', { n: 3 })),
+    { code: 'store_unavailable' },
+    'and a transaction',
+  );
   await closed;
   // Anything lmdb-js had queued would run now.
   await new Promise((r) => setTimeout(r, 50));
