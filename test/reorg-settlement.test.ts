@@ -53,7 +53,10 @@ t.test('a reorg drops three mined settlements: the gateway sends the same transa
   await until(async () => (await stableBalance(n, merchant)) === merchantBefore + 3n * price, 'the settlements mined again', 60_000);
   for (const payer of payers) t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - price, 'each payer paid once');
   t.equal(fixtures.calls, callsBefore + 3, 'and the upstream was not called again');
-  t.equal(await metric('gate402_reorged_transactions_total', `network="${caip2}",outcome="resent"`), 3, 'the metric counts three transactions sent again');
+  // Counted once the re-sent transaction's watch is written again, which may come after its block is mined.
+  const resent = () => metric('gate402_reorged_transactions_total', `network="${caip2}",outcome="resent"`);
+  await until(async () => (await resent()) >= 3, 'the gateway to count what it sent again', 30_000);
+  t.equal(await resent(), 3, 'the metric counts three transactions sent again');
 
   // The relayers' next nonces follow the re-sent ones: a new payment settles at once.
   const next = await fundedPayer(n, caip2, tester('gateway'), parseUnits('1', 6));

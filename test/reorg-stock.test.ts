@@ -86,8 +86,10 @@ t.test('a reorg drops a delivered swap: the desk sends the same signed swap agai
   t.equal(after?.status, 'delivered', 'the order stays delivered');
   t.equal(after?.swapTx, order.swapTx, 'with its swap');
   t.notOk(after?.refundTx, 'and no refund');
-  const metrics = await scrape(`${gw.url}/metrics`);
-  t.equal(metricValue(metrics, 'gate402_reorged_transactions_total', { network: caip2, outcome: 'resent' }), 1, 'the metric counts one transaction sent again');
+  // Counted once the re-sent swap's watch is written again, which may come after its block is mined.
+  const resent = async () => metricValue(await scrape(`${gw.url}/metrics`), 'gate402_reorged_transactions_total', { network: caip2, outcome: 'resent' }) ?? 0;
+  await until(async () => (await resent()) >= 1, 'the desk to count what it sent again', 30_000);
+  t.equal(await resent(), 1, 'the metric counts one transaction sent again');
 
   // Still delivered once, later: no second swap, no refund, the shares where they are.
   await rpcCall(n.rpcUrl, 'evm_mine', []);
