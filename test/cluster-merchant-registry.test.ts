@@ -80,12 +80,13 @@ function gated(store: PostgresStore): { collection<T>(name: string): DurableColl
 
 interface Node {
   registry: MerchantRegistry;
+  store: PostgresStore;
   listener: ChangeListener;
   heard: string[];
   clock: { ms: number };
 }
 
-async function node(name: string, opts: { listen: boolean; revalidateMs: number; logical?: boolean }): Promise<Node> {
+async function node(name: string, opts: { listen: boolean; revalidateMs: number; logical?: boolean; maxPerWallet?: number }): Promise<Node> {
   const store = await openPostgresStore(db.url, { poolSize: 4 });
   t.teardown(() => store.close());
   const clock = { ms: 0 };
@@ -96,6 +97,7 @@ async function node(name: string, opts: { listen: boolean; revalidateMs: number;
     resolve: async () => ['93.184.216.34'],
     revalidateMs: opts.revalidateMs,
     ...(opts.logical ? { now: () => clock.ms } : {}),
+    ...(opts.maxPerWallet ? { maxMerchantsPerWallet: opts.maxPerWallet } : {}),
     log,
   });
   const listener = new ChangeListener({ url: db.url, log, timeoutMs: 1000, checkMs: 200, maxBackoffMs: 200 });
@@ -111,7 +113,7 @@ async function node(name: string, opts: { listen: boolean; revalidateMs: number;
       resync: () => registry.forget(),
     });
   }
-  return { registry, listener, heard, clock };
+  return { registry, store, listener, heard, clock };
 }
 
 let n = 0;
@@ -328,4 +330,41 @@ t.test('the store stops answering: a cached merchant is served up to twice the b
   await sql.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
   t.equal(priceOf(await registry.get(reg.slug)), '0.010000', 'the store back: its answer, cached again');
   t.notOk(registry.get(reg.slug) instanceof Promise, 'served at once from then on');
+});
+
+t.test('the per-wallet bound holds cluster-wide: a node whose count is behind cannot register past it; a delete frees a slot; a slot left behind frees itself', async (t) => {
+  // Two nodes that hear nothing of each other's writes: each counts the wallet's merchants from what it read.
+  const qa = await node('qa', { listen: false, revalidateMs: 60_000, maxPerWallet: 2 });
+  const qb = await node('qb', { listen: false, revalidateMs: 60_000, maxPerWallet: 2 });
+  const carol = privateKeyToAccount(generatePrivateKey());
+  const dave = privateKeyToAccount(generatePrivateKey());
+  const first = registration(carol.address);
+  t.ok((await qa.registry.register(await signed(carol, first), NOW)).ok, 'carol registers one at node a');
+  t.ok((await qb.registry.register(await signed(dave, registration(dave.address)), NOW)).ok, 'node b counts every wallet (carol: one)');
+  t.ok((await qa.registry.register(await signed(carol, registration(carol.address)), NOW)).ok, 'carol registers a second at node a: her bound');
+  const over = await qb.registry.register(await signed(carol, registration(carol.address)), NOW);
+  t.match(
+    over,
+    { ok: false, error: { status: 403, message: /already holds 2 merchants, the most one wallet may register \(2\)/ } },
+    'node b, still counting one, refuses a third: both slots are held',
+  );
+  const carolsStored = await sql.query("SELECT 1 FROM records WHERE collection = 'merchants' AND value->'merchant'->>'owner' = $1", [carol.address]);
+  t.equal(carolsStored.rowCount, 2, 'two of carol’s merchants stored, not three');
+
+  const deleted = await qa.registry.register(await signed(carol, registration(carol.address, { action: 'delete', slug: first.slug })), NOW);
+  t.ok(deleted.ok, 'carol deletes one at node a');
+  t.ok((await qb.registry.register(await signed(carol, registration(carol.address)), NOW)).ok, 'and registers again at node b, in the freed slot');
+
+  // A node died between taking a slot and writing its merchant: the slot is held by a merchant that never came.
+  const erin = privateKeyToAccount(generatePrivateKey());
+  const slots = qa.store.claims('merchant-wallet-slots');
+  t.ok((await slots.claim(`${erin.address.toLowerCase()}#1`, `ghost-slug ${NOW} left-behind`)).claimed);
+  t.ok((await qa.registry.register(await signed(erin, registration(erin.address)), NOW)).ok, 'erin registers one (the second slot)');
+  const soon = NOW + 60_000;
+  const held = await qb.registry.register(await signed(erin, registration(erin.address, { issuedAt: soon / 1000 })), soon);
+  t.match(held, { ok: false, error: { status: 403 } }, 'a minute later the slot left behind still counts: it may be a registration in progress elsewhere');
+  const later = NOW + 5 * 60_000 + 1;
+  const second = registration(erin.address, { issuedAt: Math.floor(later / 1000) });
+  t.ok((await qb.registry.register(await signed(erin, second), later)).ok, 'past five minutes it is taken over: erin registers her second');
+  t.equal((await slots.holder(`${erin.address.toLowerCase()}#1`))?.split(' ')[0], second.slug, 'the slot is now her new merchant’s');
 });

@@ -46,7 +46,7 @@ import { DEFAULT_UPLOAD_BUDGETS, FILE_SWEEP_GRACE_MS, MerchantUploads, type File
 import type { Floor, PriceFloorSource } from '../../policy/price-floor.ts';
 import { resolveLimits, type RegistrationLimits } from './registration-limits.ts';
 import { checkMerchantSize, checkRoutesAboveFloors, DEFAULT_MERCHANT_SIZE_LIMITS, validateRegistrationRequest, type Checked, type MerchantSizeLimits } from './validate.ts';
-import { DEFAULT_MAX_MERCHANTS_PER_WALLET, WalletQuota } from './wallet-quota.ts';
+import { DEFAULT_MAX_MERCHANTS_PER_WALLET, WALLET_SLOT_CLAIMS, WalletQuota, type WalletSlot } from './wallet-quota.ts';
 
 export const MERCHANTS_COLLECTION = 'merchants';
 
@@ -92,7 +92,7 @@ export class MerchantRegistry {
     this.#limits = resolveLimits(options.limits);
     this.#log = options.log;
     this.#written = options.written;
-    this.#quota = new WalletQuota(this.#records, options.maxMerchantsPerWallet ?? DEFAULT_MAX_MERCHANTS_PER_WALLET, this.#locks, options.log);
+    this.#quota = new WalletQuota(this.#records, options.store.claims(WALLET_SLOT_CLAIMS), options.maxMerchantsPerWallet ?? DEFAULT_MAX_MERCHANTS_PER_WALLET, this.#locks, options.log);
     this.#size = { ...DEFAULT_MERCHANT_SIZE_LIMITS, ...options.size };
     this.#priceFloor = options.priceFloor;
   }
@@ -240,6 +240,19 @@ export class MerchantRegistry {
    * message accepted once however many nodes receive it at the same time. The upstream is checked (or stored) once.
    */
   async #apply(registration: ValidatedRegistration, signer: string, now: number): Promise<RegistryResult> {
+    // A registration's wallet slot (see `wallet-quota.ts`), given back unless its merchant is written.
+    const slot: { held?: WalletSlot } = {};
+    let result: RegistryResult | undefined;
+    try {
+      result = await this.#decide(registration, signer, now, slot);
+      return result;
+    } finally {
+      if (slot.held && !result?.ok)
+        await slot.held.release().catch((error: unknown) => this.#log?.warn('could not give a wallet slot back; it frees itself later', { slug: registration.slug, error }));
+    }
+  }
+
+  async #decide(registration: ValidatedRegistration, signer: string, now: number, slot: { held?: WalletSlot }): Promise<RegistryResult> {
     const slug = registration.slug;
     let upstream: Upstream | undefined;
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
@@ -261,6 +274,7 @@ export class MerchantRegistry {
 
       if (registration.action === 'delete') {
         if (!(await this.#write(slug, record, { merchant: null, builtin: false, nonces }, by))) continue;
+        await this.#quota.freeSlot(current!.owner, slug).catch((error: unknown) => this.#log?.warn('could not give a deleted merchant’s wallet slot back; it frees itself later', { slug, error }));
         await this.#uploads.letGo(slug, current, null);
         return ok({ action: 'delete' as const, merchant: current! });
       }
@@ -274,6 +288,12 @@ export class MerchantRegistry {
         });
         if (!stored.ok) return stored;
         upstream = stored.value;
+      }
+      if (registration.action === 'register' && !slot.held) {
+        // Taken last, just before the write: a refusal above (the upstream, the slug) holds no slot.
+        const taken = await this.#quota.takeSlot(signer, slug, now);
+        if (!taken.ok) return taken;
+        slot.held = taken.value;
       }
       const merchant: Merchant = {
         slug,
