@@ -8,7 +8,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
-import { erc20Abi, parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
+import { parseUnits, type Address, type Hex, type LocalAccount } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
@@ -115,9 +115,8 @@ t.test('a reorg drops the settlement batches both nodes mined: each sends its ow
   t.equal(fixtures.calls, callsBefore + 8, 'eight upstream calls');
 
   const resentBefore = (await resent(a)) + (await resent(b));
-  const top = await reorgAbove(n.rpcUrl, blockBefore);
-  // Read at the reorganised height: a node may already have sent a batch again, into a block above it.
-  t.equal(await stableBalance(n, merchant, top), merchantBefore, 'the reorg took every settlement back');
+  const reorg = await reorgAbove(n.rpcUrl, blockBefore);
+  t.ok(reorg.replaced, `the reorg replaced every block the batches were mined in (${reorg.top - blockBefore})`);
 
   await until(async () => (await stableBalance(n, merchant)) === merchantBefore + 8n * price, 'the settlements mined again', 60_000);
   // Counted once a re-sent transaction's watch is written again, which may come after its block is mined.
@@ -151,9 +150,7 @@ t.test('a buy at the standby node, run by the desk node: a reorg drops its swap;
   t.equal(await deskNonce(), nonceBefore + 1, 'the desk swapped once');
   const swap = await pub.getTransactionReceipt({ hash: order.swapTx as Hex });
 
-  const top = await reorgAbove(n.rpcUrl, swap.blockNumber - 1n);
-  const sharesAtTop = await pub.readContract({ address: tsla.address, abi: erc20Abi, functionName: 'balanceOf', args: [buyer.address], blockNumber: top });
-  t.equal(sharesAtTop, 0n, 'the reorg took the shares back');
+  t.ok((await reorgAbove(n.rpcUrl, swap.blockNumber - 1n)).replaced, "the reorg replaced the swap's block and those after it");
 
   await until(async () => (await tokenBalance(n, tsla.address, buyer.address)) === delivered, 'the swap to be mined again', 60_000);
   const again = await pub.getTransactionReceipt({ hash: order.swapTx as Hex });
@@ -200,8 +197,7 @@ t.test("a node killed after its batch mined, then a reorg drops the batch: the s
   // node watches that batch.
   await b.gw.stop('SIGKILL');
   const before = { resent: await resent(a), moved: await moved(a) };
-  const top = await reorgAbove(n.rpcUrl, blockBefore);
-  t.equal(await stableBalance(n, merchant, top), merchantBefore, 'the reorg took the settlements back');
+  t.ok((await reorgAbove(n.rpcUrl, blockBefore)).replaced, "the reorg replaced the dead node's batch's block");
 
   await until(async () => (await stableBalance(n, merchant)) === merchantBefore + 4n * price, "the dead node's batch mined again", 60_000);
   t.equal(await relayerTxCount(n, b.relayers), txsBefore + batches, 'the same transactions: nothing signed anew');

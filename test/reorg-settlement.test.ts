@@ -44,11 +44,9 @@ t.test('a reorg drops three mined settlements: the gateway sends the same transa
   t.equal(fixtures.calls, callsBefore + 3, 'three upstream calls');
 
   // Everything since the payers were funded is taken back: three blocks, one settlement each.
-  const top = await reorgAbove(n.rpcUrl, blockBefore);
-  t.equal(top - blockBefore, 3n, 'one block per settlement, all three taken back');
-  // Read at the reorganised height: the gateway checks every 100 ms and may already have sent a settlement again, into
-  // a block above it (a loaded machine did, between the reorg and this read).
-  t.equal(await stableBalance(n, merchant, top), merchantBefore, 'the reorg took the settlements back');
+  const reorg = await reorgAbove(n.rpcUrl, blockBefore);
+  t.equal(reorg.top - blockBefore, 3n, 'one block per settlement');
+  t.ok(reorg.replaced, 'the reorg replaced all three');
 
   await until(async () => (await stableBalance(n, merchant)) === merchantBefore + 3n * price, 'the settlements mined again', 60_000);
   for (const payer of payers) t.equal(await stableBalance(n, payer.address), parseUnits('1', 6) - price, 'each payer paid once');

@@ -3,7 +3,7 @@
 // the desk's reorg guard sends the very same signed swap again. The order ends delivered once: the buyer holds the
 // delivered shares, paid once, and the desk swapped once (its nonce count).
 import t from 'tap';
-import { erc20Abi, parseUnits, type Address, type Hex } from 'viem';
+import { parseUnits, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
@@ -70,10 +70,7 @@ t.test('a reorg drops a delivered swap: the desk sends the same signed swap agai
   t.ok(swap.blockNumber > settlement.blockNumber, 'the swap is mined after the payment that funds it');
 
   // The reorg takes back the swap's block (and anything after it), not the payment's.
-  const top = await reorgAbove(n.rpcUrl, swap.blockNumber - 1n);
-  // Read at the reorganised height: the guard may already have sent the swap again, into a block above it.
-  const sharesAtTop = await pub.readContract({ address: tsla.address, abi: erc20Abi, functionName: 'balanceOf', args: [buyer.address], blockNumber: top });
-  t.equal(sharesAtTop, 0n, 'the reorg took the shares back');
+  t.ok((await reorgAbove(n.rpcUrl, swap.blockNumber - 1n)).replaced, "the reorg replaced the swap's block and those after it");
   t.ok(await pub.getTransactionReceipt({ hash: settlement.transactionHash }), 'the payment stays mined');
 
   await until(async () => (await tokenBalance(n, tsla.address, buyer.address)) === delivered, 'the swap to be mined again', 60_000);

@@ -38,10 +38,9 @@ export async function fundedPayer(n: NetworkEntry, caip2: string, funder: Accoun
   return payer;
 }
 
-/** `who`'s stablecoin balance at the head, or at `blockNumber` (a height the gateway may already be building on). */
-export async function stableBalance(n: NetworkEntry, who: Address, blockNumber?: bigint): Promise<bigint> {
+export async function stableBalance(n: NetworkEntry, who: Address): Promise<bigint> {
   const { pub } = clientsFor(n, freshAccount());
-  return pub.readContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'balanceOf', args: [who], blockNumber });
+  return pub.readContract({ address: n.stablecoin.address, abi: stablecoinArtifact.abi, functionName: 'balanceOf', args: [who] });
 }
 
 export async function postJson(url: string, body: unknown): Promise<{ status: number; json: unknown; contentType: string | null }> {
