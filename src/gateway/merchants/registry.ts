@@ -274,7 +274,9 @@ export class MerchantRegistry {
 
       if (registration.action === 'delete') {
         if (!(await this.#write(slug, record, { merchant: null, builtin: false, nonces }, by))) continue;
-        await this.#quota.freeSlot(current!.owner, slug).catch((error: unknown) => this.#log?.warn('could not give a deleted merchant’s wallet slot back; it frees itself later', { slug, error }));
+        await this.#quota
+          .freeSlot(current!.owner, slug, now)
+          .catch((error: unknown) => this.#log?.warn('could not give a deleted merchant’s wallet slot back; it frees itself later', { slug, error }));
         await this.#uploads.letGo(slug, current, null);
         return ok({ action: 'delete' as const, merchant: current! });
       }

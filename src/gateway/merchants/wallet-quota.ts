@@ -87,13 +87,17 @@ export class WalletQuota {
     return this.#refused(owner, slug, this.maxPerWallet);
   }
 
-  /** Gives back the slot `slug` holds of `owner`'s (its merchant was deleted). */
-  async freeSlot(owner: string, slug: string): Promise<void> {
+  /**
+   * Gives back the slot `slug` holds of `owner`'s: its merchant was deleted at `now` (ms). A slot taken after that (the
+   * slug registered again at once) is left to its new registration.
+   */
+  async freeSlot(owner: string, slug: string, now: number): Promise<void> {
     const wallet = owner.toLowerCase();
     for (let i = 1; i <= this.maxPerWallet; i++) {
       const key = `${wallet}#${i}`;
       const holder = await this.slots.holder(key);
-      if (holder?.split(' ')[0] === slug) await this.slots.release(key, holder);
+      const [held, at] = holder?.split(' ') ?? [];
+      if (holder && held === slug && Number(at) <= now) await this.slots.release(key, holder);
     }
   }
 
