@@ -80,6 +80,16 @@ const logOf = (at: PaidGateway, pattern: RegExp) =>
     .map((l) => l.slice(0, 300));
 const head = async () => BigInt(await rpcCall<string>(n.rpcUrl, 'eth_blockNumber', []));
 const deskNonce = () => pub.getTransactionCount({ address: desk, blockTag: 'pending' });
+/** Each payer buys a joke at the node `at` picks for it, all at once: what each was answered. */
+const buyAtOnce = (payers: LocalAccount[], at: (i: number) => PaidGateway): Promise<Purchase[]> =>
+  Promise.all(
+    payers.map(async (payer, i) => {
+      const node = at(i);
+      const res = await fetch(joke(node), { headers: { 'payment-signature': await x402Credential(joke(node), payer, caip2) } });
+      await res.arrayBuffer();
+      return { payer: payer.address, status: res.status };
+    }),
+  );
 const resent = async (at: PaidGateway) => metricValue(await scrape(`${at.gw.url}/metrics`), 'gate402_reorged_transactions_total', { network: caip2, outcome: 'resent' }) ?? 0;
 const moved = async (at: PaidGateway) => metricValue(await scrape(`${at.gw.url}/metrics`), 'gate402_reorged_transactions_total', { network: caip2, outcome: 'moved' }) ?? 0;
 const lost = async (at: PaidGateway) => metricValue(await scrape(`${at.gw.url}/metrics`), 'gate402_reorged_transactions_total', { network: caip2, outcome: 'lost' }) ?? 0;
@@ -96,14 +106,7 @@ t.test('a reorg drops the settlement batches both nodes mined: each sends its ow
   const blockBefore = await head();
 
   // Four buyers at each node, at once: each node settles its four in one batch (or a few).
-  const purchases: Purchase[] = await Promise.all(
-    payers.map(async (payer, i) => {
-      const at = i % 2 === 0 ? a : b;
-      const res = await fetch(joke(at), { headers: { 'payment-signature': await x402Credential(joke(at), payer, caip2) } });
-      await res.arrayBuffer();
-      return { payer: payer.address, status: res.status };
-    }),
-  );
+  const purchases = await buyAtOnce(payers, (i) => (i % 2 === 0 ? a : b));
   t.same(
     purchases.map((p) => p.status),
     payers.map(() => 200),
@@ -177,13 +180,7 @@ t.test("a node killed after its batch mined, then a reorg drops the batch: the s
   const callsBefore = fixtures.calls;
   const txsBefore = await relayerTxCount(n, b.relayers);
   const blockBefore = await head();
-  const purchases: Purchase[] = await Promise.all(
-    payers.map(async (payer) => {
-      const res = await fetch(joke(b), { headers: { 'payment-signature': await x402Credential(joke(b), payer, caip2) } });
-      await res.arrayBuffer();
-      return { payer: payer.address, status: res.status };
-    }),
-  );
+  const purchases = await buyAtOnce(payers, () => b);
   t.same(
     purchases.map((p) => p.status),
     payers.map(() => 200),
