@@ -36,12 +36,27 @@ const watched = store.collection<WatchedTx>('reorg-watch');
 const guardOn = (chain: ReorgChain = reorgChainOf(client, pool)) => new ReorgGuard({ chainId: 31_337, chain, watched, depth: 5, log });
 const VALUE = parseEther('0.01');
 
+/**
+ * The receipt of `hash`, asked for until it is there. Not viem's `waitForTransactionReceipt`: after its first look it
+ * looks again only when a new block comes, and on this chain, mined only by what the test sends, none may come (seen
+ * once in a loop: a first look that found nothing, then 180 s without a block).
+ */
+async function receiptOf(hash: Hex) {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const receipt = await client.getTransactionReceipt({ hash }).catch(() => undefined);
+    if (receipt) return receipt;
+    if (Date.now() > deadline) throw new Error(`no receipt for ${hash} within 60 s`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** A transfer of VALUE to a fresh account, sent and mined (automine), then watched. */
 async function pay(t: Test, guard: ReorgGuard): Promise<{ tx: SignedTx; to: Address }> {
   const to = freshAccount().address;
   const tx = await pool.sign({ to, data: '0x', gas: 21_000n, value: VALUE });
   t.equal(await pool.broadcast(tx), 'sent');
-  const receipt = await client.waitForTransactionReceipt({ hash: tx.hash, pollingInterval: 20 });
+  const receipt = await receiptOf(tx.hash);
   pool.done(tx);
   await guard.watch(tx, receipt, `transfer to ${to}`);
   return { tx, to };
@@ -131,7 +146,7 @@ t.test('a transaction handed over after a reorg already took its block back is l
   const to = freshAccount().address;
   const late = await pool.sign({ to, data: '0x', gas: 21_000n, value: VALUE });
   t.equal(await pool.broadcast(late), 'sent');
-  const receipt = await client.waitForTransactionReceipt({ hash: late.hash, pollingInterval: 20 });
+  const receipt = await receiptOf(late.hash);
   pool.done(late);
   await rpcCall(anvil.rpcUrl, 'anvil_reorg', [1, []]);
   t.notOk((await guard.check()).reorganised, 'the new head descends from the last one the guard saw: no reorg to notice');
