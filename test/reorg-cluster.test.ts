@@ -13,12 +13,11 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { CAIP2 } from '../src/chain/canonical.ts';
 import type { NetworkEntry } from '../src/chain/network-types.ts';
 import { rpcCall } from '../src/chain/rpc.ts';
-import { startFixtureUpstreams } from '../src/devnet/fixtures/server.ts';
+import { startCluster } from './helpers/cluster.ts';
 import { clientsFor, tester } from './helpers/devnet.ts';
 import { ledger, type Purchase } from './helpers/ledger.ts';
-import { relayerTxCount, spawnPaidGateway, until, x402Credential, type PaidGateway } from './helpers/paid-gateway.ts';
+import { relayerTxCount, until, x402Credential, type PaidGateway } from './helpers/paid-gateway.ts';
 import { fundedPayer, stableBalance } from './helpers/payments.ts';
-import { startPostgres } from './helpers/postgres.ts';
 import { scrape, valueOf as metricValue } from './helpers/prometheus.ts';
 import { spawnOwnDevnet } from './helpers/spawn-devnet.ts';
 import { gassedKey, officialBuyer, tokenBalance } from './helpers/stock.ts';
@@ -33,39 +32,24 @@ if (!tsla) throw new Error('no TSLA on the stock chain');
 const funder = tester('stock');
 const { pub } = clientsFor(n, funder);
 
-const db = await startPostgres();
-t.teardown(() => db.stop());
-const fixtures = await startFixtureUpstreams({ host: '127.0.0.1', port: 0 });
-t.teardown(() => fixtures.close());
-const upstream = new URL(fixtures.baseUrlFor('catjoke')).origin;
-
 const deskKey = await gassedKey(n);
 const desk = privateKeyToAccount(deskKey).address;
-async function node(id: string): Promise<PaidGateway> {
-  const started = await spawnPaidGateway(
-    devnet.manifest,
-    upstream,
-    {
-      GATE402_STORE_URL: db.url,
-      GATE402_NODE_ID: id,
-      GATE402_LEASE_MS: '3000',
-      GATE402_STOCK_ENABLED: 'true',
-      GATE402_STOCK_DESK_KEY: deskKey,
-      GATE402_STOCK_ORDER_WAIT_MS: '120000',
-      // Requests sent together meet in one batch at each node however the machine schedules them.
-      GATE402_BATCH_WINDOW_MS: '1500',
-      GATE402_BATCH_EAGER: 'false',
-      GATE402_SETTLE_QUEUE_WAIT_MS: '60000',
-      GATE402_CONFIRM_DEADLINE_MS: '30000',
-      GATE402_RECEIPT_POLL_MS: '50',
-      GATE402_REORG_CHECK_MS: '100',
-      GATE402_REORG_DEPTH_BLOCKS: '32',
-    },
-    { manifestPath: devnet.manifestPath },
-  );
-  t.teardown(() => started.gw.stop());
-  return started;
-}
+const { fixtures, node } = await startCluster(t, {
+  devnet,
+  env: {
+    GATE402_STOCK_ENABLED: 'true',
+    GATE402_STOCK_DESK_KEY: deskKey,
+    GATE402_STOCK_ORDER_WAIT_MS: '120000',
+    // Requests sent together meet in one batch at each node however the machine schedules them.
+    GATE402_BATCH_WINDOW_MS: '1500',
+    GATE402_BATCH_EAGER: 'false',
+    GATE402_SETTLE_QUEUE_WAIT_MS: '60000',
+    GATE402_CONFIRM_DEADLINE_MS: '30000',
+    GATE402_RECEIPT_POLL_MS: '50',
+    GATE402_REORG_CHECK_MS: '100',
+    GATE402_REORG_DEPTH_BLOCKS: '32',
+  },
+});
 // The first to start takes the desk lease; the second stands by.
 const a = await node('r1');
 const b = await node('r2');

@@ -11,7 +11,8 @@ import { type RpcGate, startRpcGate } from './rpc-gate.ts';
 import { tempDir } from './temp-dir.ts';
 
 /**
- * `gate402 gateway` nodes on one embedded PostgreSQL of this test process, on the shared devnet, serving the built-in
+ * `gate402 gateway` nodes on one embedded PostgreSQL of this test process, on the shared devnet (or chains of the
+ * test's own, `devnet`: a test that reorganises them), serving the built-in
  * catalog from fixture upstreams every node reaches. A node may reach the stock chain through an RPC gate of its own
  * (to hold what it sends or keep what it reads). Everything stops at the test's teardown.
  */
@@ -39,8 +40,12 @@ interface Teardown {
   teardown(fn: () => unknown): void;
 }
 
-export async function startCluster(t: Teardown, opts: { leaseMs?: number; env?: Record<string, string>; ownServer?: boolean } = {}): Promise<TestCluster> {
-  const manifest = testDevnet();
+export async function startCluster(
+  t: Teardown,
+  opts: { leaseMs?: number; env?: Record<string, string>; ownServer?: boolean; devnet?: { manifest: DevnetManifest; manifestPath: string } } = {},
+): Promise<TestCluster> {
+  const manifest = opts.devnet?.manifest ?? testDevnet();
+  const manifestOf = opts.devnet?.manifestPath ?? TEST_MANIFEST_PATH;
   const caip2 = CAIP2.stockChain;
   const n = network(manifest, caip2);
   const db = await startPostgres({ own: opts.ownServer });
@@ -66,13 +71,13 @@ export async function startCluster(t: Teardown, opts: { leaseMs?: number; env?: 
     env,
     async node(id, o = {}) {
       let gate: RpcGate | undefined;
-      let manifestPath: string | undefined;
+      let manifestPath = manifestOf;
       if (o.gated) {
         gate = await startRpcGate(n.rpcUrl);
         t.teardown(() => gate?.close());
-        manifestPath = gatedManifest(caip2, gate.url);
+        manifestPath = gatedManifest(caip2, gate.url, manifestOf);
       }
-      const node = await spawnPaidGateway(manifest, upstream, { ...env(id), ...o.env }, { ...(manifestPath ? { manifestPath } : {}), ...(o.reuse ?? {}) });
+      const node = await spawnPaidGateway(manifest, upstream, { ...env(id), ...o.env }, { manifestPath, ...(o.reuse ?? {}) });
       t.teardown(async () => {
         node.gw.child.kill('SIGCONT');
         await node.gw.stop('SIGKILL');
@@ -82,10 +87,10 @@ export async function startCluster(t: Teardown, opts: { leaseMs?: number; env?: 
   };
 }
 
-/** A copy of the test devnet's manifest whose `caip2` chain is reached at `rpcUrl` (a gate or relay in front of it). */
-export function gatedManifest(caip2: string, rpcUrl: string): string {
+/** A copy of a devnet's manifest (the test devnet's unless named) whose `caip2` chain is reached at `rpcUrl` (a gate or relay in front of it). */
+export function gatedManifest(caip2: string, rpcUrl: string, from: string = TEST_MANIFEST_PATH): string {
   const dir = tempDir('cluster-manifest');
-  const manifest = JSON.parse(readFileSync(TEST_MANIFEST_PATH, 'utf8'));
+  const manifest = JSON.parse(readFileSync(from, 'utf8'));
   manifest.networks[caip2].rpcUrl = rpcUrl;
   const path = join(dir, 'manifest.json');
   writeFileSync(path, JSON.stringify(manifest));
