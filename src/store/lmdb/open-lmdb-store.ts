@@ -90,7 +90,7 @@ export function openLmdbStore(path: string, opts: LmdbStoreOptions = {}): Store 
     fence: () => {},
     health: () => health.health(),
     probe: async () => {
-      if (health.probeDue()) await (async () => durable(() => db('health').put('probe', Date.now())))().catch(() => {});
+      if (health.probeDue()) await durable(() => db('health').put('probe', Date.now())).catch(() => {});
       return health.health();
     },
     close: () => {
